@@ -1,0 +1,143 @@
+//! @file toga/sim/platform.hpp
+//! `toga::sim::platform`: the Platform of the fiber simulator.
+//!
+//! Every atomic, fence, backoff and warp intrinsic first reaches a scheduling point of the
+//! running world (which may switch to another lane), then takes effect in one indivisible step.
+//! Memory is sequentially consistent at that granularity: memory orders and scopes are
+//! accepted and recorded by type but do not weaken anything (see docs/simulator.md, "what the
+//! model does not cover"). Only valid inside a lane of a running `toga::sim::world`.
+#pragma once
+
+#include <cstdint>
+#include <source_location>
+#include <string>
+#include <type_traits>
+
+#include "toga/platform.hpp"
+#include "toga/sim/world.hpp"
+
+namespace toga::sim {
+
+struct platform {
+  //! Lanes of an aborted schedule are unwound by an exception: core code must not be noexcept.
+  static constexpr bool noexcept_ops = false;
+
+  template <class T, memory_order O, scope S>
+  static T load(T* p, order_tag<O>, scope_tag<S>) {
+    static_assert(O != memory_order::release && O != memory_order::acq_rel, "a load cannot be release");
+    w().point(op::load);
+    return *p;
+  }
+  template <class T, memory_order O, scope S>
+  static void store(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
+    static_assert(O != memory_order::acquire && O != memory_order::acq_rel, "a store cannot be acquire");
+    w().point(op::store);
+    *p = v;
+  }
+  template <class T, memory_order O, scope S>
+  static T exchange(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
+    w().point(op::exchange);
+    T old = *p;
+    *p = v;
+    return old;
+  }
+  template <class T, memory_order O, scope S>
+  static bool compare_exchange(T* p, T& expected, std::type_identity_t<T> desired, order_tag<O>, scope_tag<S>) {
+    w().point(op::cas);
+    if (*p == expected) {
+      *p = desired;
+      return true;
+    }
+    expected = *p;
+    return false;
+  }
+  template <class T, memory_order O, scope S>
+  static T fetch_add(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
+    w().point(op::fetch_add);
+    T old = *p;
+    *p = static_cast<T>(old + v);
+    return old;
+  }
+  template <class T, memory_order O, scope S>
+  static T fetch_sub(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
+    w().point(op::fetch_sub);
+    T old = *p;
+    *p = static_cast<T>(old - v);
+    return old;
+  }
+  template <class T, memory_order O, scope S>
+  static T fetch_and(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
+    w().point(op::fetch_and);
+    T old = *p;
+    *p = old & v;
+    return old;
+  }
+  template <class T, memory_order O, scope S>
+  static T fetch_or(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
+    w().point(op::fetch_or);
+    T old = *p;
+    *p = old | v;
+    return old;
+  }
+  template <memory_order O, scope S>
+  static void fence(order_tag<O>, scope_tag<S>) {
+    w().point(op::fence);
+  }
+
+  // identity
+  static unsigned lane_id() { return w().self().lane; }
+  static unsigned warp_id() { return w().self().warp; }
+  static unsigned thread_id() { return w().self().thread; }
+  static unsigned block_id() { return w().self().block; }
+  static unsigned block_dim() { return w().config().threads_per_block; }
+  static unsigned grid_dim() { return w().config().blocks; }
+  static unsigned sm_id() { return w().self().sm; }
+  static unsigned num_sms() { return w().config().sms; }
+
+  // warp collectives
+  //! The lanes grouped with the caller at this call site (a scheduling choice; see world.hpp).
+  static std::uint32_t activemask(std::source_location loc = std::source_location::current()) {
+    const std::uint64_t site = (reinterpret_cast<std::uintptr_t>(loc.file_name()) << 20) ^
+                               (std::uint64_t{loc.line()} << 8) ^ loc.column();
+    return w().activemask(site);
+  }
+  static std::uint32_t ballot(std::uint32_t mask, bool pred) {
+    return static_cast<std::uint32_t>(w().collective(op::ballot, mask, pred ? 1 : 0, 0, "__ballot_sync"));
+  }
+  static std::uint32_t shfl(std::uint32_t mask, std::uint32_t v, int src) {
+    return static_cast<std::uint32_t>(w().collective(op::shfl, mask, v, static_cast<unsigned>(src), "__shfl_sync"));
+  }
+  static std::uint64_t shfl(std::uint32_t mask, std::uint64_t v, int src) {
+    return w().collective(op::shfl, mask, v, static_cast<unsigned>(src), "__shfl_sync");
+  }
+  static std::uint32_t match_any(std::uint32_t mask, std::uint32_t key) {
+    return static_cast<std::uint32_t>(w().collective(op::match_any, mask, key, 0, "__match_any_sync"));
+  }
+  static std::uint32_t match_any(std::uint32_t mask, std::uint64_t key) {
+    return static_cast<std::uint32_t>(w().collective(op::match_any, mask, key, 0, "__match_any_sync"));
+  }
+  static void syncwarp(std::uint32_t mask) { w().collective(op::syncwarp, mask, 0, 0, "__syncwarp"); }
+  static std::uint32_t lanemask_lt() { return (1u << w().self().lane) - 1u; }
+
+  // progress and failure
+  static void backoff(unsigned) { w().point(op::backoff); }
+  [[noreturn]] static void fail(const char* what) {
+    throw lane_failure{verdict_kind::crash, std::string("assertion failed: ") + what};
+  }
+
+  // simulator extras (not part of the Platform concept)
+  //! A data choice in [0, n) from the schedule: use it for fault injection and test data, so
+  //! that replay and shrinking cover it.
+  static std::uint32_t choose(std::uint32_t n) { return w().choose(n); }
+  //! Reports a failed property of the code under test as an invariant verdict.
+  [[noreturn]] static void violated(const std::string& what) {
+    throw lane_failure{verdict_kind::invariant, what};
+  }
+
+ private:
+  static world& w() { return *world::current(); }
+};
+
+static_assert(toga::Platform<platform>);
+
+}  // namespace toga::sim

@@ -1,0 +1,87 @@
+//! @file toga/sim/runner.hpp
+//! Running scenarios: one schedule, many schedules in parallel, replay, shrinking.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "toga/sim/scenario.hpp"
+#include "toga/sim/strategy.hpp"
+#include "toga/sim/types.hpp"
+
+namespace toga::sim {
+
+//! Runs one schedule of `sc` with strategy `strat` seeded by `seed`.
+run_result run_one(const scenario& sc, const params& p, strategy& strat, std::uint64_t seed,
+                   const run_limits& limits);
+
+//! Options of an exploration (a `toga-sim explore` call).
+struct explore_options {
+  strategy_config strategy;
+  std::uint64_t schedules = 1000;
+  std::uint64_t seed = 1;        //!< schedule i uses seed + i
+  unsigned threads = 0;          //!< 0: all cores (oneTBB); exhaustive always uses one
+  params scenario_params;
+  std::optional<run_limits> limits;  //!< default: the scenario's
+  bool stop_on_failure = true;
+  bool progress = false;         //!< a one-line progress display on stderr
+};
+
+//! The first failure of an exploration, with what it takes to reproduce it.
+struct failure_report {
+  std::uint64_t index = 0;        //!< schedule number (0-based)
+  std::uint64_t seed = 0;         //!< that schedule's seed
+  strategy_config strategy;       //!< concrete strategy (portfolio resolved)
+  run_result result;
+  bool deterministic = true;      //!< a re-run gave the same verdict and trace hash
+  std::string replay_command;     //!< one line that reproduces it
+};
+
+struct explore_summary {
+  std::string scenario;
+  std::uint64_t schedules = 0;    //!< schedules counted (all up to the first failure)
+  double seconds = 0;
+  std::uint64_t counts[verdict_kind_count] = {};
+  std::uint64_t total_steps = 0;
+  bool exhausted = false;         //!< exhaustive: every schedule within the bound was run
+  std::optional<failure_report> first_failure;
+  std::uint64_t pct_steps = 0;    //!< k used by PCT (calibrated or given)
+  double schedules_per_second() const { return seconds > 0 ? schedules / seconds : 0; }
+};
+
+//! Explores `sc`. Results (counts, first failure, its hash) depend only on the options, never
+//! on the number of threads: schedule i is a pure function of (scenario, params, strategy,
+//! seed + i), and the reported failure is the one with the lowest index.
+explore_summary explore(const scenario& sc, const explore_options& opt);
+
+//! The command line that replays one schedule.
+std::string replay_command(const scenario& sc, const params& p, const strategy_config& s,
+                           std::uint64_t seed, const run_limits& limits);
+
+//! Shrinks a failing schedule: fewer preemptions first, then fewer switches, keeping the same
+//! verdict kind. Returns the shrunk run (its `decisions` replay it).
+struct shrink_report {
+  run_result original;
+  run_result shrunk;
+  unsigned replays = 0;
+};
+shrink_report shrink(const scenario& sc, const params& p, const run_limits& limits,
+                     const run_result& failing, unsigned max_replays = 2000);
+
+//! Decision files: JSON with the scenario, its parameters, limits and the decision list.
+void save_decisions(const std::string& path, const scenario& sc, const params& p,
+                    const run_limits& limits, const run_result& r);
+struct decision_file {
+  std::string scenario;
+  params scenario_params;
+  run_limits limits;
+  std::vector<std::uint32_t> decisions;
+  std::string verdict;
+  std::uint64_t trace_hash = 0;
+};
+//! Throws std::runtime_error with the file name and what is wrong.
+decision_file load_decisions(const std::string& path);
+
+}  // namespace toga::sim

@@ -1,0 +1,149 @@
+//! @file toga/sim/strategy.hpp
+//! Scheduling strategies: who runs at each scheduling point, and the value of each data choice.
+//!
+//!  - random: uniform over the runnable lanes at every point (Shuttle's random walk).
+//!  - pct: Probabilistic Concurrency Testing with depth d (Burckhardt, Kothari, Musuvathi,
+//!    Nagarakatte, ASPLOS'10): random distinct lane priorities, d-1 random priority-change
+//!    points among the first k steps; finds a depth-d bug with probability >= 1/(n k^(d-1)).
+//!    One adaptation for spin loops: a lane that backs off drops below every other lane, so
+//!    a high-priority spinner cannot starve the lane it waits for.
+//!  - replay: follows a recorded decision list; past its end (or at an entry that no longer
+//!    fits) it uses the default policy. Two marker entries steer shrinking.
+//!  - exhaustive: depth-first enumeration of all schedules that deviate from the default
+//!    policy at most `bound` times (delay bounding, Emmi, Qadeer, Rakamaric, POPL'11).
+//!
+//! The default policy (also the fair tail): keep running the current lane; at a backoff, or
+//! when the current lane blocks or exits, run the next runnable lane in cyclic order.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "toga/sim/rng.hpp"
+#include "toga/sim/types.hpp"
+
+namespace toga::sim {
+
+//! What a strategy sees at a lane choice.
+struct pick_context {
+  const lane_set& runnable;  //!< candidates (at least two)
+  unsigned current;          //!< lane that reached the point (>= lanes: none yet)
+  bool current_runnable;     //!< false when it blocked or exited
+  bool yield;                //!< the point is a backoff
+  std::uint64_t step;        //!< scheduling points so far
+};
+
+//! The default policy's choice (see file comment).
+inline unsigned default_pick(const pick_context& c) {
+  if (c.current_runnable && !c.yield) return c.current;
+  return c.runnable.next_cyclic(c.current);
+}
+
+//! Replay markers (decision-list entries that are not lane ids).
+inline constexpr std::uint32_t decision_default = 0xffffffffu;  //!< use the default policy
+inline constexpr std::uint32_t decision_stay = 0xfffffffeu;     //!< keep the current lane
+
+class strategy {
+ public:
+  virtual ~strategy() = default;
+  //! Called before each schedule with its seed and the number of lanes.
+  virtual void begin(std::uint64_t seed, unsigned lanes) = 0;
+  //! Returns a member of c.runnable.
+  virtual unsigned pick_lane(const pick_context& c) = 0;
+  //! Returns a value in [0, n), n >= 2.
+  virtual std::uint32_t pick_value(std::uint32_t n, std::uint64_t step) = 0;
+};
+
+enum class strategy_kind : std::uint8_t { random, pct, replay, exhaustive, portfolio };
+const char* to_string(strategy_kind k);
+bool parse_strategy(const std::string& s, strategy_kind& out);
+
+//! Parameters of a strategy (the parts a replay command must repeat).
+struct strategy_config {
+  strategy_kind kind = strategy_kind::random;
+  unsigned pct_depth = 3;           //!< d
+  std::uint64_t pct_steps = 0;      //!< k; 0: calibrated from a default-policy run
+  unsigned bound = 2;               //!< exhaustive: deviations from the default policy
+  std::vector<std::uint32_t> decisions;  //!< replay
+};
+
+class random_strategy final : public strategy {
+ public:
+  void begin(std::uint64_t seed, unsigned) override { rng_.reseed(seed); }
+  unsigned pick_lane(const pick_context& c) override {
+    return c.runnable.nth(static_cast<unsigned>(rng_.below(c.runnable.count())));
+  }
+  std::uint32_t pick_value(std::uint32_t n, std::uint64_t) override {
+    return static_cast<std::uint32_t>(rng_.below(n));
+  }
+
+ private:
+  rng rng_;
+};
+
+class pct_strategy final : public strategy {
+ public:
+  pct_strategy(unsigned depth, std::uint64_t steps) : depth_(depth ? depth : 1), k_(steps ? steps : 1) {}
+  void begin(std::uint64_t seed, unsigned lanes) override;
+  unsigned pick_lane(const pick_context& c) override;
+  std::uint32_t pick_value(std::uint32_t n, std::uint64_t) override {
+    return static_cast<std::uint32_t>(rng_.below(n));
+  }
+
+ private:
+  unsigned depth_;
+  std::uint64_t k_;
+  rng rng_;
+  std::vector<std::int64_t> prio_;
+  std::vector<std::uint64_t> change_points_;  // ascending
+  std::size_t next_change_ = 0;
+  std::int64_t low_ = 0;  // next priority to hand out below every other
+};
+
+class replay_strategy final : public strategy {
+ public:
+  explicit replay_strategy(std::vector<std::uint32_t> d) : d_(std::move(d)) {}
+  void begin(std::uint64_t, unsigned) override { pos_ = 0; }
+  unsigned pick_lane(const pick_context& c) override;
+  std::uint32_t pick_value(std::uint32_t n, std::uint64_t) override;
+
+ private:
+  std::vector<std::uint32_t> d_;
+  std::size_t pos_ = 0;
+};
+
+//! Stateful across schedules: call begin() / run / advance() until advance() returns false.
+class exhaustive_strategy final : public strategy {
+ public:
+  explicit exhaustive_strategy(unsigned bound) : bound_(bound) {}
+  void begin(std::uint64_t, unsigned) override {
+    pos_ = 0;
+    used_ = 0;
+  }
+  unsigned pick_lane(const pick_context& c) override;
+  std::uint32_t pick_value(std::uint32_t n, std::uint64_t) override;
+  //! Moves to the next schedule; false when every schedule within the bound was run.
+  bool advance();
+
+ private:
+  struct frame {
+    std::uint32_t choice;
+    std::uint32_t count;
+  };
+  std::uint32_t next_choice(std::uint32_t count);
+  unsigned bound_;
+  std::vector<frame> stack_;
+  std::size_t pos_ = 0;
+  unsigned used_ = 0;
+  std::vector<unsigned> alts_;
+};
+
+//! Builds the strategy for schedule `index` of a run with this config. For portfolio, the
+//! index selects random, pct(d=2) or pct(d=3) in turn; `effective` receives the concrete config
+//! (what a replay command must name).
+std::unique_ptr<strategy> make_strategy(const strategy_config& cfg, std::uint64_t index,
+                                        strategy_config* effective = nullptr);
+
+}  // namespace toga::sim

@@ -1,0 +1,148 @@
+//! @file toga/sim/types.hpp
+//! Vocabulary of the fiber simulator: operations, machine shape, limits, verdicts, results.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace toga::sim {
+
+//! The kind of scheduling point a lane reached. Every Platform operation that touches shared
+//! state is one of these; the simulator may switch lanes before each of them.
+enum class op : std::uint8_t {
+  start,       //!< a lane's first step
+  load,
+  store,
+  exchange,
+  cas,
+  fetch_add,
+  fetch_sub,
+  fetch_and,
+  fetch_or,
+  fence,
+  backoff,     //!< a spin loop's yield: the scheduler's default here is to switch lanes
+  activemask,
+  ballot,
+  shfl,
+  match_any,
+  syncwarp,
+  choice,      //!< a data choice (fault site, grouping) drawn from the schedule
+  exit,        //!< a lane returned from the kernel
+};
+const char* to_string(op k);
+
+//! Machine shape of one simulated launch: `blocks` blocks of `threads_per_block` threads,
+//! placed round-robin on `sms` SMs. As on CUDA, at most 2048 threads are resident per SM; the
+//! simulator keeps every block resident, so a launch must fit (blocks/SM x threads <= 2048).
+struct launch_config {
+  unsigned sms = 1;
+  unsigned blocks = 1;
+  unsigned threads_per_block = 32;
+  unsigned lanes() const { return blocks * threads_per_block; }
+};
+//! Resident-thread bound per SM (Hopper and every Volta+ part toga targets).
+inline constexpr unsigned max_threads_per_sm = 2048;
+
+//! When a schedule stops being driven by the strategy and how long it may run.
+//!  - after `fair_after` scheduling points the *fair tail* takes over: a lane keeps running
+//!    until it blocks, exits or backs off, then the next runnable lane (cyclically) runs. Spin
+//!    loops then make progress, so they are not reported as livelocks by an unfair prefix.
+//!  - a schedule that exceeds `max_steps` points is a livelock.
+struct run_limits {
+  std::uint64_t fair_after = 20'000;
+  std::uint64_t max_steps = 200'000;
+};
+
+//! Outcome of one schedule.
+enum class verdict_kind : std::uint8_t {
+  pass,
+  invariant,  //!< a named invariant failed (message names it)
+  deadlock,   //!< no runnable lane while lanes are alive
+  livelock,   //!< max_steps exceeded under the fair tail
+  cuda_rule,  //!< a CUDA rule was broken (warp-intrinsic mask, shuffle source, launch shape)
+  crash,      //!< an assertion (Platform::fail) or an exception inside a lane
+};
+const char* to_string(verdict_kind k);
+inline constexpr unsigned verdict_kind_count = 6;
+
+//! Everything one schedule produced.
+struct run_result {
+  verdict_kind kind = verdict_kind::pass;
+  std::string message;
+  std::uint64_t trace_hash = 0;   //!< hash of (lane, op) per step and of data choices
+  std::uint64_t steps = 0;        //!< scheduling points executed
+  std::uint32_t preemptions = 0;  //!< switches away from a runnable lane at a non-yield point
+  std::uint32_t switches = 0;     //!< all lane switches
+  //! The strategy's decisions (lane ids at lane choices, values at data choices), in order;
+  //! replaying them reproduces the schedule. Fair-tail decisions are not recorded (they follow
+  //! from the state).
+  std::vector<std::uint32_t> decisions;
+  //! Per decision: bit 0 = it preempted a runnable lane, bit 1 = it was a lane switch at a
+  //! yield or a block, bit 2 = it was a data choice. Used by shrinking.
+  std::vector<std::uint8_t> decision_flags;
+  bool failed() const { return kind != verdict_kind::pass; }
+};
+
+//! A fixed-capacity set of lane indices with O(words) rank/select; the runnable set.
+class lane_set {
+ public:
+  void resize(unsigned n) {
+    n_ = n;
+    words_.assign((n + 63) / 64, 0);
+    count_ = 0;
+  }
+  unsigned size() const { return n_; }
+  unsigned count() const { return count_; }
+  bool test(unsigned i) const { return (words_[i >> 6] >> (i & 63)) & 1u; }
+  void set(unsigned i) {
+    auto& w = words_[i >> 6];
+    const std::uint64_t b = std::uint64_t{1} << (i & 63);
+    count_ += (w & b) ? 0 : 1;
+    w |= b;
+  }
+  void reset(unsigned i) {
+    auto& w = words_[i >> 6];
+    const std::uint64_t b = std::uint64_t{1} << (i & 63);
+    count_ -= (w & b) ? 1 : 0;
+    w &= ~b;
+  }
+  //! The k-th member in ascending order; k < count().
+  unsigned nth(unsigned k) const {
+    for (unsigned wi = 0;; ++wi) {
+      const unsigned c = static_cast<unsigned>(std::popcount(words_[wi]));
+      if (k < c) {
+        std::uint64_t w = words_[wi];
+        for (unsigned j = 0; j < k; ++j) w &= w - 1;
+        return wi * 64 + static_cast<unsigned>(std::countr_zero(w));
+      }
+      k -= c;
+    }
+  }
+  //! The first member strictly after `after` in cyclic order (may be `after` itself if it is
+  //! the only member). Requires count() > 0. `after` may be >= size() (then: the first).
+  unsigned next_cyclic(unsigned after) const {
+    const unsigned start = after + 1 >= n_ ? 0 : after + 1;
+    if (auto r = first_from(start); r < n_) return r;
+    return first_from(0);
+  }
+  //! The lowest member >= from, or size() if none.
+  unsigned first_from(unsigned from) const {
+    if (from >= n_) return n_;
+    unsigned wi = from >> 6;
+    std::uint64_t w = words_[wi] & (~std::uint64_t{0} << (from & 63));
+    while (true) {
+      if (w) return wi * 64 + static_cast<unsigned>(std::countr_zero(w));
+      if (++wi >= words_.size()) return n_;
+      w = words_[wi];
+    }
+  }
+
+ private:
+  std::vector<std::uint64_t> words_;
+  unsigned count_ = 0;
+  unsigned n_ = 0;
+};
+
+}  // namespace toga::sim

@@ -1,0 +1,157 @@
+//! @file toga/sim/world.hpp
+//! One simulated kernel launch: every GPU thread (lane) is a Boost.Fiber fiber, all on the
+//! calling OS thread; a strategy decides at every scheduling point which lane runs next.
+//!
+//! Model (see docs/simulator.md):
+//!  - Lanes are grouped in warps of 32 (the last warp of a block may be partial), warps in
+//!    blocks, blocks placed round-robin on SMs. Identity functions answer as CUDA would.
+//!  - Volta+ independent thread scheduling: any lane may be preempted at any scheduling point.
+//!    Shared memory is sequentially consistent at the granularity of Platform operations
+//!    (each operation is atomic with respect to the schedule).
+//!  - Warp intrinsics wait for exactly the lanes named in their mask, excluding lanes that
+//!    exited (and lanes a partial warp does not have). The caller must be in the mask.
+//!    `activemask()` returns the lanes of the warp that reached the same call site and were
+//!    grouped with the caller: the grouping is a scheduling choice (a singleton is legal).
+//!  - A lane that blocks in an intrinsic stops being runnable; if no lane is runnable while
+//!    lanes are alive the verdict is a deadlock (or a CUDA-rule violation when the lanes wait
+//!    on mismatched intrinsics).
+//!  - Aborting a schedule unwinds every lane's fiber with a `lane_abort` exception; code run
+//!    on the simulator must therefore not be `noexcept` (see TOGA_NOEXCEPT) nor swallow
+//!    exceptions with `catch (...)`.
+//!
+//! A world is single-threaded: run independent schedules on independent threads, one world at
+//! a time per thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "toga/sim/strategy.hpp"
+#include "toga/sim/types.hpp"
+
+namespace boost::fibers {
+class context;
+}
+
+namespace toga::sim {
+
+//! Identity of one simulated lane, as CUDA would report it.
+struct lane_info {
+  unsigned index;          //!< global lane index in the launch
+  unsigned block;          //!< block index
+  unsigned thread;         //!< thread index within the block
+  unsigned warp;           //!< warp index within the block
+  unsigned lane;           //!< lane index within the warp
+  unsigned sm;             //!< SM the block runs on
+  unsigned warp_global;    //!< warp index in the launch
+};
+
+//! Thrown inside lanes to unwind them when a schedule is aborted. Not a std::exception, so
+//! that `catch (const std::exception&)` in code under test does not catch it.
+struct lane_abort {};
+
+//! Thrown by a lane to report a failure of the code under test (Platform::fail).
+struct lane_failure {
+  verdict_kind kind;
+  std::string message;
+};
+
+class world {
+ public:
+  using invariant_fn = std::function<std::optional<std::string>()>;
+
+  world(const launch_config& cfg, strategy& strat, run_limits limits);
+  ~world();
+  world(const world&) = delete;
+  world& operator=(const world&) = delete;
+
+  //! The world running on this OS thread (nullptr outside a run).
+  static world* current() { return tls_current_; }
+
+  //! Registers a named invariant, checked at every scheduling point of this world (it sees
+  //! the state after the previous operation). Returns a message when violated.
+  void add_invariant(std::string name, invariant_fn fn);
+
+  //! Runs `body` once in every lane and returns the verdict. Call once per world.
+  run_result run(const std::function<void()>& body);
+
+  // ---- used by the simulator Platform, from inside lanes --------------------------------
+  //! A scheduling point before an operation of kind k.
+  void point(op k);
+  //! A warp intrinsic; returns this lane's result (ballot: the vote; shfl: the value; match:
+  //! the mask; syncwarp: 0). `src` is the shuffle source lane.
+  std::uint64_t collective(op k, std::uint32_t mask, std::uint64_t value, unsigned src,
+                           const char* name);
+  //! `__activemask()` at call site `site`.
+  std::uint32_t activemask(std::uint64_t site);
+  //! A data choice in [0, n) drawn from the schedule (recorded, replayed, shrunk).
+  std::uint32_t choose(std::uint32_t n);
+  //! Identity of the running lane.
+  const lane_info& self() const { return lanes_[current_].info; }
+  const launch_config& config() const { return cfg_; }
+  //! Aborts the schedule from inside a lane with this verdict.
+  [[noreturn]] void abort_run(verdict_kind k, std::string message);
+  //! A short description of the running lane: "lane 5 (block 0, warp 0, lane 5, SM 0)".
+  std::string describe(unsigned lane) const;
+
+  // ---- used by the Boost.Fiber scheduling algorithm -------------------------------------
+  struct sched_hooks;
+
+ private:
+  enum class status : std::uint8_t { runnable, blocked, exited };
+  struct lane_rec {
+    lane_info info;
+    status st = status::runnable;
+    op last_op = op::start;
+  };
+  struct warp_rec {
+    unsigned base = 0;          // global index of lane 0
+    std::uint32_t exited = 0;   // exited lanes, and lanes a partial warp does not have
+    std::uint32_t pending = 0;  // lanes blocked in an intrinsic
+    std::uint32_t parked = 0;   // lanes waiting in activemask for their group to close
+    op kind[32]{};
+    const char* name[32]{};
+    std::uint32_t mask[32]{};
+    std::uint64_t value[32]{};
+    std::uint32_t src[32]{};
+    std::uint64_t site[32]{};
+    std::uint64_t result[32]{};
+  };
+
+  void lane_main(unsigned i, const std::function<void()>& body);
+  void lane_exit(unsigned i);
+  void check_invariants();
+  unsigned pick(bool yield, bool current_runnable);
+  void switch_to(unsigned next);
+  void block_current();
+  bool try_complete(warp_rec& w, unsigned lane, unsigned self_lane);
+  void make_runnable(unsigned i);
+  [[noreturn]] void report_stuck();
+  void note_step(op k);
+
+  launch_config cfg_;
+  strategy* strategy_;
+  run_limits limits_;
+  std::vector<lane_rec> lanes_;
+  std::vector<warp_rec> warps_;
+  lane_set runnable_;
+  unsigned alive_ = 0;
+  unsigned current_ = 0;
+  bool aborting_ = false;
+  run_result result_;
+  std::vector<std::pair<std::string, invariant_fn>> invariants_;
+
+  // scheduler interface state
+  std::vector<boost::fibers::context*> ready_;  // per lane: its context when suspended
+  unsigned next_lane_;                          // lane pick_next must return (or none)
+  unsigned registered_ = 0;
+
+  static thread_local world* tls_current_;
+  friend class fiber_algorithm;
+};
+
+}  // namespace toga::sim

@@ -1,0 +1,369 @@
+#include "toga/sim/runner.hpp"
+
+#include <nlohmann/json.hpp>
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+#include <unistd.h>
+
+#include "toga/sim/world.hpp"
+
+namespace toga::sim {
+
+bool params::parse(const std::string& item, std::string& error) {
+  const auto eq = item.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    error = "parameter '" + item + "' is not of the form name=value";
+    return false;
+  }
+  try {
+    std::size_t used = 0;
+    const std::string v = item.substr(eq + 1);
+    const long long x = std::stoll(v, &used, 0);
+    if (used != v.size()) throw std::invalid_argument(v);
+    values_[item.substr(0, eq)] = x;
+  } catch (const std::exception&) {
+    error = "parameter '" + item + "': the value must be an integer";
+    return false;
+  }
+  return true;
+}
+
+run_result run_one(const scenario& sc, const params& p, strategy& strat, std::uint64_t seed,
+                   const run_limits& limits) {
+  const launch_config cfg = sc.shape(p);
+  strat.begin(seed, cfg.lanes());
+  world w(cfg, strat, limits);
+  std::unique_ptr<instance> inst = sc.make(w, p);
+  run_result r = w.run([&] { inst->lane(); });
+  if (!r.failed())
+    if (auto msg = inst->check_final()) {
+      r.kind = verdict_kind::invariant;
+      r.message = "final check failed: " + *msg;
+    }
+  return r;
+}
+
+std::string replay_command(const scenario& sc, const params& p, const strategy_config& s,
+                           std::uint64_t seed, const run_limits& limits) {
+  std::ostringstream c;
+  c << "toga-sim replay --scenario " << sc.name << " --strategy " << to_string(s.kind);
+  if (s.kind == strategy_kind::pct) c << " --pct-depth " << s.pct_depth << " --pct-steps " << s.pct_steps;
+  c << " --seed " << seed;
+  for (const auto& [k, v] : p.values()) c << " --set " << k << "=" << v;
+  if (limits.fair_after != sc.limits.fair_after) c << " --fair-after " << limits.fair_after;
+  if (limits.max_steps != sc.limits.max_steps) c << " --max-steps " << limits.max_steps;
+  return c.str();
+}
+
+namespace {
+
+// PCT's k: the length of a default-policy schedule (deterministic, so identical on every
+// thread count).
+std::uint64_t calibrate_steps(const scenario& sc, const params& p, const run_limits& limits) {
+  replay_strategy def({});
+  const run_result r = run_one(sc, p, def, 0, limits);
+  return r.steps ? r.steps : 1;
+}
+
+class progress_line {
+ public:
+  progress_line(bool on, std::uint64_t total, const std::atomic<std::uint64_t>& done,
+                const std::string& label)
+      : on_(on && ::isatty(2)) {
+    if (!on_) return;
+    thread_ = std::thread([this, total, &done, label] {
+      const auto t0 = std::chrono::steady_clock::now();
+      while (!stop_.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const std::uint64_t d = done.load();
+        std::fprintf(stderr, "\r%s: %llu/%llu schedules (%.0f/s)   ", label.c_str(),
+                     static_cast<unsigned long long>(d), static_cast<unsigned long long>(total),
+                     s > 0 ? d / s : 0.0);
+      }
+      std::fputs("\r\033[K", stderr);
+    });
+  }
+  ~progress_line() {
+    if (!on_) return;
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  bool on_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace
+
+explore_summary explore(const scenario& sc, const explore_options& opt) {
+  explore_summary sum;
+  sum.scenario = sc.name;
+  const run_limits limits = opt.limits.value_or(sc.limits);
+  strategy_config cfg = opt.strategy;
+  const auto t0 = std::chrono::steady_clock::now();
+  if ((cfg.kind == strategy_kind::pct || cfg.kind == strategy_kind::portfolio) && cfg.pct_steps == 0)
+    cfg.pct_steps = calibrate_steps(sc, opt.scenario_params, limits);
+  sum.pct_steps = cfg.pct_steps;
+
+  std::atomic<std::uint64_t> done{0};
+  std::vector<std::uint8_t> verdicts;      // per schedule index
+  std::vector<std::uint64_t> steps;
+  std::optional<failure_report> first;
+
+  if (cfg.kind == strategy_kind::exhaustive) {
+    progress_line pl(opt.progress, opt.schedules, done, sc.name);
+    exhaustive_strategy ex(cfg.bound);
+    for (std::uint64_t i = 0; i < opt.schedules; ++i) {
+      run_result r = run_one(sc, opt.scenario_params, ex, opt.seed + i, limits);
+      ++sum.schedules;
+      ++sum.counts[static_cast<unsigned>(r.kind)];
+      sum.total_steps += r.steps;
+      done.store(i + 1);
+      const bool more = ex.advance();
+      if (r.failed() && !first) {
+        failure_report f;
+        f.index = i;
+        f.seed = opt.seed + i;
+        f.strategy = cfg;
+        f.strategy.kind = strategy_kind::replay;
+        f.strategy.decisions = r.decisions;
+        f.result = std::move(r);
+        first = std::move(f);
+        if (opt.stop_on_failure) break;
+      }
+      if (!more) {
+        sum.exhausted = true;
+        break;
+      }
+    }
+  } else {
+    verdicts.assign(opt.schedules, 0xff);
+    steps.assign(opt.schedules, 0);
+    std::atomic<std::uint64_t> lowest_fail{~std::uint64_t{0}};
+    progress_line pl(opt.progress, opt.schedules, done, sc.name);
+    auto body = [&](const oneapi::tbb::blocked_range<std::uint64_t>& range) {
+      for (std::uint64_t i = range.begin(); i != range.end(); ++i) {
+        if (opt.stop_on_failure && i > lowest_fail.load(std::memory_order_relaxed)) return;
+        auto strat = make_strategy(cfg, i);
+        const run_result r = run_one(sc, opt.scenario_params, *strat, opt.seed + i, limits);
+        verdicts[i] = static_cast<std::uint8_t>(r.kind);
+        steps[i] = r.steps;
+        done.fetch_add(1, std::memory_order_relaxed);
+        if (r.failed()) {
+          std::uint64_t cur = lowest_fail.load();
+          while (i < cur && !lowest_fail.compare_exchange_weak(cur, i)) {
+          }
+        }
+      }
+    };
+    const unsigned threads = opt.threads ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
+    oneapi::tbb::task_arena arena(static_cast<int>(threads));
+    arena.execute([&] {
+      oneapi::tbb::parallel_for(oneapi::tbb::blocked_range<std::uint64_t>(0, opt.schedules, 8), body,
+                                oneapi::tbb::simple_partitioner());
+    });
+    const std::uint64_t lf = lowest_fail.load();
+    const std::uint64_t counted = (opt.stop_on_failure && lf != ~std::uint64_t{0}) ? lf + 1 : opt.schedules;
+    for (std::uint64_t i = 0; i < counted; ++i) {
+      ++sum.counts[verdicts[i]];
+      sum.total_steps += steps[i];
+    }
+    sum.schedules = counted;
+    if (lf != ~std::uint64_t{0}) {
+      failure_report f;
+      f.index = lf;
+      f.seed = opt.seed + lf;
+      auto strat = make_strategy(cfg, lf, &f.strategy);
+      f.result = run_one(sc, opt.scenario_params, *strat, f.seed, limits);
+      first = std::move(f);
+    }
+  }
+  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  if (first) {
+    failure_report& f = *first;
+    // Determinism check: the same schedule again must give the same verdict and trace hash.
+    strategy_config again_cfg = f.strategy;
+    auto again = make_strategy(again_cfg, f.index);
+    const run_result r2 = run_one(sc, opt.scenario_params, *again, f.seed, limits);
+    f.deterministic = r2.kind == f.result.kind && r2.trace_hash == f.result.trace_hash;
+    if (f.strategy.kind == strategy_kind::replay) {
+      std::ostringstream c;
+      c << "toga-sim replay --scenario " << sc.name << " --decisions FILE  (write FILE with "
+        << "--save-failure; exhaustive schedule " << f.index << ")";
+      f.replay_command = c.str();
+    } else {
+      f.replay_command = replay_command(sc, opt.scenario_params, f.strategy, f.seed, limits);
+    }
+    sum.first_failure = std::move(first);
+  }
+  return sum;
+}
+
+// ---- shrinking -------------------------------------------------------------------------------
+
+namespace {
+run_result replay_list(const scenario& sc, const params& p, const run_limits& limits,
+                       std::vector<std::uint32_t> d) {
+  replay_strategy rs(std::move(d));
+  return run_one(sc, p, rs, 0, limits);
+}
+std::size_t deviations(const run_result& r) {
+  std::size_t n = 0;
+  for (auto d : r.decisions) n += d != decision_default;
+  return n;
+}
+// Lexicographic: fewer preemptions, then fewer switches, then fewer deviations from the
+// default policy (so every accepted step makes progress).
+bool better(const run_result& a, const run_result& b) {
+  if (a.preemptions != b.preemptions) return a.preemptions < b.preemptions;
+  if (a.switches != b.switches) return a.switches < b.switches;
+  return deviations(a) < deviations(b);
+}
+}  // namespace
+
+shrink_report shrink(const scenario& sc, const params& p, const run_limits& limits,
+                     const run_result& failing, unsigned max_replays) {
+  shrink_report rep;
+  rep.original = failing;
+  run_result cur = replay_list(sc, p, limits, failing.decisions);
+  ++rep.replays;
+  if (cur.kind != failing.kind) {  // the list does not reproduce it: nothing to shrink
+    rep.shrunk = failing;
+    return rep;
+  }
+  // Phase 0: search. Delay-bounded exhaustive exploration with bound 1, 2, ... finds a schedule
+  // with the fewest deviations when one exists within half the replay budget (small scenarios).
+  const std::size_t dev0 = deviations(cur);
+  for (unsigned b = 1; b < dev0 && b <= 4 && rep.replays < max_replays / 2; ++b) {
+    exhaustive_strategy ex(b);
+    bool found = false;
+    while (rep.replays < max_replays / 2) {
+      run_result r = run_one(sc, p, ex, 0, limits);
+      ++rep.replays;
+      const bool more = ex.advance();
+      if (r.kind == failing.kind) {
+        if (better(r, cur)) cur = std::move(r);
+        found = true;
+        break;
+      }
+      if (!more) break;
+    }
+    if (found) break;
+  }
+  // Pass 1 removes preemptions, pass 2 the other deviations from the default policy (switches
+  // at yields and blocks to a lane other than the next one). Both set the entry to the default
+  // policy's choice. Each accepted candidate is re-recorded, so the list stays exact.
+  for (int pass = 0; pass < 2; ++pass) {
+    bool improved = true;
+    while (improved && rep.replays < max_replays) {
+      improved = false;
+      const std::uint8_t want = pass == 0 ? 1 : 2;
+      for (std::size_t i = cur.decisions.size(); i-- > 0 && rep.replays < max_replays;) {
+        if (i >= cur.decision_flags.size() || !(cur.decision_flags[i] & want)) continue;
+        std::vector<std::uint32_t> cand = cur.decisions;
+        cand[i] = decision_default;  // pass 0: the lane stays; pass 1: the default switch
+        run_result r = replay_list(sc, p, limits, std::move(cand));
+        ++rep.replays;
+        if (r.kind == failing.kind && better(r, cur)) {
+          cur = std::move(r);
+          improved = true;
+          break;
+        }
+      }
+    }
+  }
+  // Then pairs of consecutive deviations (an excursion to another lane and back), which single
+  // removals cannot take out without losing the failure.
+  for (bool improved = true; improved && rep.replays < max_replays;) {
+    improved = false;
+    std::vector<std::size_t> dev;
+    for (std::size_t i = 0; i < cur.decisions.size(); ++i)
+      if (cur.decisions[i] != decision_default && !(cur.decision_flags[i] & 4)) dev.push_back(i);
+    for (std::size_t k = dev.size(); k-- > 1 && rep.replays < max_replays;) {
+      std::vector<std::uint32_t> cand = cur.decisions;
+      cand[dev[k]] = cand[dev[k - 1]] = decision_default;
+      run_result r = replay_list(sc, p, limits, std::move(cand));
+      ++rep.replays;
+      if (r.kind == failing.kind && better(r, cur)) {
+        cur = std::move(r);
+        improved = true;
+        break;
+      }
+    }
+  }
+  // Finally drop the tail of the list that the default policy reproduces anyway.
+  while (!cur.decisions.empty() && rep.replays < max_replays) {
+    std::vector<std::uint32_t> cand(cur.decisions.begin(), cur.decisions.end() - 1);
+    run_result r = replay_list(sc, p, limits, cand);
+    ++rep.replays;
+    if (r.kind != failing.kind || better(cur, r)) break;
+    cur.decisions = std::move(cand);
+    cur.decision_flags.resize(cur.decisions.size());
+  }
+  rep.shrunk = std::move(cur);
+  return rep;
+}
+
+// ---- decision files -------------------------------------------------------------------------
+
+void save_decisions(const std::string& path, const scenario& sc, const params& p,
+                    const run_limits& limits, const run_result& r) {
+  nlohmann::json j;
+  j["format"] = "toga-sim decisions 1";
+  j["scenario"] = sc.name;
+  j["params"] = p.values();
+  j["fair_after"] = limits.fair_after;
+  j["max_steps"] = limits.max_steps;
+  j["verdict"] = to_string(r.kind);
+  j["message"] = r.message;
+  j["trace_hash"] = r.trace_hash;
+  j["preemptions"] = r.preemptions;
+  j["switches"] = r.switches;
+  j["decisions"] = r.decisions;
+  std::ofstream f(path);
+  if (!f) throw std::runtime_error("cannot write decision file '" + path + "'");
+  f << j.dump(1) << "\n";
+}
+
+decision_file load_decisions(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw std::runtime_error("cannot open decision file '" + path + "'");
+  nlohmann::json j;
+  try {
+    f >> j;
+  } catch (const std::exception& e) {
+    throw std::runtime_error("decision file '" + path + "' is not valid JSON: " + e.what());
+  }
+  if (j.value("format", "") != "toga-sim decisions 1")
+    throw std::runtime_error("decision file '" + path +
+                             "' lacks \"format\": \"toga-sim decisions 1\"; write it with "
+                             "toga-sim explore --save-failure or replay --save");
+  decision_file d;
+  try {
+    d.scenario = j.at("scenario").get<std::string>();
+    for (auto& [k, v] : j.at("params").items()) d.scenario_params.set(k, v.get<std::int64_t>());
+    d.limits.fair_after = j.at("fair_after").get<std::uint64_t>();
+    d.limits.max_steps = j.at("max_steps").get<std::uint64_t>();
+    d.decisions = j.at("decisions").get<std::vector<std::uint32_t>>();
+    d.verdict = j.value("verdict", "");
+    d.trace_hash = j.value("trace_hash", std::uint64_t{0});
+  } catch (const std::exception& e) {
+    throw std::runtime_error("decision file '" + path + "': " + e.what());
+  }
+  return d;
+}
+
+}  // namespace toga::sim

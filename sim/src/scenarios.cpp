@@ -1,0 +1,266 @@
+// The built-in scenario catalogue of toga-sim. Each kernel is written against the Platform
+// contract (here instantiated with the simulator's platform), the way core code is.
+#include <algorithm>
+#include <mutex>
+#include <sstream>
+
+#include "toga/sim/platform.hpp"
+#include "toga/sim/scenario.hpp"
+#include "toga/sim/world.hpp"
+
+namespace toga::sim {
+
+std::vector<scenario>& catalogue() {
+  static std::vector<scenario> c;
+  return c;
+}
+
+const scenario* find_scenario(const std::string& name) {
+  register_builtin_scenarios();
+  for (const auto& s : catalogue())
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+void add_scenario(scenario s) {
+  auto& c = catalogue();
+  for (auto& x : c)
+    if (x.name == s.name) {
+      x = std::move(s);
+      return;
+    }
+  c.push_back(std::move(s));
+}
+
+namespace {
+
+using P = toga::sim::platform;
+
+// A spin lock on the Platform: CAS 0 -> 1 with backoff in the loop.
+template <class Pl>
+void spin_lock(std::uint32_t* l) {
+  for (unsigned attempt = 0;; ++attempt) {
+    std::uint32_t expected = 0;
+    if (Pl::compare_exchange(l, expected, 1u, toga::acquire, toga::device_scope)) return;
+    Pl::backoff(attempt);
+  }
+}
+template <class Pl>
+void spin_unlock(std::uint32_t* l) {
+  Pl::store(l, 0u, toga::release, toga::device_scope);
+}
+
+launch_config lanes_shape(const params& p, std::int64_t def_lanes) {
+  launch_config c;
+  c.sms = 1;
+  c.blocks = 1;
+  c.threads_per_block = static_cast<unsigned>(std::clamp<std::int64_t>(p.get("lanes", def_lanes), 1, 1024));
+  return c;
+}
+
+// lost-update: increments as a separate load and store. Planted bug: increments get lost.
+struct lost_update final : instance {
+  std::uint32_t counter = 0;
+  unsigned lanes, increments;
+  lost_update(const params& p)
+      : lanes(static_cast<unsigned>(p.get("lanes", 4))), increments(static_cast<unsigned>(p.get("points", 50) / 2)) {}
+  void lane() override {
+    for (unsigned i = 0; i < increments; ++i) {
+      const std::uint32_t v = P::load(&counter, toga::relaxed, toga::device_scope);
+      P::store(&counter, v + 1, toga::relaxed, toga::device_scope);
+    }
+  }
+  std::optional<std::string> check_final() override {
+    if (counter == lanes * increments) return std::nullopt;
+    return "counter is " + std::to_string(counter) + ", expected " + std::to_string(lanes * increments) +
+           " (" + std::to_string(lanes * increments - counter) + " increments lost)";
+  }
+};
+
+// counter: the same with fetch_add. Must always pass.
+struct counter_inst final : instance {
+  std::uint32_t counter = 0;
+  unsigned lanes, points;
+  counter_inst(const params& p) : lanes(static_cast<unsigned>(p.get("lanes", 4))), points(static_cast<unsigned>(p.get("points", 50))) {}
+  void lane() override {
+    for (unsigned i = 0; i < points; ++i) P::fetch_add(&counter, 1u, toga::relaxed, toga::device_scope);
+  }
+  std::optional<std::string> check_final() override {
+    if (counter == lanes * points) return std::nullopt;
+    return "counter is " + std::to_string(counter) + ", expected " + std::to_string(lanes * points);
+  }
+};
+
+// aba-stack: a Treiber stack without version tags (nodes 1..3, 0 = null). Lane 0 pops once;
+// lane 1 pops twice, pushes its first node back and pops again. The ABA bug (lane 0's CAS
+// succeeds on a head that was popped and pushed back) needs two preemptions: lane 0 must stop
+// between reading next and its CAS, and lane 1 must stop between its push and its last pop.
+struct aba_stack final : instance {
+  std::uint32_t head = 1;
+  std::uint32_t next[4] = {0, 2, 3, 0};
+  std::vector<std::uint32_t> held[2];
+  std::uint32_t pop() {
+    for (unsigned attempt = 0;; ++attempt) {
+      std::uint32_t h = P::load(&head, toga::acquire, toga::device_scope);
+      if (h == 0) return 0;
+      const std::uint32_t n = P::load(&next[h], toga::relaxed, toga::device_scope);
+      if (P::compare_exchange(&head, h, n, toga::acq_rel, toga::device_scope)) return h;
+    }
+  }
+  void push(std::uint32_t x) {
+    for (;;) {
+      std::uint32_t h = P::load(&head, toga::relaxed, toga::device_scope);
+      P::store(&next[x], h, toga::relaxed, toga::device_scope);
+      if (P::compare_exchange(&head, h, x, toga::release, toga::device_scope)) return;
+    }
+  }
+  void lane() override {
+    const unsigned me = P::lane_id();
+    if (me == 0) {
+      held[0].push_back(pop());
+    } else if (me == 1) {
+      const std::uint32_t x = pop();
+      held[1].push_back(pop());
+      push(x);
+      held[1].push_back(pop());
+    }
+  }
+  std::optional<std::string> check_final() override {
+    unsigned seen[4] = {0, 0, 0, 0};
+    std::ostringstream where;
+    unsigned guard = 0;
+    for (std::uint32_t n = head; n != 0 && guard < 8; n = next[n], ++guard) ++seen[n];
+    for (auto& h : held)
+      for (auto n : h) ++seen[n];
+    for (unsigned n = 1; n <= 3; ++n)
+      if (seen[n] != 1)
+        return "node " + std::to_string(n) + " is owned " + std::to_string(seen[n]) +
+               " times (on the stack or held by a lane); ABA: a CAS succeeded on a recycled head";
+    return std::nullopt;
+  }
+};
+
+// lock-order: two spin locks taken in opposite orders. Planted bug: each lane can hold one
+// lock and spin on the other forever (reported as a livelock under the fair tail).
+struct lock_order final : instance {
+  std::uint32_t a = 0, b = 0;
+  unsigned rounds;
+  lock_order(const params& p) : rounds(static_cast<unsigned>(p.get("rounds", 2))) {}
+  void lane() override {
+    const bool first = P::lane_id() == 0;
+    std::uint32_t* x = first ? &a : &b;
+    std::uint32_t* y = first ? &b : &a;
+    for (unsigned r = 0; r < rounds; ++r) {
+      spin_lock<P>(x);
+      spin_lock<P>(y);
+      spin_unlock<P>(y);
+      spin_unlock<P>(x);
+    }
+  }
+};
+
+// warp-ticket: warp-aggregated ticket dispenser, the pattern toga's allocator front end uses:
+// the lanes that call together (activemask) group by key (match_any), the leader takes a block
+// of tickets with one fetch_add, broadcasts the base (shfl), each lane adds its rank. Every
+// lane must get a distinct ticket and the tickets must be exactly 0..N-1.
+struct warp_ticket final : instance {
+  std::uint32_t counter[3] = {0, 0, 0};
+  std::vector<std::uint32_t> ticket;
+  std::vector<std::uint32_t> key_of;
+  unsigned lanes;
+  warp_ticket(const launch_config& c) : ticket(c.lanes(), ~0u), key_of(c.lanes(), 0), lanes(c.lanes()) {}
+  void lane() override {
+    const unsigned me = P::block_id() * P::block_dim() + P::thread_id();
+    const std::uint32_t key = me % 3;
+    const std::uint32_t active = P::activemask();
+    const std::uint32_t group = P::match_any(active, key);
+    const unsigned leader = static_cast<unsigned>(__builtin_ctz(group));
+    const unsigned rank = static_cast<unsigned>(__builtin_popcount(group & P::lanemask_lt()));
+    std::uint32_t base = 0;
+    if (P::lane_id() == leader)
+      base = P::fetch_add(&counter[key], static_cast<std::uint32_t>(__builtin_popcount(group)), toga::relaxed,
+                          toga::device_scope);
+    base = P::shfl(group, base, static_cast<int>(leader));
+    const std::uint32_t votes = P::ballot(group, true);
+    if (votes != group) P::violated("ballot over the group did not return the group");
+    P::syncwarp(group);
+    ticket[me] = base + rank;
+    key_of[me] = key;
+  }
+  std::optional<std::string> check_final() override {
+    for (std::uint32_t k = 0; k < 3; ++k) {
+      std::vector<std::uint32_t> t;
+      for (unsigned i = 0; i < lanes; ++i)
+        if (key_of[i] == k) t.push_back(ticket[i]);
+      std::sort(t.begin(), t.end());
+      for (std::uint32_t i = 0; i < t.size(); ++i)
+        if (t[i] != i)
+          return "key " + std::to_string(k) + ": tickets are not 0.." + std::to_string(t.size() - 1) +
+                 " (position " + std::to_string(i) + " holds " + std::to_string(t[i]) + ")";
+      if (counter[k] != t.size()) return "counter " + std::to_string(k) + " overshoots";
+    }
+    return std::nullopt;
+  }
+};
+
+// warp-mask: planted CUDA-rule violation: odd lanes call __ballot_sync with the even-lane mask.
+struct warp_mask final : instance {
+  void lane() override { P::ballot(0x55555555u, true); }  // odd lanes are not in the mask
+};
+
+// warp-mismatch: planted CUDA-rule violation: lane 0 calls __syncwarp(0x3) while lane 1
+// calls __ballot_sync(0x3): neither completes.
+struct warp_mismatch final : instance {
+  void lane() override {
+    if (P::lane_id() == 0) P::syncwarp(0x3u);
+    else P::ballot(0x3u, true);
+  }
+};
+
+}  // namespace
+
+void register_builtin_scenarios() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    add_scenario({"lost-update",
+                  "lanes increment a counter with a separate load and store (planted bug: lost update); "
+                  "params lanes=4 points=50",
+                  expectation::fails, [](const params& p) { return lanes_shape(p, 4); },
+                  [](world&, const params& p) { return std::make_unique<lost_update>(p); }});
+    add_scenario({"counter", "lanes increment a counter with fetch_add; params lanes=4 points=50",
+                  expectation::pass, [](const params& p) { return lanes_shape(p, 4); },
+                  [](world&, const params& p) { return std::make_unique<counter_inst>(p); }});
+    add_scenario({"aba-stack",
+                  "Treiber stack without tags, 2 lanes (planted bug: ABA, needs 2 preemptions)",
+                  expectation::fails, [](const params&) { return lanes_shape(params{}, 2); },
+                  [](world&, const params&) { return std::make_unique<aba_stack>(); }});
+    add_scenario({"lock-order",
+                  "two spin locks taken in opposite orders, 2 lanes (planted bug: deadlock, seen as livelock "
+                  "because the lanes spin); params rounds=2",
+                  expectation::fails, [](const params&) { return lanes_shape(params{}, 2); },
+                  [](world&, const params& p) { return std::make_unique<lock_order>(p); },
+                  run_limits{2'000, 20'000}});
+    add_scenario({"warp-ticket",
+                  "warp-aggregated ticket dispenser (activemask, match_any, fetch_add, shfl, ballot, syncwarp); "
+                  "params warps=4 threads=32 (per warp; < 32 makes partial warps) sms=1",
+                  expectation::pass,
+                  [](const params& p) {
+                    launch_config c;
+                    c.sms = static_cast<unsigned>(std::max<std::int64_t>(1, p.get("sms", 1)));
+                    c.blocks = static_cast<unsigned>(std::max<std::int64_t>(1, p.get("warps", 4)));
+                    c.threads_per_block = static_cast<unsigned>(std::clamp<std::int64_t>(p.get("threads", 32), 1, 32));
+                    return c;
+                  },
+                  [](world& w, const params&) { return std::make_unique<warp_ticket>(w.config()); }});
+    add_scenario({"warp-mask",
+                  "planted CUDA-rule violation: lanes call __ballot_sync with a mask that excludes them",
+                  expectation::fails, [](const params&) { return lanes_shape(params{}, 4); },
+                  [](world&, const params&) { return std::make_unique<warp_mask>(); }});
+    add_scenario({"warp-mismatch",
+                  "planted CUDA-rule violation: lanes named in a mask call different intrinsics",
+                  expectation::fails, [](const params&) { return lanes_shape(params{}, 2); },
+                  [](world&, const params&) { return std::make_unique<warp_mismatch>(); }});
+  });
+}
+
+}  // namespace toga::sim

@@ -1,0 +1,141 @@
+#include "toga/sim/strategy.hpp"
+
+#include <algorithm>
+
+namespace toga::sim {
+
+const char* to_string(strategy_kind k) {
+  switch (k) {
+    case strategy_kind::random: return "random";
+    case strategy_kind::pct: return "pct";
+    case strategy_kind::replay: return "replay";
+    case strategy_kind::exhaustive: return "exhaustive";
+    case strategy_kind::portfolio: return "portfolio";
+  }
+  return "?";
+}
+
+bool parse_strategy(const std::string& s, strategy_kind& out) {
+  for (auto k : {strategy_kind::random, strategy_kind::pct, strategy_kind::replay,
+                 strategy_kind::exhaustive, strategy_kind::portfolio}) {
+    if (s == to_string(k)) {
+      out = k;
+      return true;
+    }
+  }
+  return false;
+}
+
+// ---- PCT ---------------------------------------------------------------------------------
+
+void pct_strategy::begin(std::uint64_t seed, unsigned lanes) {
+  rng_.reseed(seed);
+  // Distinct initial priorities d .. d+n-1 in a random order (Fisher-Yates); change point i
+  // (1-based) lowers the running lane to priority d-i, below every initial priority.
+  prio_.resize(lanes);
+  for (unsigned i = 0; i < lanes; ++i) prio_[i] = static_cast<std::int64_t>(depth_ + i);
+  for (unsigned i = lanes; i > 1; --i) std::swap(prio_[i - 1], prio_[rng_.below(i)]);
+  change_points_.clear();
+  for (unsigned i = 1; i < depth_; ++i) change_points_.push_back(1 + rng_.below(k_));
+  std::sort(change_points_.begin(), change_points_.end());
+  next_change_ = 0;
+  low_ = 0;
+}
+
+unsigned pct_strategy::pick_lane(const pick_context& c) {
+  // Apply every change point we have passed to the lane running now.
+  while (next_change_ < change_points_.size() && change_points_[next_change_] <= c.step) {
+    if (c.current < prio_.size())
+      prio_[c.current] = static_cast<std::int64_t>(depth_) - 1 - static_cast<std::int64_t>(next_change_);
+    ++next_change_;
+  }
+  // A backing-off lane waits for somebody else: drop it below everyone (keeps spin loops
+  // from starving the lanes they wait for; a deviation from textbook PCT, documented).
+  if (c.yield && c.current < prio_.size()) prio_[c.current] = --low_ - static_cast<std::int64_t>(depth_);
+  unsigned best = c.runnable.nth(0);
+  for (unsigned i = c.runnable.first_from(best + 1); i < c.runnable.size(); i = c.runnable.first_from(i + 1))
+    if (prio_[i] > prio_[best]) best = i;
+  return best;
+}
+
+// ---- replay ------------------------------------------------------------------------------
+
+unsigned replay_strategy::pick_lane(const pick_context& c) {
+  if (pos_ < d_.size()) {
+    const std::uint32_t d = d_[pos_++];
+    if (d == decision_stay && c.current_runnable) return c.current;
+    if (d < c.runnable.size() && c.runnable.test(d)) return d;
+  }
+  return default_pick(c);
+}
+
+std::uint32_t replay_strategy::pick_value(std::uint32_t n, std::uint64_t) {
+  if (pos_ < d_.size()) {
+    const std::uint32_t d = d_[pos_++];
+    if (d < n) return d;
+  }
+  return 0;
+}
+
+// ---- exhaustive (delay-bounded DFS) --------------------------------------------------------
+
+std::uint32_t exhaustive_strategy::next_choice(std::uint32_t count) {
+  // Alternatives beyond the first are deviations; none left in the budget: only the first.
+  if (used_ >= bound_) count = 1;
+  if (pos_ == stack_.size()) stack_.push_back({0, count});
+  frame& f = stack_[pos_++];
+  f.count = count;  // the same prefix gives the same count; keep it exact anyway
+  if (f.choice >= count) f.choice = count - 1;
+  if (f.choice != 0) ++used_;
+  return f.choice;
+}
+
+unsigned exhaustive_strategy::pick_lane(const pick_context& c) {
+  // Alternative 0 is the default policy's choice; then every other runnable lane ascending.
+  const unsigned def = default_pick(c);
+  alts_.clear();
+  alts_.push_back(def);
+  for (unsigned i = c.runnable.first_from(0); i < c.runnable.size(); i = c.runnable.first_from(i + 1))
+    if (i != def) alts_.push_back(i);
+  return alts_[next_choice(static_cast<std::uint32_t>(alts_.size()))];
+}
+
+std::uint32_t exhaustive_strategy::pick_value(std::uint32_t n, std::uint64_t) { return next_choice(n); }
+
+bool exhaustive_strategy::advance() {
+  stack_.resize(std::min(stack_.size(), pos_));
+  while (!stack_.empty()) {
+    frame& f = stack_.back();
+    if (f.choice + 1 < f.count) {
+      ++f.choice;
+      return true;
+    }
+    stack_.pop_back();
+  }
+  return false;
+}
+
+// ---- factory -----------------------------------------------------------------------------
+
+std::unique_ptr<strategy> make_strategy(const strategy_config& cfg, std::uint64_t index,
+                                        strategy_config* effective) {
+  strategy_config e = cfg;
+  if (cfg.kind == strategy_kind::portfolio) {
+    switch (index % 3) {
+      case 0: e.kind = strategy_kind::random; break;
+      case 1: e.kind = strategy_kind::pct; e.pct_depth = 2; break;
+      default: e.kind = strategy_kind::pct; e.pct_depth = 3; break;
+    }
+  }
+  if (effective) *effective = e;
+  switch (e.kind) {
+    case strategy_kind::random: return std::make_unique<random_strategy>();
+    case strategy_kind::pct: return std::make_unique<pct_strategy>(e.pct_depth, e.pct_steps);
+    case strategy_kind::replay: return std::make_unique<replay_strategy>(e.decisions);
+    case strategy_kind::exhaustive: return std::make_unique<exhaustive_strategy>(e.bound);
+    case strategy_kind::portfolio: break;
+  }
+  return std::make_unique<random_strategy>();
+}
+
+}  // namespace toga::sim
