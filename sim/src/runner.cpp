@@ -120,6 +120,7 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
   std::atomic<std::uint64_t> done{0};
   std::vector<std::uint8_t> verdicts;      // per schedule index
   std::vector<std::uint64_t> steps;
+  std::vector<std::uint64_t> hashes;       // per schedule index, as the worker thread saw it
   std::optional<failure_report> first;
 
   if (cfg.kind == strategy_kind::exhaustive) {
@@ -151,6 +152,7 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
   } else {
     verdicts.assign(opt.schedules, 0xff);
     steps.assign(opt.schedules, 0);
+    hashes.assign(opt.schedules, 0);
     std::atomic<std::uint64_t> lowest_fail{~std::uint64_t{0}};
     progress_line pl(opt.progress, opt.schedules, done, sc.name);
     auto body = [&](const oneapi::tbb::blocked_range<std::uint64_t>& range) {
@@ -160,6 +162,7 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
         const run_result r = run_one(sc, opt.scenario_params, *strat, opt.seed + i, limits);
         verdicts[i] = static_cast<std::uint8_t>(r.kind);
         steps[i] = r.steps;
+        hashes[i] = r.trace_hash;
         done.fetch_add(1, std::memory_order_relaxed);
         if (r.failed()) {
           std::uint64_t cur = lowest_fail.load();
@@ -198,7 +201,9 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
     strategy_config again_cfg = f.strategy;
     auto again = make_strategy(again_cfg, f.index);
     const run_result r2 = run_one(sc, opt.scenario_params, *again, f.seed, limits);
-    f.deterministic = r2.kind == f.result.kind && r2.trace_hash == f.result.trace_hash;
+    // Compare with the worker thread's run too: same seed, another thread, same trace.
+    const bool worker_same = hashes.empty() || hashes[f.index] == f.result.trace_hash;
+    f.deterministic = worker_same && r2.kind == f.result.kind && r2.trace_hash == f.result.trace_hash;
     if (f.strategy.kind == strategy_kind::replay) {
       std::ostringstream c;
       c << "toga-sim replay --scenario " << sc.name << " --decisions FILE  (write FILE with "

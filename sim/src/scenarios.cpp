@@ -219,9 +219,12 @@ struct warp_mismatch final : instance {
 
 }  // namespace
 
+void register_primitive_scenarios();  // scenarios_primitives.cpp
+
 void register_builtin_scenarios() {
   static std::once_flag once;
   std::call_once(once, [] {
+    register_primitive_scenarios();
     add_scenario({"lost-update",
                   "lanes increment a counter with a separate load and store (planted bug: lost update); "
                   "params lanes=4 points=50",

@@ -497,12 +497,13 @@ std::uint32_t world::activemask(std::uint64_t site) {
   const std::uint32_t bit = 1u << li.lane;
   w.parked |= bit;
   w.site[li.lane] = site;
-  // The strategy may let other lanes arrive at this call site before the group closes.
+  // The strategy may let other lanes arrive at this call site before the group closes. This is
+  // a yield: by default the other lanes run (and converge here, as lanes of a warp that reach
+  // the same instruction tend to on a GPU); closing the group at once is the deviation.
   if (runnable_.count() >= 2) {
-    const unsigned next = pick(false, true);
+    const unsigned next = pick(true, true);
     if (next != current_) {
       ++result_.switches;
-      ++result_.preemptions;
       switch_to(next);
     }
   }

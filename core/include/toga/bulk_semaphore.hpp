@@ -1,0 +1,187 @@
+//! @file toga/bulk_semaphore.hpp
+//! Bulk semaphore: two-stage resource accounting (Gelado & Garland, PPoPP'19, §3.2-3.3;
+//! toga's allocator-spec §2).
+//!
+//! One 64-bit word holds three unsigned fields, C in the low bits:
+//!   C (count)    units available now;
+//!   E (expected) units promised by producers that are making a batch;
+//!   R (reserved) units claimed by waiters that wait for promised units.
+//! Expected availability A = C + E - R. `wait(N, B)` takes N units from C (OK), reserves and
+//! waits when A >= N, and otherwise returns GROW: the caller must produce one batch of B units,
+//! keep N, publish the other B - N and then `signal(B - N, B - N)`; a producer that fails must
+//! withdraw its promise with `signal(0, B - N)`, so that out-of-memory reaches every waiter.
+//!
+//! Every decrement of C is a CAS (C never goes negative, not even briefly: spec §2.5 [DECISION]);
+//! `signal` is one fetch_add (valid because E >= b, so no borrow crosses a field). Successful
+//! waits are acquire, signals release. Every spin calls `P::backoff`.
+//!
+//! Units: N, B, n, b count resources (slots, bins, buddy nodes), not bytes. Thread-safety: all
+//! members may be called concurrently from any thread of the device. Field ranges are checked
+//! on every update (`P::fail` on overflow: invariant S1).
+#pragma once
+
+#include <cstdint>
+
+#include "toga/config.hpp"
+#include "toga/group.hpp"
+#include "toga/platform.hpp"
+
+namespace toga {
+
+//! Result of a wait: OK means the caller owns N units of already-published resources; GROW
+//! means it owns nothing yet and must produce (spec §2.2).
+enum class sem_result : std::uint8_t { ok, grow };
+
+//! Deliberate bugs for the simulator's planted-bug tests (never use outside tests).
+enum class sem_bug : std::uint8_t {
+  none,
+  fast_path_fetch_sub,    //!< decrement C with fetch_sub and undo on underflow (C briefly < 0)
+  spin_ignores_shortfall, //!< a waiter leaves its spin only when C >= N, never when R >= C + E
+  grow_promises_full_batch, //!< GROW adds B to E instead of B - N (an off-by-one promise)
+};
+
+//! Outcome of a collective wait, identical in every lane of the group (invariant S7).
+struct collective_wait_result {
+  sem_result result;
+  unsigned batches;  //!< GROW: the number m of batches the group must produce (lanes rank < m)
+};
+
+template <class P, unsigned CBITS, unsigned EBITS, unsigned RBITS, sem_bug Bug = sem_bug::none>
+  requires Platform<P>
+class bulk_semaphore {
+  static_assert(CBITS + EBITS + RBITS <= 64, "the three fields must fit one 64-bit word");
+  static_assert(CBITS >= 1 && EBITS >= 1 && RBITS >= 1);
+
+ public:
+  using word_t = std::uint64_t;
+  static constexpr word_t c_max = (word_t{1} << CBITS) - 1;
+  static constexpr word_t e_max = (word_t{1} << EBITS) - 1;
+  static constexpr word_t r_max = (word_t{1} << RBITS) - 1;
+  static constexpr unsigned e_shift = CBITS;
+  static constexpr unsigned r_shift = CBITS + EBITS;
+
+  struct fields {
+    word_t c, e, r;
+  };
+  static constexpr fields unpack(word_t w) {
+    return {w & c_max, (w >> e_shift) & e_max, (w >> r_shift) & r_max};
+  }
+  static constexpr word_t pack(fields f) { return f.c | (f.e << e_shift) | (f.r << r_shift); }
+
+  //! Sets C = count, E = R = 0. Not concurrent with anything (initialisation).
+  TOGA_HOST_DEVICE void init(word_t count) { word_ = pack({count, 0, 0}); }
+
+  //! Stage 1 for one thread: returns OK (took n units) or GROW (produce a batch of b units, keep
+  //! n of them). Requires 1 <= n <= b. Blocks (spinning with backoff) while enough units are
+  //! promised but not yet signalled.
+  TOGA_DEVICE sem_result wait(word_t n, word_t b) TOGA_NOEXCEPT(P) { return wait_total(n, b); }
+
+  //! Adds n units to C and removes b promised units from E, in one atomic step (release).
+  //! Plain release of n units: signal(n, 0). A producer that got GROW from wait(k, B) delivers
+  //! signal(B - k, B - k) after publishing, or withdraws with signal(0, B - k) on failure.
+  TOGA_DEVICE void signal(word_t n, word_t b) TOGA_NOEXCEPT(P) {
+    const word_t old = P::fetch_add(&word_, n - (b << e_shift), release, device_scope);
+    const fields f = unpack(old);
+    if (f.e < b || f.c + n > c_max) P::fail("bulk_semaphore::signal: E < b or C overflows (invariant S1)");
+  }
+
+  //! Non-blocking: takes n units from C if C >= n (acquire); ignores E and R.
+  TOGA_DEVICE bool try_wait(word_t n) TOGA_NOEXCEPT(P) {
+    word_t cur = P::load(&word_, relaxed, device_scope);
+    for (;;) {
+      fields f = unpack(cur);
+      if (f.c < n) return false;
+      f.c -= n;
+      if (P::compare_exchange(&word_, cur, pack(f), acquire, device_scope)) return true;
+    }
+  }
+
+  //! Collective stage 1 (spec §2.6): every lane of the group `g` (lanes calling with this
+  //! semaphore) asks for n units; the leader does one CAS for T = n * g.size units and the
+  //! result is broadcast. GROW(m): lanes of rank < m each produce one batch of b units; lane r
+  //! is served from batch r / (b / n); each producer signals what its batch has left over
+  //! (or withdraws it). A group of one is the single-thread path.
+  TOGA_DEVICE collective_wait_result wait_collective(const coalesced_group<P>& g, word_t n, word_t b) TOGA_NOEXCEPT(P) {
+    if (g.size == 1) return {wait(n, b), 1};
+    std::uint32_t packed = 0;
+    if (g.is_leader()) {
+      const word_t t = n * g.size;
+      const word_t per_batch = b / n;  // lanes one batch serves
+      const word_t m = (g.size + per_batch - 1) / per_batch;
+      packed = wait_total(t, m * b) == sem_result::ok ? 0u : static_cast<std::uint32_t>(m);
+    }
+    packed = g.broadcast(packed);
+    return packed == 0 ? collective_wait_result{sem_result::ok, 0} : collective_wait_result{sem_result::grow, packed};
+  }
+
+  //! The units left over in batch j of a collective GROW(m) for a group of `size` lanes asking
+  //! n units each from batches of b: what producer j must signal (or withdraw).
+  static constexpr word_t batch_leftover(unsigned j, unsigned size, word_t n, word_t b) {
+    const word_t per_batch = b / n;
+    const word_t first = j * per_batch;
+    const word_t served = first >= size ? 0 : (size - first < per_batch ? size - first : per_batch);
+    return b - served * n;
+  }
+
+  //! A relaxed snapshot of the three fields (for invariants and statistics).
+  TOGA_DEVICE fields peek() const TOGA_NOEXCEPT(P) {
+    return unpack(P::load(const_cast<word_t*>(&word_), relaxed, device_scope));
+  }
+  //! The raw word, for the simulator's invariant checks (read without a scheduling point).
+  const word_t& raw() const { return word_; }
+
+ private:
+  // The CAS loop of wait: takes t units, or on GROW promises `total - t` (one batch minus what
+  // the caller keeps; for a collective GROW(m): m batches minus what the group keeps).
+  TOGA_DEVICE sem_result wait_total(word_t t, word_t total) TOGA_NOEXCEPT(P) {
+    for (unsigned attempt = 0;;) {
+      word_t cur = P::load(&word_, relaxed, device_scope);
+      if constexpr (Bug == sem_bug::fast_path_fetch_sub) {
+        if (unpack(cur).c >= t) {
+          const word_t old = P::fetch_sub(&word_, t, acquire, device_scope);
+          if (unpack(old).c >= t) return sem_result::ok;
+          P::fetch_add(&word_, t, relaxed, device_scope);  // undo; C was briefly negative
+          cur = P::load(&word_, relaxed, device_scope);
+        }
+      }
+      for (;;) {
+        fields f = unpack(cur);
+        if (f.c + f.e < f.r + t) {  // A = C + E - R < t: nothing suffices, we produce
+          f.e += (Bug == sem_bug::grow_promises_full_batch) ? total : total - t;
+          check(f);
+          if (P::compare_exchange(&word_, cur, pack(f), acq_rel, device_scope)) return sem_result::grow;
+        } else if (f.c >= t) {  // take now
+          f.c -= t;
+          if (P::compare_exchange(&word_, cur, pack(f), acquire, device_scope)) return sem_result::ok;
+        } else {  // enough is promised: reserve and wait for it
+          f.r += t;
+          check(f);
+          if (P::compare_exchange(&word_, cur, pack(f), relaxed, device_scope)) break;
+        }
+      }
+      // Reserved: wait until units arrived (C >= t) or the promises no longer cover the
+      // reservations (R >= C + E: a producer withdrew, or try_wait drained C), then un-reserve
+      // and decide again from scratch.
+      for (;;) {
+        P::backoff(attempt++);
+        const fields f = unpack(P::load(&word_, acquire, device_scope));
+        if (f.c >= t) break;
+        if (Bug != sem_bug::spin_ignores_shortfall && f.r >= f.c + f.e) break;
+      }
+      P::fetch_sub(&word_, t << r_shift, relaxed, device_scope);
+    }
+  }
+  TOGA_DEVICE static void check(const fields& f) TOGA_NOEXCEPT(P) {
+    if (f.e > e_max || f.r > r_max) P::fail("bulk_semaphore: E or R overflows its field (invariant S1)");
+  }
+
+  word_t word_ = 0;
+};
+
+//! Field widths chosen by the spec (§2.4 [DECISION]).
+template <class P, sem_bug Bug = sem_bug::none>
+using tbuddy_semaphore = bulk_semaphore<P, 26, 19, 19, Bug>;
+template <class P, sem_bug Bug = sem_bug::none>
+using arena_semaphore = bulk_semaphore<P, 31, 21, 12, Bug>;
+
+}  // namespace toga

@@ -1,0 +1,138 @@
+//! @file toga/rcu.hpp
+//! SRCU-style read-copy-update with delegated reclamation (Gelado & Garland, PPoPP'19,
+//! §4.2.1 and Fig. 4; toga's allocator-spec §4).
+//!
+//! State per domain: an epoch, two reader counters (one per epoch parity), a barrier mutex, a
+//! `pending` flag and a lock-free LIFO of retired items. No per-thread state (a GPU has ~10^5
+//! threads). Readers register under the live parity and re-check the epoch (spec §4.7: without
+//! the re-check a reader that stalled across a flip registers under a parity nobody waits for).
+//!
+//! A writer that retires an item pushes it on the LIFO. If a barrier is already pending (it has
+//! not yet collected the LIFO), that barrier will cover the item: the writer returns at once
+//! (delegation). Otherwise the writer becomes the barrier: clear pending, collect the LIFO, flip
+//! the epoch, wait for the old parity's readers to leave, release the mutex, and only then run
+//! the collected callbacks (spec §4.6, steps 1-5, in that order).
+//!
+//! Items are 64-bit handles (addresses or indices, never 0); each carries an intrusive 64-bit
+//! link that the caller provides through `link_of(item)`. Thread-safety: everything may be called
+//! concurrently from any thread; never call `retire` or `synchronize` inside a read-side
+//! critical section of the same domain (it would wait for itself; invariant R5).
+#pragma once
+
+#include <cstdint>
+
+#include "toga/config.hpp"
+#include "toga/platform.hpp"
+
+namespace toga {
+
+//! Deliberate bugs for the planted-bug tests (never use outside tests).
+enum class rcu_bug : std::uint8_t {
+  none,
+  no_epoch_recheck,      //!< readers register without re-checking the epoch
+  barrier_skips_wait,    //!< the barrier does not wait for the old parity's readers
+  collect_before_clear,  //!< collect the LIFO before clearing pending: a delegated item is lost
+};
+
+//! What a retire did.
+struct rcu_retire_result {
+  bool delegated;      //!< handed to a pending barrier; returned without waiting
+  unsigned reclaimed;  //!< callbacks this call ran (its own item and delegated ones)
+};
+
+template <class P, rcu_bug Bug = rcu_bug::none>
+  requires Platform<P>
+class rcu_domain {
+ public:
+  //! Enters a read-side critical section; returns the token for read_unlock. Two or three
+  //! atomics; never blocks.
+  TOGA_DEVICE std::uint32_t read_lock() TOGA_NOEXCEPT(P) {
+    for (;;) {
+      const std::uint32_t e = P::load(&epoch_, seq_cst, device_scope);
+      P::fetch_add(&readers_[e & 1u], 1u, seq_cst, device_scope);
+      if constexpr (Bug == rcu_bug::no_epoch_recheck) return e;
+      if (P::load(&epoch_, seq_cst, device_scope) == e) return e;
+      P::fetch_sub(&readers_[e & 1u], 1u, release, device_scope);  // raced with a flip: retry
+    }
+  }
+  TOGA_DEVICE void read_unlock(std::uint32_t token) TOGA_NOEXCEPT(P) {
+    P::fetch_sub(&readers_[token & 1u], 1u, release, device_scope);
+  }
+
+  //! Retires `item` (already unlinked from every structure readers can reach: R2). Runs
+  //! `reclaim(item)` for it and for any delegated items after a grace period, or delegates it
+  //! to a pending barrier and returns at once.
+  template <class LinkOf, class Reclaim>
+  TOGA_DEVICE rcu_retire_result retire(std::uint64_t item, LinkOf link_of, Reclaim reclaim) TOGA_NOEXCEPT(P) {
+    // push (lock-free LIFO, seq_cst)
+    std::uint64_t* link = link_of(item);
+    std::uint64_t head = P::load(&cb_head_, relaxed, device_scope);
+    for (;;) {
+      P::store(link, head, relaxed, device_scope);
+      if (P::compare_exchange(&cb_head_, head, item, seq_cst, device_scope)) break;
+    }
+    std::uint32_t zero = 0;
+    if (!P::compare_exchange(&pending_, zero, 1u, seq_cst, device_scope)) return {true, 0};  // delegated
+    lock_barrier();
+    std::uint64_t batch;
+    if constexpr (Bug == rcu_bug::collect_before_clear) {
+      batch = P::exchange(&cb_head_, std::uint64_t{0}, seq_cst, device_scope);
+      P::store(&pending_, 0u, seq_cst, device_scope);
+    } else {
+      P::store(&pending_, 0u, seq_cst, device_scope);                    // (1) clear pending first
+      batch = P::exchange(&cb_head_, std::uint64_t{0}, seq_cst, device_scope);  // (2) collect
+    }
+    if (batch == 0) {  // a previous barrier took our item: it covers it
+      unlock_barrier();
+      return {false, 0};
+    }
+    flip_and_wait();  // (3) flip, (4) grace period
+    unlock_barrier();
+    unsigned n = 0;   // (5) callbacks outside the mutex
+    while (batch != 0) {
+      const std::uint64_t next = P::load(link_of(batch), relaxed, device_scope);
+      reclaim(batch);
+      batch = next;
+      ++n;
+    }
+    return {false, n};
+  }
+
+  //! Classical grace period: returns when every reader that was inside a read-side critical
+  //! section at the call has left it.
+  TOGA_DEVICE void synchronize() TOGA_NOEXCEPT(P) {
+    lock_barrier();
+    flip_and_wait();
+    unlock_barrier();
+  }
+
+  //! Raw fields, for the simulator's invariants (read without scheduling points).
+  std::uint32_t epoch_raw() const { return epoch_; }
+  std::uint32_t readers_raw(unsigned parity) const { return readers_[parity & 1u]; }
+  std::uint32_t pending_raw() const { return pending_; }
+  std::uint64_t cb_head_raw() const { return cb_head_; }
+
+ private:
+  TOGA_DEVICE void flip_and_wait() TOGA_NOEXCEPT(P) {
+    const std::uint32_t e = P::load(&epoch_, seq_cst, device_scope);
+    P::store(&epoch_, e + 1, seq_cst, device_scope);
+    if constexpr (Bug == rcu_bug::barrier_skips_wait) return;
+    for (unsigned attempt = 0; P::load(&readers_[e & 1u], acquire, device_scope) != 0; ++attempt) P::backoff(attempt);
+  }
+  TOGA_DEVICE void lock_barrier() TOGA_NOEXCEPT(P) {
+    for (unsigned attempt = 0;; ++attempt) {
+      std::uint32_t expected = 0;
+      if (P::compare_exchange(&barrier_mtx_, expected, 1u, acquire, device_scope)) return;
+      P::backoff(attempt);
+    }
+  }
+  TOGA_DEVICE void unlock_barrier() TOGA_NOEXCEPT(P) { P::store(&barrier_mtx_, 0u, release, device_scope); }
+
+  std::uint32_t epoch_ = 0;
+  std::uint32_t readers_[2] = {0, 0};
+  std::uint32_t barrier_mtx_ = 0;
+  std::uint32_t pending_ = 0;
+  std::uint64_t cb_head_ = 0;
+};
+
+}  // namespace toga

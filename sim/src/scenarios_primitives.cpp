@@ -1,0 +1,452 @@
+// Simulator scenarios for the core synchronisation primitives (allocator-spec §2-4, §8): the
+// bulk semaphore, the collective mutex and pop-k, and RCU with delegated reclamation. Each has
+// ghost state checked at every scheduling step and a `bug` parameter that selects a planted bug
+// (0 = the correct code). Ghost updates are plain C++ placed where no scheduling point separates
+// them from the atomic step they mirror.
+#include <algorithm>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "toga/bulk_semaphore.hpp"
+#include "toga/group.hpp"
+#include "toga/rcu.hpp"
+#include "toga/sim/platform.hpp"
+#include "toga/sim/scenario.hpp"
+#include "toga/sim/world.hpp"
+
+namespace toga::sim {
+namespace {
+
+using P = toga::sim::platform;
+constexpr std::uint32_t none = ~0u;
+
+std::string str(std::uint64_t v) { return std::to_string(v); }
+
+// ---- bulk semaphore: producers and consumers with batches ---------------------------------------
+//
+// Resources are items in a pool (avail[i] == 1). A lane waits for one unit; OK: it claims an
+// available item; GROW: it takes a batch of B new items from a backing store of `capacity`
+// batches (failing when it is used up), keeps one, publishes B-1 and signals them. It uses its
+// item, then puts it back and signals 1. bug: 1 fast-path fetch_sub, 2 spin ignores shortfall,
+// 3 GROW promises the full batch, 4 a failing producer does not withdraw its promise.
+template <sem_bug Bug>
+struct semaphore_inst final : instance {
+  using sem_t = arena_semaphore<P, Bug>;
+  sem_t sem;
+  unsigned lanes, b, capacity, rounds;
+  bool keep;  // lanes keep their items (nothing comes back: out-of-memory must reach waiters)
+  bool withdraw;
+  std::uint32_t made = 0;              // batches taken from the backing store
+  std::vector<std::uint32_t> avail;    // 1 = in the pool
+  // ghost state
+  std::uint64_t held = 0, unsignalled = 0;
+  std::vector<std::uint64_t> debt;     // per lane: promised units not yet settled
+  std::vector<std::uint32_t> owner;    // per item: lane using it, or none
+  unsigned oom = 0;
+
+  semaphore_inst(world& w, const params& p, bool withdraw_promises)
+      : lanes(w.config().lanes()),
+        b(static_cast<unsigned>(std::clamp<std::int64_t>(p.get("batch", 3), 2, 64))),
+        capacity(static_cast<unsigned>(std::max<std::int64_t>(0, p.get("capacity", w.config().lanes())))),
+        rounds(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("rounds", 2)))),
+        keep(p.get("keep", 0) != 0),
+        withdraw(withdraw_promises),
+        avail(capacity * b, 0),
+        debt(w.config().lanes(), 0),
+        owner(capacity * b, none) {
+    sem.init(0);
+    w.add_invariant("S1 fields in range", [this]() -> std::optional<std::string> {
+      const auto f = sem_t::unpack(sem.raw());
+      if (sem_t::pack(f) != sem.raw()) return "stray bits";
+      if (f.c > avail.size()) return "C = " + str(f.c) + " exceeds every item there is (a borrow from C)";
+      return std::nullopt;
+    });
+    w.add_invariant("S2 E == promises", [this]() -> std::optional<std::string> {
+      std::uint64_t sum = 0;
+      for (auto d : debt) sum += d;
+      const auto f = sem_t::unpack(sem.raw());
+      if (f.e != sum) return "E = " + str(f.e) + " but lanes promised " + str(sum);
+      return std::nullopt;
+    });
+    w.add_invariant("S5 published == C + held + unsignalled", [this]() -> std::optional<std::string> {
+      std::uint64_t pool = 0;
+      for (auto a : avail) pool += a;
+      const auto f = sem_t::unpack(sem.raw());
+      if (pool != f.c + held + unsignalled)
+        return "pool " + str(pool) + " != C " + str(f.c) + " + held " + str(held) + " + unsignalled " + str(unsignalled);
+      return std::nullopt;
+    });
+  }
+
+  std::uint32_t claim() {
+    for (unsigned attempt = 0;; ++attempt) {
+      for (std::uint32_t i = 0; i < avail.size(); ++i) {
+        std::uint32_t one = 1;
+        if (P::load(&avail[i], relaxed, device_scope) == 1 &&
+            P::compare_exchange(&avail[i], one, 0u, acquire, device_scope)) {
+          --held;
+          return i;
+        }
+      }
+      P::backoff(attempt);  // a publisher may be between its store and its signal
+    }
+  }
+  void use(std::uint32_t item, unsigned me) {
+    if (owner[item] != none) P::violated("item " + str(item) + " handed to lane " + str(me) + " while lane " + str(owner[item]) + " uses it");
+    owner[item] = me;
+    P::fence(seq_cst, device_scope);  // a scheduling point while the item is in use
+    owner[item] = none;
+  }
+  void lane() override {
+    const unsigned me = P::block_id() * P::block_dim() + P::thread_id();
+    for (unsigned r = 0; r < rounds; ++r) {
+      std::uint32_t item;
+      if (sem.wait(1, b) == sem_result::ok) {
+        ++held;
+        item = claim();
+      } else {
+        debt[me] += (Bug == sem_bug::grow_promises_full_batch) ? b : b - 1;
+        const std::uint32_t batch = P::fetch_add(&made, 1u, relaxed, device_scope);
+        if (batch >= capacity) {
+          ++oom;
+          if (withdraw) {
+            sem.signal(0, b - 1);
+            debt[me] -= b - 1;
+          }
+          return;  // out of memory: this lane gives up
+        }
+        item = batch * b;
+        for (unsigned j = 1; j < b; ++j) {
+          P::store(&avail[batch * b + j], 1u, release, device_scope);
+          ++unsignalled;
+        }
+        sem.signal(b - 1, b - 1);
+        unsignalled -= b - 1;
+        debt[me] -= b - 1;
+      }
+      use(item, me);
+      if (keep) continue;
+      P::store(&avail[item], 1u, release, device_scope);
+      ++unsignalled;
+      sem.signal(1, 0);
+      --unsignalled;
+    }
+  }
+  std::optional<std::string> check_final() override {
+    const auto f = sem_t::unpack(sem.raw());
+    std::uint64_t pool = 0;
+    for (auto a : avail) pool += a;
+    if (f.e != 0 || f.r != 0) return "quiescent E = " + str(f.e) + ", R = " + str(f.r) + " (want 0, 0)";
+    if (f.c != pool) return "quiescent C = " + str(f.c) + " but " + str(pool) + " items are in the pool";
+    if (capacity * (keep ? 1 : b) >= lanes * (keep ? rounds : 1) && oom) return str(oom) + " lanes ran out of memory with a backing store that suffices";
+    return std::nullopt;
+  }
+};
+
+// ---- collective semaphore wait over partial warps ------------------------------------------------
+// Lanes (a random subset of each warp, by a schedule choice) wait collectively for one unit each;
+// on GROW(m) the first m ranks each produce a batch and serve the ranks assigned to it.
+struct semaphore_collective_inst final : instance {
+  using sem_t = arena_semaphore<P>;
+  sem_t sem;
+  unsigned b, capacity;
+  std::uint32_t made = 0;
+  std::vector<std::uint32_t> avail;
+  std::vector<std::uint32_t> got;  // per lane: item, or none (OOM / not taking part)
+  unsigned lanes;
+  semaphore_collective_inst(world& w, const params& p)
+      : b(static_cast<unsigned>(std::clamp<std::int64_t>(p.get("batch", 4), 2, 64))),
+        capacity(static_cast<unsigned>(std::max<std::int64_t>(0, p.get("capacity", w.config().lanes())))),
+        avail(capacity * b, 0),
+        got(w.config().lanes(), none),
+        lanes(w.config().lanes()) {
+    sem.init(0);
+    w.add_invariant("S1 fields in range", [this]() -> std::optional<std::string> {
+      if (sem_t::unpack(sem.raw()).c > avail.size()) return "C exceeds the items there are";
+      return std::nullopt;
+    });
+  }
+  std::uint32_t claim() {
+    for (unsigned attempt = 0;; ++attempt) {
+      for (std::uint32_t i = 0; i < avail.size(); ++i) {
+        std::uint32_t one = 1;
+        if (P::load(&avail[i], relaxed, device_scope) == 1 && P::compare_exchange(&avail[i], one, 0u, acquire, device_scope))
+          return i;
+      }
+      P::backoff(attempt);
+    }
+  }
+  void lane() override {
+    const unsigned me = P::block_id() * P::block_dim() + P::thread_id();
+    if (P::choose(4) == 0) return;  // partial warps: about a quarter of the lanes do not take part
+    const auto g = coalesced_group<P>::by_key(reinterpret_cast<std::uintptr_t>(&sem));
+    const auto w = sem.wait_collective(g, 1, b);
+    if (w.result == sem_result::ok) {
+      got[me] = claim();
+      return;
+    }
+    // GROW(m): ranks < m produce batch `rank`; rank r is served by batch r / b.
+    std::uint32_t base = none;
+    if (g.rank < w.batches) {
+      const std::uint64_t left = sem_t::batch_leftover(g.rank, g.size, 1, b);
+      const std::uint32_t batch = P::fetch_add(&made, 1u, relaxed, device_scope);
+      if (batch >= capacity) {
+        sem.signal(0, left);
+      } else {
+        base = batch * b;
+        for (std::uint64_t j = b - left; j < b; ++j) P::store(&avail[base + j], 1u, release, device_scope);
+        sem.signal(left, left);
+      }
+    }
+    const std::uint32_t my_base = g.from_rank(base, g.rank / b);
+    if (my_base != none) got[me] = my_base + g.rank % b;
+  }
+  std::optional<std::string> check_final() override {
+    std::set<std::uint32_t> seen;
+    for (unsigned i = 0; i < lanes; ++i)
+      if (got[i] != none) {
+        if (!seen.insert(got[i]).second) return "item " + str(got[i]) + " handed to two lanes";
+        if (avail[got[i]]) return "item " + str(got[i]) + " is held and in the pool";
+      }
+    const auto f = sem_t::unpack(sem.raw());
+    std::uint64_t pool = 0;
+    for (auto a : avail) pool += a;
+    if (f.e != 0 || f.r != 0 || f.c != pool)
+      return "quiescent C/E/R = " + str(f.c) + "/" + str(f.e) + "/" + str(f.r) + " with " + str(pool) + " items in the pool";
+    return std::nullopt;
+  }
+};
+
+// ---- collective mutex ------------------------------------------------------------------------------
+// Lanes of several warps lock collectively (grouped by the mutex's address), increment a shared
+// counter with a separate load and store inside, and unlock. M1/M2: everyone inside belongs to
+// one group, and nobody is inside while the lock word is 0. bug: 1 no entry barrier, 2 lock
+// count 1, 3 the leader frees the lock for everyone.
+template <mutex_bug Bug>
+struct mutex_inst final : instance {
+  collective_mutex<P, Bug> m;
+  std::uint32_t counter = 0;
+  unsigned rounds, lanes;
+  std::vector<std::uint64_t> inside;  // per lane: the group it is inside with, or 0
+  mutex_inst(world& w, const params& p)
+      : rounds(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("rounds", 2)))), lanes(w.config().lanes()), inside(lanes, 0) {
+    w.add_invariant("M1/M2 one group inside, lock held", [this]() -> std::optional<std::string> {
+      std::uint64_t id = 0;
+      for (unsigned i = 0; i < lanes; ++i)
+        if (inside[i]) {
+          if (id && inside[i] != id) return "lanes of two groups are inside the critical section";
+          id = inside[i];
+        }
+      if (id && m.word == 0) return "a lane is inside while the lock word is 0";
+      return std::nullopt;
+    });
+  }
+  void lane() override {
+    const unsigned me = P::block_id() * P::block_dim() + P::thread_id();
+    for (unsigned r = 0; r < rounds; ++r) {
+      const auto g = coalesced_group<P>::by_key(reinterpret_cast<std::uintptr_t>(&m));
+      const std::uint32_t tag = g.broadcast(me * 64 + r + 1);  // the leader's (lane, round)
+      m.lock(g);
+      inside[me] = tag;
+      // The group works inside in parallel; only its leader updates the shared counter (by the
+      // group size), so lost updates can only come from two groups inside at once.
+      if (g.is_leader()) {
+        const std::uint32_t v = P::load(&counter, relaxed, device_scope);
+        P::store(&counter, v + g.size, relaxed, device_scope);
+      } else {
+        P::fence(seq_cst, device_scope);
+      }
+      inside[me] = 0;
+      m.unlock(g);
+    }
+  }
+  std::optional<std::string> check_final() override {
+    if (counter != lanes * rounds) return "counter " + str(counter) + ", want " + str(lanes * rounds) + " (updates lost)";
+    if (m.word != 0) return "lock word " + str(m.word) + " at quiescence";
+    return std::nullopt;
+  }
+};
+
+// ---- pop-k ------------------------------------------------------------------------------------------
+// A list of `nodes` elements; every lane pops one collectively. M4: distinct elements, the list
+// stays well formed, nothing is lost. bug: 1 no read barrier, 2 head off by one, 3 mutex lock
+// count 1 (two groups inside).
+template <pop_bug PB, mutex_bug MB>
+struct pop_inst final : instance {
+  collective_mutex<P, MB> m;
+  std::uint32_t head = 1;
+  std::vector<std::uint32_t> next;
+  std::vector<std::uint32_t> got;
+  unsigned nodes;
+  pop_inst(world& w, const params& p)
+      : nodes(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("nodes", w.config().lanes() + 2)))),
+        got(w.config().lanes(), 0) {
+    next.assign(nodes + 1, 0);
+    for (unsigned i = 1; i < nodes; ++i) next[i] = i + 1;
+  }
+  void lane() override {
+    const unsigned me = P::block_id() * P::block_dim() + P::thread_id();
+    const auto g = coalesced_group<P>::by_key(reinterpret_cast<std::uintptr_t>(&m));
+    got[me] = pop_k<P, PB, MB>(m, &head, next.data(), g);
+  }
+  std::optional<std::string> check_final() override {
+    std::vector<unsigned> seen(nodes + 1, 0);
+    unsigned guard = 0;
+    for (std::uint32_t n = head; n != 0; n = next[n]) {
+      if (++guard > nodes) return "the list has a cycle";
+      ++seen[n];
+    }
+    for (auto n : got)
+      if (n) ++seen[n];
+    for (unsigned n = 1; n <= nodes; ++n)
+      if (seen[n] != 1) return "element " + str(n) + " is owned " + str(seen[n]) + " times (list and lanes)";
+    return std::nullopt;
+  }
+};
+
+// ---- RCU ------------------------------------------------------------------------------------------
+// Readers traverse a list inside read-side critical sections; writers unlink one node each under
+// a list lock and retire it; the callback poisons the node. R1: no reader reads poison. R3: every
+// retired node is reclaimed exactly once. R4 at quiescence. bug: 1 no epoch re-check, 2 the
+// barrier does not wait, 3 collect before clearing pending.
+template <rcu_bug Bug>
+struct rcu_inst final : instance {
+  rcu_domain<P, Bug> d;
+  std::uint32_t list_lock = 0;
+  std::uint32_t head = 1;
+  std::vector<std::uint32_t> next, poison;
+  std::vector<std::uint64_t> link;
+  std::vector<unsigned> reclaimed, retired;
+  unsigned readers, writers, passes, nodes;
+  unsigned delegated = 0;
+  rcu_inst(world& w, const params& p)
+      : readers(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("readers", 2)))),
+        writers(w.config().lanes() - readers),
+        passes(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("passes", 2)))),
+        nodes(writers + 2) {
+    next.assign(nodes + 1, 0);
+    poison.assign(nodes + 1, 0);
+    link.assign(nodes + 1, 0);
+    reclaimed.assign(nodes + 1, 0);
+    retired.assign(nodes + 1, 0);
+    for (unsigned i = 1; i < nodes; ++i) next[i] = i + 1;
+    w.add_invariant("R4 reader counts", [this]() -> std::optional<std::string> {
+      if (d.readers_raw(0) > readers || d.readers_raw(1) > readers) return "a reader counter exceeds the readers";
+      if (d.pending_raw() > 1) return "pending is not 0/1";
+      return std::nullopt;
+    });
+  }
+  void lane() override {
+    const unsigned me = P::thread_id();
+    if (me < readers) {
+      for (unsigned k = 0; k < passes; ++k) {
+        const std::uint32_t e = d.read_lock();
+        for (std::uint32_t n = P::load(&head, acquire, device_scope); n != 0; n = P::load(&next[n], acquire, device_scope))
+          if (P::load(&poison[n], relaxed, device_scope))
+            P::violated("R1: a reader inside its read-side critical section reached node " + str(n) + ", already reclaimed");
+        d.read_unlock(e);
+      }
+      return;
+    }
+    // writer: unlink node 2 + (me - readers) (never the head, so the head stays valid)
+    const std::uint32_t victim = 2 + (me - readers);
+    for (unsigned attempt = 0;; ++attempt) {
+      std::uint32_t z = 0;
+      if (P::compare_exchange(&list_lock, z, 1u, acquire, device_scope)) break;
+      P::backoff(attempt);
+    }
+    std::uint32_t pred = P::load(&head, relaxed, device_scope);
+    while (P::load(&next[pred], relaxed, device_scope) != victim) pred = P::load(&next[pred], relaxed, device_scope);
+    P::store(&next[pred], P::load(&next[victim], relaxed, device_scope), release, device_scope);  // victim.next kept
+    P::store(&list_lock, 0u, release, device_scope);
+    ++retired[victim];
+    const auto r = d.retire(
+        victim, [this](std::uint64_t item) { return &link[item]; },
+        [this](std::uint64_t item) {
+          ++reclaimed[item];
+          P::store(&poison[item], 1u, relaxed, device_scope);
+        });
+    delegated += r.delegated;
+  }
+  std::optional<std::string> check_final() override {
+    for (unsigned n = 1; n <= nodes; ++n)
+      if (reclaimed[n] != retired[n])
+        return "R3: node " + str(n) + " retired " + str(retired[n]) + " times, reclaimed " + str(reclaimed[n]) + " times";
+    if (d.readers_raw(0) || d.readers_raw(1) || d.pending_raw())
+      return "R4: readers " + str(d.readers_raw(0)) + "/" + str(d.readers_raw(1)) + ", pending " + str(d.pending_raw()) + " at quiescence";
+    return std::nullopt;
+  }
+};
+
+launch_config one_warp(const params& p, std::int64_t def) {
+  return {1, 1, static_cast<unsigned>(std::clamp<std::int64_t>(p.get("lanes", def), 1, 32))};
+}
+launch_config warps(const params& p, std::int64_t def_warps, std::int64_t def_threads) {
+  return {static_cast<unsigned>(std::max<std::int64_t>(1, p.get("sms", 1))),
+          static_cast<unsigned>(std::max<std::int64_t>(1, p.get("warps", def_warps))),
+          static_cast<unsigned>(std::clamp<std::int64_t>(p.get("threads", def_threads), 1, 32))};
+}
+
+std::unique_ptr<instance> make_semaphore(world& w, const params& p) {
+  switch (p.get("bug", 0)) {
+    case 1: return std::make_unique<semaphore_inst<sem_bug::fast_path_fetch_sub>>(w, p, true);
+    case 2: return std::make_unique<semaphore_inst<sem_bug::spin_ignores_shortfall>>(w, p, true);
+    case 3: return std::make_unique<semaphore_inst<sem_bug::grow_promises_full_batch>>(w, p, true);
+    case 4: return std::make_unique<semaphore_inst<sem_bug::none>>(w, p, false);
+    default: return std::make_unique<semaphore_inst<sem_bug::none>>(w, p, true);
+  }
+}
+std::unique_ptr<instance> make_mutex(world& w, const params& p) {
+  switch (p.get("bug", 0)) {
+    case 1: return std::make_unique<mutex_inst<mutex_bug::no_entry_sync>>(w, p);
+    case 2: return std::make_unique<mutex_inst<mutex_bug::lock_count_one>>(w, p);
+    case 3: return std::make_unique<mutex_inst<mutex_bug::leader_frees_all>>(w, p);
+    default: return std::make_unique<mutex_inst<mutex_bug::none>>(w, p);
+  }
+}
+std::unique_ptr<instance> make_pop(world& w, const params& p) {
+  switch (p.get("bug", 0)) {
+    case 1: return std::make_unique<pop_inst<pop_bug::no_read_barrier, mutex_bug::none>>(w, p);
+    case 2: return std::make_unique<pop_inst<pop_bug::head_off_by_one, mutex_bug::none>>(w, p);
+    case 3: return std::make_unique<pop_inst<pop_bug::none, mutex_bug::lock_count_one>>(w, p);
+    default: return std::make_unique<pop_inst<pop_bug::none, mutex_bug::none>>(w, p);
+  }
+}
+std::unique_ptr<instance> make_rcu(world& w, const params& p) {
+  switch (p.get("bug", 0)) {
+    case 1: return std::make_unique<rcu_inst<rcu_bug::no_epoch_recheck>>(w, p);
+    case 2: return std::make_unique<rcu_inst<rcu_bug::barrier_skips_wait>>(w, p);
+    case 3: return std::make_unique<rcu_inst<rcu_bug::collect_before_clear>>(w, p);
+    default: return std::make_unique<rcu_inst<rcu_bug::none>>(w, p);
+  }
+}
+
+}  // namespace
+
+void register_primitive_scenarios() {
+  add_scenario({"semaphore",
+                "bulk semaphore: producers/consumers with batches, out-of-memory withdrawal; params lanes=4 batch=3 "
+                "capacity=lanes rounds=2 keep=0 bug=0 (1 fast-path fetch_sub, 2 spin ignores shortfall, 3 GROW promises "
+                "full batch, 4 failing producer keeps its promise)",
+                expectation::pass, [](const params& p) { return one_warp(p, 4); }, make_semaphore});
+  add_scenario({"semaphore-collective",
+                "collective (warp) semaphore waits over partial warps, GROW(m) shared by m producers; params warps=2 "
+                "threads=8 batch=4 capacity=lanes",
+                expectation::pass, [](const params& p) { return warps(p, 2, 8); },
+                [](world& w, const params& p) { return std::make_unique<semaphore_collective_inst>(w, p); }});
+  add_scenario({"collective-mutex",
+                "collective mutex (counted form) across warps; params warps=2 threads=4 rounds=2 bug=0 (1 no entry "
+                "barrier, 2 lock count 1, 3 leader frees for all)",
+                expectation::pass, [](const params& p) { return warps(p, 2, 4); }, make_mutex});
+  add_scenario({"pop-k",
+                "collective list pop; params warps=2 threads=4 nodes=lanes+2 bug=0 (1 no read barrier, 2 head off by "
+                "one, 3 mutex lock count 1)",
+                expectation::pass, [](const params& p) { return warps(p, 2, 4); }, make_pop});
+  add_scenario({"rcu",
+                "RCU readers vs writers that unlink and retire, delegated reclamation; params lanes=5 readers=2 "
+                "passes=2 bug=0 (1 no epoch re-check, 2 barrier does not wait, 3 collect before clearing pending)",
+                expectation::pass, [](const params& p) { return one_warp(p, 5); }, make_rcu});
+}
+
+}  // namespace toga::sim
