@@ -19,7 +19,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
-#include <tuple>
+#include <thread>
 #include <vector>
 
 #include "toga/cpu/platform.hpp"
@@ -50,6 +50,14 @@ void report(const char* what, unsigned threads, std::uint64_t ops, const std::st
               static_cast<unsigned long long>(ops), threads, extra.empty() ? "" : "; ",
               extra.c_str());
   std::fflush(stdout);
+}
+
+//! Gives up the processor every `period` iterations. A test body runs for well under a
+//! scheduler time slice, so without this the 16 threads on a 2-core machine mostly run one
+//! after another; yielding often makes the OS interleave them at a fine grain (and, inside a
+//! critical section, makes the other threads find the lock held).
+void churn(unsigned i, unsigned period) {
+  if (i % period == period - 1) std::this_thread::yield();
 }
 
 //! Per-thread counters, padded to a cache line so that the threads do not share lines.
@@ -236,6 +244,7 @@ TEST(CpuStress, FetchAddTotalsAreExactAndOldValuesUnique) {
       mine.push_back(P::fetch_add(&c64, 1u, toga::relaxed, dev));
       P::fetch_add(&c32, 3u, toga::acq_rel, blk);
       P::fetch_sub(&c32, 1u, toga::seq_cst, dev);
+      churn(i, 256);
     }
     stats[g].ops = 3ull * per_thread_n;
   });
@@ -285,6 +294,7 @@ TEST(CpuStress, StrongCasIncrementIsExact) {
         me.ops += 2;
       }
       ++me.ops;
+      churn(i, 64);
     }
   });
   EXPECT_EQ(c64, std::uint64_t{threads} * per_thread_n);
@@ -316,6 +326,7 @@ TEST(CpuStress, BitOwnershipThroughFetchOrFetchAndExchange) {
       if ((P::fetch_and(&w64, ~b64, toga::seq_cst, dev) & b64) != b64) ++me.violations;
       P::exchange(&token, g, toga::acq_rel, dev);
       me.ops += 5;
+      churn(i, 256);
     }
   });
   EXPECT_EQ(sum_violations(stats), 0u) << "an RMW returned an old value showing another "
@@ -381,9 +392,11 @@ TEST(CpuStress, SpinLockProtectsPlainData) {
       shared.tripled = 3 * shared.counter;
       if (shared.last_owner != g) ++shared.owner_changes;
       shared.last_owner = g;
+      churn(i, 32);  // sometimes while holding the lock: the others must wait for it
       P::fetch_sub(&inside, 1u, toga::relaxed, dev);
       lock.unlock();
       me.ops += 3;
+      churn(i, 8);
     }
     me.violations += bad_cas;
   });
@@ -428,6 +441,7 @@ TEST(CpuStress, MessagePassingReleaseAcquire) {
         P::store(&s[m].data, value(pair, m, 7), toga::relaxed, dev);
         P::store(&s[m].flag, 1u, toga::release, dev);
         me.ops += 2;
+        churn(m, 16);  // let the consumer catch up and wait on slots being written
       }
     } else {
       for (unsigned m = 0; m < messages; ++m) {
@@ -478,9 +492,15 @@ TEST(CpuStress, SeqCstFenceForbidsStoreBuffering) {
       // Both threads of the pair enter round r together.
       P::fetch_add(&s.arrivals, 1u, toga::acq_rel, dev);
       ++me.ops;
-      for (unsigned attempt = 0; P::load(&s.arrivals, toga::acquire, dev) < 2 * (r + 1); ++attempt) {
-        P::backoff(attempt);
-        me.ops += 2;
+      // A litmus harness, not core code: the waiter polls 1024 times between backoffs, so
+      // that both threads leave the barrier within a cache-line transfer of each other (a
+      // yield per poll makes the late thread finish its round before the early one resumes).
+      for (unsigned spin = 0; P::load(&s.arrivals, toga::acquire, dev) < 2 * (r + 1); ++spin) {
+        if (spin % 1024 == 1023) {
+          P::backoff(spin / 1024);
+          ++me.ops;
+        }
+        ++me.ops;
       }
       ++me.ops;
       P::store(mine, r + 1, toga::relaxed, dev);
