@@ -38,10 +38,11 @@ bool params::parse(const std::string& item, std::string& error) {
 }
 
 run_result run_one(const scenario& sc, const params& p, strategy& strat, std::uint64_t seed,
-                   const run_limits& limits) {
+                   const run_limits& limits, world::tracer_fn tracer) {
   const launch_config cfg = sc.shape(p);
   strat.begin(seed, cfg.lanes());
   world w(cfg, strat, limits);
+  if (tracer) w.set_tracer(std::move(tracer));
   std::unique_ptr<instance> inst = sc.make(w, p);
   run_result r = w.run([&] { inst->lane(); });
   if (!r.failed())

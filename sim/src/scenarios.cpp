@@ -220,11 +220,13 @@ struct warp_mismatch final : instance {
 }  // namespace
 
 void register_primitive_scenarios();  // scenarios_primitives.cpp
+void register_allocator_scenarios();  // scenarios_allocator.cpp
 
 void register_builtin_scenarios() {
   static std::once_flag once;
   std::call_once(once, [] {
     register_primitive_scenarios();
+    register_allocator_scenarios();
     add_scenario({"lost-update",
                   "lanes increment a counter with a separate load and store (planted bug: lost update); "
                   "params lanes=4 points=50",

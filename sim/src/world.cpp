@@ -291,6 +291,7 @@ void world::lane_exit(unsigned i) {
 
 void world::note_step(op k) {
   ++result_.steps;
+  if (tracer_) tracer_(result_.steps, current_, k);
   lanes_[current_].last_op = k;
   std::uint64_t h = result_.trace_hash ^ ((static_cast<std::uint64_t>(current_) << 8) | static_cast<std::uint64_t>(k));
   result_.trace_hash = mix64(h);

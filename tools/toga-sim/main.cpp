@@ -151,7 +151,11 @@ int cmd_explore(const common_args& a, std::uint64_t schedules, unsigned threads,
   return 0;
 }
 
-int cmd_replay(const common_args& a, const std::string& decisions, const std::string& save, bool do_shrink) {
+int cmd_replay(const common_args& a, const std::string& decisions, const std::string& save, bool do_shrink,
+               bool trace) {
+  ts::world::tracer_fn tracer;
+  if (trace)
+    tracer = [](std::uint64_t step, unsigned lane, ts::op k) { fmt::print("  step {:>7}  lane {:>4}  {}\n", step, lane, ts::to_string(k)); };
   ts::run_result r;
   const ts::scenario* sc = nullptr;
   ts::params p;
@@ -162,7 +166,7 @@ int cmd_replay(const common_args& a, const std::string& decisions, const std::st
     p = d.scenario_params;
     limits = d.limits;
     ts::replay_strategy rs(d.decisions);
-    r = ts::run_one(*sc, p, rs, 0, limits);
+    r = ts::run_one(*sc, p, rs, 0, limits, tracer);
     print_run(r);
     if (!d.verdict.empty() && (d.verdict != ts::to_string(r.kind) || (d.trace_hash && d.trace_hash != r.trace_hash)))
       fmt::print("  note: the file recorded verdict {} with hash {:016x}\n", d.verdict, d.trace_hash);
@@ -177,7 +181,7 @@ int cmd_replay(const common_args& a, const std::string& decisions, const std::st
     if (cfg.kind == ts::strategy_kind::pct && cfg.pct_steps == 0)
       throw std::runtime_error("replaying a pct schedule needs --pct-steps (the explore summary prints it)");
     auto strat = ts::make_strategy(cfg, 0);
-    r = ts::run_one(*sc, p, *strat, a.seed, limits);
+    r = ts::run_one(*sc, p, *strat, a.seed, limits, tracer);
     print_run(r);
   }
   if (do_shrink && r.failed()) {
@@ -241,12 +245,13 @@ int main(int argc, char** argv) {
 
   common_args ra;
   std::string decisions, rsave;
-  bool rshrink = false;
+  bool rshrink = false, rtrace = false;
   auto* rp = app.add_subcommand("replay", "replay one schedule");
   rp->add_option("--scenario", ra.scenario, "scenario name");
   rp->add_option("--decisions", decisions, "decision file (from --save-failure or --save)");
   rp->add_option("--save", rsave, "write this schedule's decisions to FILE");
   rp->add_flag("--shrink", rshrink, "shrink a failing schedule");
+  rp->add_flag("--trace", rtrace, "print every step: step number, lane, operation");
   add_common(rp, ra);
 
   std::uint64_t demo_schedules = 2000;
@@ -264,7 +269,7 @@ int main(int argc, char** argv) {
   try {
     if (app.got_subcommand("list")) return cmd_list();
     if (app.got_subcommand(ex)) return cmd_explore(ea, schedules, threads, keep_going, save, shrink_flag);
-    if (app.got_subcommand(rp)) return cmd_replay(ra, decisions, rsave, rshrink);
+    if (app.got_subcommand(rp)) return cmd_replay(ra, decisions, rsave, rshrink, rtrace);
     if (app.got_subcommand(dm)) return cmd_demo(demo_schedules, demo_threads);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "toga-sim: error: %s\n", e.what());

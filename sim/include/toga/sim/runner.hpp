@@ -10,12 +10,13 @@
 #include "toga/sim/scenario.hpp"
 #include "toga/sim/strategy.hpp"
 #include "toga/sim/types.hpp"
+#include "toga/sim/world.hpp"
 
 namespace toga::sim {
 
 //! Runs one schedule of `sc` with strategy `strat` seeded by `seed`.
 run_result run_one(const scenario& sc, const params& p, strategy& strat, std::uint64_t seed,
-                   const run_limits& limits);
+                   const run_limits& limits, world::tracer_fn tracer = {});
 
 //! Options of an exploration (a `toga-sim explore` call).
 struct explore_options {

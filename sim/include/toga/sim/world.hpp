@@ -76,6 +76,10 @@ class world {
   //! the state after the previous operation). Returns a message when violated.
   void add_invariant(std::string name, invariant_fn fn);
 
+  //! Called at every step with (step, lane, op), before the operation takes effect.
+  using tracer_fn = std::function<void(std::uint64_t, unsigned, op)>;
+  void set_tracer(tracer_fn t) { tracer_ = std::move(t); }
+
   //! Runs `body` once in every lane and returns the verdict. Call once per world.
   run_result run(const std::function<void()>& body);
 
@@ -144,6 +148,7 @@ class world {
   bool aborting_ = false;
   run_result result_;
   std::vector<std::pair<std::string, invariant_fn>> invariants_;
+  tracer_fn tracer_;
 
   // scheduler interface state
   std::vector<boost::fibers::context*> ready_;  // per lane: its context when suspended

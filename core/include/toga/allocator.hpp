@@ -1,0 +1,263 @@
+//! @file toga/allocator.hpp
+//! toga's allocator: one allocate/deallocate for every size, over UAlloc (<= 1 KiB) and TBuddy
+//! (larger), with statistics, an optional byte limit and a checked mode (allocator-spec §7).
+//!
+//! `allocator<P>` is a trivially copyable view (pointers into the heap and into a metadata
+//! block), the shape of `heap_ref` in the CUDA backend: pass it by value to every thread.
+//!
+//! Sizes: `allocate(bytes)` serves next_pow2(max(bytes, 16)) bytes; <= 1 KiB from UAlloc, else a
+//! TBuddy block of max(4 KiB, that) bytes; requests larger than the heap fail. allocate(0) serves
+//! the smallest class (a unique pointer, as C permits); deallocate(nullptr) does nothing.
+//! Alignment: every block is aligned to min(served size, 128) bytes (UAlloc) or to its size
+//! (TBuddy, 4 KiB and up), relative to the heap base, which the backends align to 4 KiB at
+//! least; so at least 16 B. `allocate(bytes, alignment)` honours any power of two.
+//! Errors: exhaustion (or the byte limit) returns nullptr; nothing traps or hangs. In checked
+//! builds (TOGA_CHECKED) a deallocate of a pointer toga did not hand out, or of one already
+//! freed, is recorded in the error log (kind, offset) and changes nothing.
+//! Thread-safety: every member may be called concurrently by any thread of the device; memory
+//! allocated by one thread (or kernel) may be freed by any other.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "toga/config.hpp"
+#include "toga/geometry.hpp"
+#include "toga/platform.hpp"
+#include "toga/tbuddy.hpp"
+#include "toga/ualloc.hpp"
+
+namespace toga {
+
+#if defined(TOGA_CHECKED)
+inline constexpr bool checked_build = true;
+#else
+inline constexpr bool checked_build = false;
+#endif
+
+//! Kinds of error the checked mode records.
+enum class heap_error_kind : std::uint64_t {
+  none = 0,
+  foreign_pointer = 1,  //!< not inside this heap
+  invalid_pointer = 2,  //!< inside the heap but not the start of a block toga handed out
+  double_free = 3,      //!< the block is not allocated (already freed)
+};
+inline const char* to_string(heap_error_kind k) {
+  switch (k) {
+    case heap_error_kind::none: return "none";
+    case heap_error_kind::foreign_pointer: return "pointer not from this heap";
+    case heap_error_kind::invalid_pointer: return "pointer inside the heap that toga did not hand out";
+    case heap_error_kind::double_free: return "block freed twice (not allocated)";
+  }
+  return "?";
+}
+
+//! Global metadata: the error log and the byte limit.
+struct heap_globals {
+  static constexpr unsigned max_errors = 32;
+  std::uint32_t error_count;  //!< errors seen (may exceed max_errors; the first are kept)
+  std::uint32_t pad;
+  std::uint64_t errors[max_errors][2];  //!< (heap_error_kind, heap offset or address)
+  byte_limit limit;
+};
+
+//! Where everything lives in the metadata block, for a heap of 4 KiB x 2^(levels-1) bytes and
+//! `arenas` arenas. The block must be zeroed, then `allocator::init_after_zero` run once.
+struct heap_layout {
+  unsigned levels = 0;
+  unsigned arenas = 0;
+  std::uint64_t state_off = 0, lock_off = 0, sem_off = 0, arena_off = 0, globals_off = 0, bytes = 0;
+
+  //! Levels of the buddy tree for a heap of at least `heap_bytes` (rounded up to a power of two
+  //! >= one chunk).
+  static constexpr unsigned levels_for(std::uint64_t heap_bytes) {
+    unsigned l = 1;  // below one chunk (512 KiB) only TBuddy can serve: small requests fail
+    while ((geom::page_bytes << (l - 1)) < heap_bytes) ++l;
+    return l;
+  }
+  template <class P>
+  static constexpr heap_layout make(unsigned levels, unsigned arenas) {
+    heap_layout h;
+    h.levels = levels;
+    h.arenas = arenas;
+    auto up = [](std::uint64_t x) { return (x + 127) & ~std::uint64_t{127}; };
+    const std::uint64_t nodes = std::uint64_t{1} << levels;
+    h.state_off = 0;
+    h.lock_off = up(h.state_off + nodes * 4);
+    h.sem_off = up(h.lock_off + nodes * 4);
+    h.arena_off = up(h.sem_off + levels * 8);
+    h.globals_off = up(h.arena_off + arenas * sizeof(arena<P>));
+    h.bytes = up(h.globals_off + sizeof(heap_globals));
+    return h;
+  }
+};
+
+template <class P, ualloc_bug UB = ualloc_bug::none, tbuddy_bug TB = tbuddy_bug::none>
+  requires Platform<P>
+struct allocator {
+  ualloc<P, UB, TB> small;  //!< holds the heap base, the arenas and the buddy tree
+  heap_globals* globals;
+  std::uint64_t heap_bytes;
+
+  //! A view over `heap` (heap_bytes = 4 KiB x 2^(layout.levels-1) bytes, 4 KiB aligned) and
+  //! `meta` (layout.bytes, zeroed).
+  TOGA_HOST_DEVICE static allocator make(char* heap, char* meta, const heap_layout& layout) {
+    allocator a{};
+    a.small.base = heap;
+    a.small.buddy.state = reinterpret_cast<std::uint32_t*>(meta + layout.state_off);
+    a.small.buddy.lock = reinterpret_cast<std::uint32_t*>(meta + layout.lock_off);
+    a.small.buddy.sem = reinterpret_cast<tbuddy_semaphore<P>*>(meta + layout.sem_off);
+    a.small.buddy.levels = layout.levels;
+    a.small.arenas = reinterpret_cast<arena<P>*>(meta + layout.arena_off);
+    a.small.num_arenas = layout.arenas;
+    a.globals = reinterpret_cast<heap_globals*>(meta + layout.globals_off);
+    a.small.buddy.limit = &a.globals->limit;
+    a.heap_bytes = geom::page_bytes << (layout.levels - 1);
+    return a;
+  }
+  //! One-time initialisation after the metadata was zeroed (sequential; the CUDA backend runs
+  //! it in a one-thread kernel). limit_bytes: 0 for none.
+  TOGA_HOST_DEVICE void init_after_zero(std::uint64_t limit_bytes) {
+    small.buddy.init_after_zero();
+    globals->limit.limit = limit_bytes;
+  }
+
+  //! At least `bytes` bytes (see the file comment for size and alignment), or nullptr.
+  TOGA_DEVICE void* allocate(std::uint64_t bytes) TOGA_NOEXCEPT(P) {
+    const std::uint64_t s = geom::round_up(bytes ? bytes : 1);
+    return allocate_rounded(s, s <= geom::max_class_bytes);
+  }
+  //! At least `bytes` bytes aligned to `alignment` (a power of two), or nullptr.
+  TOGA_DEVICE void* allocate(std::uint64_t bytes, std::uint64_t alignment) TOGA_NOEXCEPT(P) {
+    if (alignment == 0 || (alignment & (alignment - 1))) return nullptr;
+    std::uint64_t s = geom::round_up(bytes ? bytes : 1);
+    if (alignment > s) s = alignment;
+    // UAlloc slots are aligned to min(s, 128); beyond 128 only TBuddy blocks are aligned enough.
+    return allocate_rounded(s, s <= geom::max_class_bytes && alignment <= geom::bin_header_bytes);
+  }
+
+  //! Frees a block from allocate (any thread, any kernel). nullptr: nothing.
+  TOGA_DEVICE void deallocate(void* ptr) TOGA_NOEXCEPT(P) {
+    if (ptr == nullptr) return;
+    const char* p = static_cast<const char*>(ptr);
+    const std::uint64_t off = static_cast<std::uint64_t>(p - small.base);
+    if constexpr (checked_build) {
+      if (p < small.base || off >= heap_bytes) return report(heap_error_kind::foreign_pointer, reinterpret_cast<std::uintptr_t>(ptr));
+    }
+    arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
+    if (off % geom::page_bytes == 0) {  // TBuddy blocks start on 4 KiB boundaries; slots never do
+      const std::uint64_t v = small.buddy.allocated_node(off);
+      if constexpr (checked_build) {
+        if (v == 0) return report(heap_error_kind::double_free, off);
+        const std::uint32_t s = small.buddy.load_state(v);
+        if (small.buddy.offset_of(v) != off || (s & node_chunk_tag))
+          return report(v && small.buddy.offset_of(v) == off ? heap_error_kind::invalid_pointer : heap_error_kind::invalid_pointer, off);
+      }
+      const std::uint64_t size = geom::page_bytes << small.buddy.height(v);
+      small.buddy.free(off);
+      count_free(st, size);
+      return;
+    }
+    if constexpr (checked_build) {
+      if (!plausible_slot(off)) return report(heap_error_kind::invalid_pointer, off);
+    }
+    unsigned c = 0;
+    if (!small.deallocate(off, c)) {
+      if constexpr (checked_build) report(heap_error_kind::double_free, off);
+      return;
+    }
+    count_free(st, geom::class_bytes(c));
+  }
+
+  //! Whether `ptr` points into this heap.
+  TOGA_HOST_DEVICE bool contains(const void* ptr) const {
+    const char* p = static_cast<const char*>(ptr);
+    return p >= small.base && static_cast<std::uint64_t>(p - small.base) < heap_bytes;
+  }
+
+ private:
+  TOGA_DEVICE void* allocate_rounded(std::uint64_t s, bool use_ualloc) TOGA_NOEXCEPT(P) {
+    arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
+    std::uint64_t off = no_block;
+    std::uint64_t served = s;
+    if (use_ualloc) {
+      off = small.allocate(geom::class_of(s));
+    } else if (s <= heap_bytes) {
+      const unsigned order = geom::order_of(s);
+      served = geom::page_bytes << order;
+      off = small.buddy.alloc(order);
+    }
+    if (off == no_block) {
+      P::fetch_add(&st.failed, std::uint64_t{1}, relaxed, device_scope);
+      return nullptr;
+    }
+    P::fetch_add(&st.allocations, std::uint64_t{1}, relaxed, device_scope);
+    const std::uint64_t used = P::fetch_add(&st.used_bytes, served, relaxed, device_scope) + served;
+    std::uint64_t peak = P::load(&st.peak_used_bytes, relaxed, device_scope);
+    while (static_cast<std::int64_t>(used) > static_cast<std::int64_t>(peak) &&
+           !P::compare_exchange(&st.peak_used_bytes, peak, used, relaxed, device_scope)) {
+    }
+    return small.base + off;
+  }
+  TOGA_DEVICE void count_free(arena_stats& st, std::uint64_t size) TOGA_NOEXCEPT(P) {
+    P::fetch_add(&st.deallocations, std::uint64_t{1}, relaxed, device_scope);
+    P::fetch_sub(&st.used_bytes, size, relaxed, device_scope);
+  }
+  TOGA_DEVICE void report(heap_error_kind k, std::uint64_t where) TOGA_NOEXCEPT(P) {
+    const std::uint32_t i = P::fetch_add(&globals->error_count, 1u, relaxed, device_scope);
+    if (i < heap_globals::max_errors) {
+      P::store(&globals->errors[i][1], where, relaxed, device_scope);
+      P::store(&globals->errors[i][0], static_cast<std::uint64_t>(k), release, device_scope);
+    }
+  }
+  // Checked builds: is `off` (not 4 KiB aligned) a slot start in a live bin of a chunk?
+  TOGA_DEVICE bool plausible_slot(std::uint64_t off) const TOGA_NOEXCEPT(P) {
+    const std::uint64_t chunk = off & ~(geom::chunk_bytes - 1);
+    const std::uint64_t v = small.buddy.leaf_of(chunk) >> geom::chunk_order;
+    if (small.buddy.load_state(v) != (node_allocated | node_chunk_tag)) return false;
+    const std::uint64_t in = off - chunk;
+    if (in % geom::page_bytes < geom::bin_header_bytes) return false;
+    const unsigned b = geom::owner_bin(in);
+    const chunk_header* ch = reinterpret_cast<const chunk_header*>(small.base + chunk);
+    const std::uint64_t bits = P::load(const_cast<std::uint64_t*>(&ch->bin_bitmap[b / 64]), relaxed, device_scope);
+    if (!((bits >> (b % 64)) & 1)) return false;
+    const bin_header* h = reinterpret_cast<const bin_header*>(small.base + chunk + std::uint64_t{b} * geom::page_bytes);
+    const std::uint32_t c = P::load(const_cast<std::uint32_t*>(&h->class_id), relaxed, device_scope);
+    return c < geom::num_classes && geom::is_slot_start(in, c) && geom::owner_slot(in, c) < geom::capacity(c) &&
+           geom::owner_bin(in) == b;
+  }
+};
+
+//! Totals over the arenas, read at quiescence (host-visible memory). Signed counters are summed
+//! as two's complement, so blocks freed on another SM than they were allocated on balance out.
+struct heap_statistics {
+  std::uint64_t heap_bytes = 0;
+  std::uint64_t used_bytes = 0;           //!< rounded bytes of live blocks
+  std::uint64_t peak_used_bytes = 0;      //!< sum of per-SM peaks: an upper bound of the true peak
+  std::uint64_t chunk_bytes = 0;          //!< bytes UAlloc holds in chunks
+  std::uint64_t allocations = 0, deallocations = 0, failed = 0;
+  std::uint64_t bins[geom::num_classes] = {};
+  std::uint64_t chunks = 0;
+  std::uint32_t errors = 0;
+};
+
+template <class A>
+heap_statistics collect_statistics(const A& a) {
+  heap_statistics s;
+  s.heap_bytes = a.heap_bytes;
+  for (unsigned i = 0; i < a.small.num_arenas; ++i) {
+    const arena_stats& st = a.small.arenas[i].stats;
+    s.used_bytes += st.used_bytes;
+    s.peak_used_bytes += st.peak_used_bytes;
+    s.allocations += st.allocations;
+    s.deallocations += st.deallocations;
+    s.failed += st.failed;
+    for (unsigned c = 0; c < geom::num_classes; ++c) s.bins[c] += st.bins[c];
+    s.chunks += st.chunks;
+  }
+  s.chunk_bytes = s.chunks * geom::chunk_bytes;
+  s.errors = a.globals->error_count;
+  return s;
+}
+
+}  // namespace toga

@@ -1,0 +1,134 @@
+//! @file toga/geometry.hpp
+//! Sizes, size classes and address arithmetic of toga's heap (Gelado & Garland, PPoPP'19, §4.2
+//! and Fig. 3; allocator-spec §1.1, §5.1-5.4, §6.1, §7.1). Everything here is constexpr and
+//! checked by static_assert; the tests check every size 0..2^20 and every slot of every class.
+//!
+//! Heap: H = 4 KiB x 2^(levels-1) bytes, addressed by offsets from the heap base.
+//!  - TBuddy hands out blocks of 4 KiB x 2^order, aligned to their size (relative to the base).
+//!  - UAlloc takes 512 KiB chunks from TBuddy. A chunk is 128 bins of 4 KiB; bins 0..3 are
+//!    header bins (bin 0 starts with the chunk header; the first 128 B of bins 1..3 are reserved)
+//!    whose other 31 x 128 B hold the 124 tails; bins 4..127 are regular bins: a 128 B bin header
+//!    and 3968 B of slots, plus one 128 B tail in a header bin. [DECISION spec §5.1]
+//!  - Size classes 16, 32, ..., 1024 B. [DECISION spec §5.2] toga serves 8 B requests from the
+//!    16 B class: every block is 16 B aligned, as CUDA's device malloc promises (the paper's 8 B
+//!    class would align only to 8). Building with TOGA_MIN_CLASS_8 restores it.
+//!  - Ownership from the address alone: TBuddy blocks start on 4 KiB boundaries, UAlloc slots
+//!    never do (they sit at >= 128 B into a bin or a header bin).
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+#include "toga/config.hpp"
+
+namespace toga::geom {
+
+inline constexpr std::uint64_t page_bytes = 4096;        //!< bin = TBuddy leaf
+inline constexpr unsigned page_shift = 12;
+inline constexpr std::uint64_t bin_header_bytes = 128;
+inline constexpr std::uint64_t bin_data_bytes = page_bytes - bin_header_bytes;  //!< 3968
+inline constexpr std::uint64_t tail_bytes = 128;
+inline constexpr unsigned tails_per_header_bin = static_cast<unsigned>(bin_data_bytes / tail_bytes);  //!< 31
+
+inline constexpr std::uint64_t chunk_bytes = 512 * 1024;
+inline constexpr unsigned chunk_order = 7;  //!< TBuddy order of a chunk (4 KiB x 2^7)
+inline constexpr unsigned bins_per_chunk = static_cast<unsigned>(chunk_bytes / page_bytes);  //!< 128
+inline constexpr unsigned header_bins = bins_per_chunk / 32;                                 //!< 4
+inline constexpr unsigned usable_bins = bins_per_chunk - header_bins;                        //!< 124
+
+#ifdef TOGA_MIN_CLASS_8
+inline constexpr unsigned min_class_shift = 3;
+#else
+inline constexpr unsigned min_class_shift = 4;
+#endif
+inline constexpr std::uint64_t min_class_bytes = std::uint64_t{1} << min_class_shift;
+inline constexpr unsigned max_class_shift = 10;
+inline constexpr std::uint64_t max_class_bytes = std::uint64_t{1} << max_class_shift;  //!< 1 KiB
+inline constexpr unsigned num_classes = max_class_shift - min_class_shift + 1;
+inline constexpr unsigned bitmap_words = 8;  //!< 512 bits per bin
+
+static_assert(chunk_bytes == page_bytes << chunk_order);
+static_assert(bins_per_chunk % 32 == 0 && header_bins * tails_per_header_bin == usable_bins,
+              "one header bin holds the tails of 31 regular bins");
+static_assert(bin_header_bytes * 8 >= bitmap_words * 64, "bitmap fits the bin header");
+
+//! Bytes of size class c.
+TOGA_HOST_DEVICE constexpr std::uint64_t class_bytes(unsigned c) { return min_class_bytes << c; }
+//! Slots of class c in a bin's data area, in its tail, and in all.
+TOGA_HOST_DEVICE constexpr unsigned data_slots(unsigned c) { return static_cast<unsigned>(bin_data_bytes / class_bytes(c)); }
+TOGA_HOST_DEVICE constexpr unsigned tail_slots(unsigned c) {
+  return class_bytes(c) <= tail_bytes ? static_cast<unsigned>(tail_bytes / class_bytes(c)) : 0u;
+}
+TOGA_HOST_DEVICE constexpr unsigned capacity(unsigned c) { return data_slots(c) + tail_slots(c); }
+
+static_assert(capacity(0) <= bitmap_words * 64);
+#ifndef TOGA_MIN_CLASS_8
+static_assert(num_classes == 7 && capacity(0) == 256 && capacity(3) == 32 && capacity(4) == 15 && capacity(5) == 7 && capacity(6) == 3,
+              "spec §5.2 table");
+#endif
+
+//! Rounded size served for a request of `bytes` (>= 1): the next power of two, at least the
+//! smallest class. 64-bit arithmetic (no overflow below 2^63).
+TOGA_HOST_DEVICE constexpr std::uint64_t round_up(std::uint64_t bytes) {
+  if (bytes <= min_class_bytes) return min_class_bytes;
+  return std::uint64_t{1} << (64 - std::countl_zero(bytes - 1));
+}
+//! Size class of a rounded size <= 1 KiB.
+TOGA_HOST_DEVICE constexpr unsigned class_of(std::uint64_t rounded) {
+  return static_cast<unsigned>(std::countr_zero(rounded)) - min_class_shift;
+}
+//! TBuddy order for a rounded size > 1 KiB (blocks of at least 4 KiB).
+TOGA_HOST_DEVICE constexpr unsigned order_of(std::uint64_t rounded) {
+  const unsigned s = static_cast<unsigned>(std::countr_zero(rounded));
+  return s <= page_shift ? 0u : s - page_shift;
+}
+
+//! Offset (from the chunk start) of regular bin b's tail (b >= header_bins).
+TOGA_HOST_DEVICE constexpr std::uint64_t tail_offset(unsigned b) {
+  const unsigned t = b - header_bins;
+  return (t / tails_per_header_bin) * page_bytes + bin_header_bytes + (t % tails_per_header_bin) * tail_bytes;
+}
+//! Offset (from the chunk start) of slot i of class c in regular bin b.
+TOGA_HOST_DEVICE constexpr std::uint64_t slot_offset(unsigned b, unsigned c, unsigned i) {
+  const unsigned d = data_slots(c);
+  return i < d ? b * page_bytes + bin_header_bytes + i * class_bytes(c)
+               : tail_offset(b) + (i - d) * class_bytes(c);
+}
+
+//! Where a UAlloc address lives: its bin (index in the chunk) and, given the class, its slot.
+struct slot_ref {
+  unsigned bin;
+  unsigned slot;
+};
+//! The bin that owns chunk offset `off` (not 4 KiB aligned; in a data area or a tail).
+TOGA_HOST_DEVICE constexpr unsigned owner_bin(std::uint64_t off) {
+  const unsigned b = static_cast<unsigned>(off / page_bytes);
+  if (b >= header_bins) return b;
+  const unsigned in = static_cast<unsigned>(off % page_bytes);
+  return header_bins + b * tails_per_header_bin + (in - static_cast<unsigned>(bin_header_bytes)) / static_cast<unsigned>(tail_bytes);
+}
+//! The slot of class c at chunk offset `off` in bin `owner_bin(off)`.
+TOGA_HOST_DEVICE constexpr unsigned owner_slot(std::uint64_t off, unsigned c) {
+  const unsigned b = static_cast<unsigned>(off / page_bytes);
+  const unsigned in = static_cast<unsigned>(off % page_bytes);
+  if (b >= header_bins) return (in - static_cast<unsigned>(bin_header_bytes)) / static_cast<unsigned>(class_bytes(c));
+  return data_slots(c) + ((in - static_cast<unsigned>(bin_header_bytes)) % static_cast<unsigned>(tail_bytes)) /
+                             static_cast<unsigned>(class_bytes(c));
+}
+//! Whether chunk offset `off` lies where a slot of class c could start in its owner bin
+//! (checked builds use it to reject pointers that toga did not hand out).
+TOGA_HOST_DEVICE constexpr bool is_slot_start(std::uint64_t off, unsigned c) {
+  const unsigned in = static_cast<unsigned>(off % page_bytes);
+  if (in < bin_header_bytes) return false;
+  const unsigned b = static_cast<unsigned>(off / page_bytes);
+  if (b >= bins_per_chunk) return false;
+  const std::uint64_t s = class_bytes(c);
+  if (b >= header_bins) return (in - bin_header_bytes) % s == 0 && (in - bin_header_bytes) / s < data_slots(c);
+  return tail_slots(c) != 0 && ((in - bin_header_bytes) % tail_bytes) % s == 0;
+}
+
+static_assert(slot_offset(header_bins, 0, 0) == header_bins * page_bytes + bin_header_bytes);
+static_assert(owner_bin(tail_offset(bins_per_chunk - 1)) == bins_per_chunk - 1);
+static_assert(tail_offset(bins_per_chunk - 1) + tail_bytes <= header_bins * page_bytes, "tails fit the header bins");
+
+}  // namespace toga::geom

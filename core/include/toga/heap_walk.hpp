@@ -1,0 +1,206 @@
+//! @file toga/heap_walk.hpp
+//! Quiescent heap inspection (host code over host-visible memory; nothing may run in the heap
+//! meanwhile): the live blocks (leak reports), the invariants of allocator-spec §8 that hold at
+//! quiescence (G6, S5, T1-T3, T7, U1-U3, R4), fragmentation quality (T6: unmerged buddy pairs,
+//! counted, not asserted) and a quiescent merge of free buddies.
+//! The simulator runs these after every schedule; the CUDA backend after copying the heap back.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "toga/allocator.hpp"
+
+namespace toga {
+
+struct live_block {
+  std::uint64_t offset;  //!< from the heap base
+  std::uint64_t bytes;   //!< served (rounded) size
+  bool small;            //!< UAlloc slot (else a TBuddy block)
+};
+
+struct heap_quality {
+  std::uint64_t unmerged_pairs = 0;  //!< pairs of AVAILABLE siblings (T6)
+  std::uint64_t live_blocks = 0, live_bytes = 0;
+  std::uint64_t chunks = 0, bins = 0;
+};
+
+namespace detail {
+template <class A>
+std::uint32_t st(const A& a, std::uint64_t v) { return a.small.buddy.state[v]; }
+}  // namespace detail
+
+//! Calls f(live_block) for every live block, in address order within TBuddy blocks.
+template <class A, class F>
+void for_each_live_block(const A& a, F&& f) {
+  const auto& b = a.small.buddy;
+  const std::uint64_t nodes = std::uint64_t{1} << b.levels;
+  for (std::uint64_t v = 1; v < nodes; ++v) {
+    const std::uint32_t s = b.state[v];
+    if ((s & node_state_mask) != node_allocated) continue;
+    // only frontier nodes: an ALLOCATED node whose parent is split (or the root)
+    if (v != 1 && (b.state[v >> 1] & node_state_mask) != node_partial && b.state[v >> 1] != node_busy) continue;
+    const std::uint64_t off = b.offset_of(v);
+    if (!(s & node_chunk_tag)) {
+      f(live_block{off, geom::page_bytes << b.height(v), false});
+      continue;
+    }
+    const auto* ch = reinterpret_cast<const chunk_header*>(a.small.base + off);
+    for (unsigned bi = geom::header_bins; bi < geom::bins_per_chunk; ++bi) {
+      if (!((ch->bin_bitmap[bi / 64] >> (bi % 64)) & 1)) continue;
+      const auto* h = reinterpret_cast<const bin_header*>(a.small.base + off + std::uint64_t{bi} * geom::page_bytes);
+      const unsigned c = h->class_id;
+      for (unsigned i = 0; i < h->capacity; ++i)
+        if ((h->bitmap[i / 64] >> (i % 64)) & 1)
+          f(live_block{off + geom::slot_offset(bi, c, i), geom::class_bytes(c), true});
+    }
+  }
+}
+
+//! Checks the quiescent invariants; returns the first violation, fills `q` (may be null).
+template <class A>
+std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr) {
+  using std::to_string;
+  heap_quality local;
+  heap_quality& Q = q ? *q : local;
+  const auto& b = a.small.buddy;
+  const std::uint64_t nodes = std::uint64_t{1} << b.levels;
+  std::vector<std::uint64_t> avail(b.levels, 0);
+  // T1/T2: walk from the root; frontier nodes are AVAILABLE/ALLOCATED, below them BUSY, above
+  // them split nodes whose state is derived from their children.
+  std::vector<std::uint8_t> covered(nodes, 0);
+  for (std::uint64_t v = 1; v < nodes; ++v) {
+    if (b.lock[v]) return "T4: node " + to_string(v) + " still locked";
+    const std::uint32_t s = b.state[v];
+    const bool cov = v != 1 && (covered[v >> 1] || (b.state[v >> 1] & node_state_mask) == node_available ||
+                                (b.state[v >> 1] & node_state_mask) == node_allocated);
+    covered[v] = cov;
+    if (cov) {
+      if (s != node_busy) return "T1: node " + to_string(v) + " below a block is not BUSY (" + to_string(s) + ")";
+      continue;
+    }
+    const std::uint32_t k = s & node_state_mask;
+    if (k == node_available) ++avail[b.height(v)];
+    if (k == node_available || k == node_allocated) continue;
+    if (b.height(v) == 0) return "T1: leaf " + to_string(v) + " is neither free, allocated nor covered";
+    const std::uint32_t l = b.state[2 * v] & node_state_mask, r = b.state[2 * v + 1] & node_state_mask;
+    const std::uint32_t d = (l == node_available || l == node_partial || r == node_available || r == node_partial) ? node_partial : node_busy;
+    if (s != d) return "T2: split node " + to_string(v) + " has state " + to_string(s) + ", its children derive " + to_string(d);
+    if (l == node_available && r == node_available) ++Q.unmerged_pairs;
+  }
+  // T3 / S5 for TBuddy.
+  for (unsigned k = 0; k < b.levels; ++k) {
+    const auto f = std::remove_reference_t<decltype(b.sem[0])>::unpack(b.sem[k].raw());
+    if (f.e || f.r) return "S5: buddy semaphore " + to_string(k) + " has E=" + to_string(f.e) + " R=" + to_string(f.r) + " at quiescence";
+    if (f.c != avail[k]) return "T3: buddy semaphore " + to_string(k) + " C=" + to_string(f.c) + " but " + to_string(avail[k]) + " AVAILABLE nodes";
+  }
+  // Arenas: chunk lists (U3), bin lists (U2), semaphores (S5), RCU domains (R4).
+  std::vector<std::uint64_t> chunk_free_listed(a.small.num_arenas, 0);
+  for (std::uint64_t v = 1; v < nodes; ++v) {
+    if (covered[v] || b.state[v] != (node_allocated | node_chunk_tag)) continue;
+    if (b.height(v) != geom::chunk_order) return "G6: a chunk-tagged node of order " + to_string(b.height(v));
+    ++Q.chunks;
+    const std::uint64_t off = b.offset_of(v);
+    const auto* ch = reinterpret_cast<const chunk_header*>(a.small.base + off);
+    unsigned used = 0;
+    for (unsigned bi = 0; bi < geom::bins_per_chunk; ++bi) {
+      const bool in_use = (ch->bin_bitmap[bi / 64] >> (bi % 64)) & 1;
+      if (bi < geom::header_bins) {
+        if (!in_use) return "U3: header bin not marked used";
+        continue;
+      }
+      if (!in_use) continue;
+      ++used;
+      ++Q.bins;
+      const auto* h = reinterpret_cast<const bin_header*>(a.small.base + off + std::uint64_t{bi} * geom::page_bytes);
+      if (h->free == bin_dead) return "U5: a retired (DEAD) bin is still marked in use in its chunk";
+      const unsigned cap = geom::capacity(h->class_id);
+      unsigned pop = 0;
+      for (unsigned i = 0; i < geom::bitmap_words * 64; ++i) {
+        const bool bit = (h->bitmap[i / 64] >> (i % 64)) & 1;
+        if (i >= cap && !bit) return "U1: bitmap bit beyond capacity is clear";
+        if (i < cap && bit) ++pop;
+      }
+      if (h->free != cap - pop) return "U1: bin free=" + to_string(h->free) + " but " + to_string(cap - pop) + " clear bits";
+      if ((h->listed != 0) != (h->free > 0)) return "U2: bin listed=" + to_string(h->listed) + " with free=" + to_string(h->free);
+    }
+    if (ch->free_bins != geom::usable_bins - used) return "U3: chunk free_bins=" + to_string(ch->free_bins) + " but " + to_string(geom::usable_bins - used) + " unused";
+    if ((ch->listed != 0) != (ch->free_bins > 0)) return "U3: chunk listed=" + to_string(ch->listed) + " with free_bins=" + to_string(ch->free_bins);
+    if (ch->arena >= a.small.num_arenas) return "U3: chunk arena out of range";
+    if (ch->listed) chunk_free_listed[ch->arena] += ch->free_bins;
+  }
+  for (unsigned ai = 0; ai < a.small.num_arenas; ++ai) {
+    const auto& ar = a.small.arenas[ai];
+    if (ar.chunk_mtx) return "chunk mutex of arena " + to_string(ai) + " held at quiescence";
+    const auto cf = std::remove_reference_t<decltype(ar.chunk_sem)>::unpack(ar.chunk_sem.raw());
+    if (cf.e || cf.r || cf.c != chunk_free_listed[ai])
+      return "S5/U3: arena " + to_string(ai) + " chunk semaphore C/E/R=" + to_string(cf.c) + "/" + to_string(cf.e) + "/" + to_string(cf.r) +
+             ", listed chunks have " + to_string(chunk_free_listed[ai]) + " free bins";
+    for (unsigned c = 0; c < geom::num_classes; ++c) {
+      const auto& L = ar.lists[c];
+      if (L.list_mtx) return "list mutex held at quiescence";
+      if (L.rcu.readers_raw(0) || L.rcu.readers_raw(1) || L.rcu.pending_raw() || L.rcu.cb_head_raw())
+        return "R4: RCU domain of arena " + to_string(ai) + " class " + to_string(c) + " not quiescent";
+      std::uint64_t sum = 0, n = 0;
+      for (std::uint64_t bin = L.head; bin != 0; bin = reinterpret_cast<const bin_header*>(a.small.base + bin)->next) {
+        const auto* h = reinterpret_cast<const bin_header*>(a.small.base + bin);
+        if (++n > (a.heap_bytes >> geom::page_shift)) return "U2: bin list has a cycle";
+        if (!h->listed || h->class_id != c || h->arena != ai) return "U2: listed bin with wrong flag, class or arena";
+        sum += h->free;
+      }
+      const auto sf = std::remove_reference_t<decltype(L.slot_sem)>::unpack(L.slot_sem.raw());
+      if (sf.e || sf.r || sf.c != sum)
+        return "S5: arena " + to_string(ai) + " class " + to_string(c) + " slot semaphore C/E/R=" + to_string(sf.c) + "/" +
+               to_string(sf.e) + "/" + to_string(sf.r) + ", listed bins have " + to_string(sum) + " free slots";
+    }
+  }
+  for_each_live_block(a, [&](const live_block& lb) {
+    ++Q.live_blocks;
+    Q.live_bytes += lb.bytes;
+  });
+  const heap_statistics stats = collect_statistics(a);
+  if (stats.used_bytes != Q.live_bytes)
+    return "statistics: used_bytes=" + to_string(stats.used_bytes) + " but live blocks hold " + to_string(Q.live_bytes);
+  return std::nullopt;
+}
+
+//! Quiescent: merges every pair of AVAILABLE buddies upward (what concurrent frees left
+//! unmerged, T6), keeping the semaphores exact. Returns the number of merges.
+template <class A>
+std::uint64_t merge_free_buddies_quiescent(A& a) {
+  auto& b = a.small.buddy;
+  std::uint64_t merges = 0;
+  for (unsigned h = 1; h < b.levels; ++h) {
+    const std::uint64_t first = std::uint64_t{1} << (b.levels - 1 - h), last = first << 1;
+    for (std::uint64_t v = first; v < last; ++v) {
+      if (b.state[2 * v] != node_available || b.state[2 * v + 1] != node_available) continue;
+      using sem_t = std::remove_reference_t<decltype(b.sem[0])>;
+      auto lo = sem_t::unpack(b.sem[h - 1].raw());
+      lo.c -= 2;
+      b.sem[h - 1].init(lo.c);
+      b.state[2 * v] = b.state[2 * v + 1] = node_busy;
+      b.state[v] = node_available;
+      b.sem[h].init(sem_t::unpack(b.sem[h].raw()).c + 1);
+      ++merges;
+    }
+    // parents above a merged node: recompute derived states bottom-up
+  }
+  for (std::uint64_t v = (std::uint64_t{1} << (b.levels - 1)) - 1; v >= 1; --v) {
+    const std::uint32_t s = b.state[v] & node_state_mask;
+    if (s == node_available || s == node_allocated) continue;
+    bool cov = false;
+    for (std::uint64_t u = v >> 1; u; u >>= 1) {
+      const std::uint32_t su = b.state[u] & node_state_mask;
+      if (su == node_available || su == node_allocated) cov = true;
+    }
+    if (cov) continue;
+    const std::uint32_t l = b.state[2 * v] & node_state_mask, r = b.state[2 * v + 1] & node_state_mask;
+    b.state[v] = (l == node_available || l == node_partial || r == node_available || r == node_partial) ? node_partial : node_busy;
+  }
+  return merges;
+}
+
+}  // namespace toga

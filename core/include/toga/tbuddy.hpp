@@ -1,0 +1,322 @@
+//! @file toga/tbuddy.hpp
+//! TBuddy: the concurrent binary buddy allocator for blocks of 4 KiB .. the whole heap
+//! (Gelado & Garland, PPoPP'19, §4.1; allocator-spec §6).
+//!
+//! A static, implicitly indexed tree (root 1, children 2i and 2i+1) with one state word and one
+//! lock word per node, and one bulk semaphore per order k whose units are the AVAILABLE nodes of
+//! height k (B = 2, N = 1). States: BUSY (0: covered or unusable), AVAILABLE (free block),
+//! PARTIAL (split, something free below), ALLOCATED (handed out whole, or owned by a thread in
+//! the middle of a split or merge) [DECISION spec §6.2: the 4th state lets free find the order
+//! from the address alone]. BUSY = 0 makes initialisation one memset plus the root.
+//!
+//! Locking [spec §6.3]: writing state[v] requires lock(parent(v)) (the root is its own parent);
+//! locks are taken deeper first and at most two are held, so there is no deadlock.
+//! alloc(n): climb from order n until a semaphore gives a unit (GROW at a level promises the
+//! unit a split from above will deliver), claim an AVAILABLE node by a scattered depth-first
+//! search, split down to order n (each split publishes the right half and pays the promise one
+//! level down). free: find the ALLOCATED ancestor of the block's first leaf, then merge with the
+//! buddy as long as a unit of the buddy's level can be taken (try_wait) and the buddy is
+//! AVAILABLE, cascading upward [DECISION spec §6.5]; signals happen before lock(parent) is
+//! released [DECISION spec §6.6]. Out of memory: only the root level can fail; the climb
+//! withdraws every promise it made, so waiters find out too.
+//!
+//! Units: orders count 4 KiB pages as powers of two; offsets are bytes from the heap base.
+//! Thread-safety: alloc and free may run concurrently from any thread.
+#pragma once
+
+#include <cstdint>
+
+#include "toga/bulk_semaphore.hpp"
+#include "toga/config.hpp"
+#include "toga/geometry.hpp"
+#include "toga/platform.hpp"
+
+namespace toga {
+
+//! Node states (2 bits of the state word).
+enum : std::uint32_t { node_busy = 0, node_available = 1, node_partial = 2, node_allocated = 3 };
+//! Tag bit on an ALLOCATED node that UAlloc holds as a chunk (checked frees tell chunks from
+//! user blocks by it); the low two bits stay ALLOCATED.
+inline constexpr std::uint32_t node_chunk_tag = 4;
+inline constexpr std::uint32_t node_state_mask = 3;
+
+//! Optional byte limit below the heap size (heap_config::limit_bytes). Touched only when a
+//! limit is set: a global counter, updated once per TBuddy block (not per small allocation).
+struct byte_limit {
+  std::uint64_t limit;     //!< 0: no limit
+  std::uint64_t reserved;  //!< bytes of TBuddy blocks handed out (when limit != 0)
+};
+
+//! Deliberate bugs for the planted-bug tests (never use outside tests).
+enum class tbuddy_bug : std::uint8_t {
+  none,
+  merge_without_unit,        //!< merge with an AVAILABLE buddy without taking its unit (try_wait)
+  claim_without_lock,        //!< claim an AVAILABLE node without lock(parent): two threads can win it
+  oom_keeps_promises,        //!< out of memory does not withdraw the promises of the climb
+};
+
+inline constexpr std::uint64_t no_block = ~std::uint64_t{0};
+
+template <class P, tbuddy_bug Bug = tbuddy_bug::none>
+  requires Platform<P>
+struct tbuddy {
+  using sem_t = tbuddy_semaphore<P>;
+
+  std::uint32_t* state;  //!< [2^levels], index 0 unused
+  std::uint32_t* lock;   //!< [2^levels]
+  sem_t* sem;            //!< [levels]
+  byte_limit* limit;     //!< optional (nullptr: none)
+  unsigned levels;       //!< heap = 4 KiB x 2^(levels-1)
+
+  TOGA_HOST_DEVICE unsigned top() const { return levels - 1; }
+  TOGA_HOST_DEVICE std::uint64_t heap_bytes() const { return geom::page_bytes << top(); }
+  TOGA_HOST_DEVICE static constexpr std::uint64_t node_count(unsigned levels) { return std::uint64_t{1} << levels; }
+  TOGA_HOST_DEVICE unsigned depth(std::uint64_t v) const { return 63u - static_cast<unsigned>(std::countl_zero(v)); }
+  TOGA_HOST_DEVICE unsigned height(std::uint64_t v) const { return top() - depth(v); }
+  TOGA_HOST_DEVICE std::uint64_t offset_of(std::uint64_t v) const {
+    const unsigned d = depth(v);
+    return (v - (std::uint64_t{1} << d)) * (heap_bytes() >> d);
+  }
+  TOGA_HOST_DEVICE std::uint64_t leaf_of(std::uint64_t off) const {
+    return (std::uint64_t{1} << top()) + (off >> geom::page_shift);
+  }
+
+  //! Sequential initialisation: the arrays must already be zero (all BUSY, unlocked); makes the
+  //! root AVAILABLE with one unit at the top level.
+  TOGA_HOST_DEVICE void init_after_zero() {
+    state[1] = node_available;
+    for (unsigned k = 0; k < levels; ++k) sem[k].init(k == top() ? 1 : 0);
+  }
+
+  //! A block of 4 KiB x 2^order, aligned to its size; its offset, or no_block when the heap
+  //! has no such block (never blocks forever).
+  TOGA_DEVICE std::uint64_t alloc(unsigned order) TOGA_NOEXCEPT(P) {
+    if (order > top()) return no_block;
+    if (limit && !charge(geom::page_bytes << order)) return no_block;
+    unsigned k = order;
+    for (;;) {
+      if (k == top()) {
+        if (sem[k].try_wait(1)) break;
+        if constexpr (Bug != tbuddy_bug::oom_keeps_promises)
+          for (unsigned j = order; j < top(); ++j) sem[j].signal(0, 1);  // withdraw the climb's promises
+        if (limit) uncharge(geom::page_bytes << order);
+        return no_block;
+      }
+      if (sem[k].wait(1, 2) == sem_result::ok) break;
+      ++k;  // GROW at level k: we promised one unit there, delivered by a split from above
+    }
+    std::uint64_t v = search_and_claim(k);
+    for (unsigned j = k; j > order; --j) v = split(v, j);
+    return offset_of(v);
+  }
+
+  //! Frees the block at `off` (handed out by alloc). Merges with free buddies upward.
+  TOGA_DEVICE void free(std::uint64_t off) TOGA_NOEXCEPT(P) {
+    std::uint64_t v = leaf_of(off);
+    while ((load_state(v) & node_state_mask) != node_allocated) {
+      if (v == 1) P::fail("tbuddy::free: no allocated block at this address");
+      v >>= 1;
+    }
+    unsigned n = height(v);
+    if (limit) uncharge(geom::page_bytes << n);
+    if (v == 1) {
+      lock_node(1);
+      set_state(1, node_available);
+      sem[top()].signal(1, 0);
+      unlock_node(1);
+      return;
+    }
+    std::uint64_t p = v >> 1;
+    lock_node(p);
+    for (;;) {
+      const std::uint64_t y = v ^ 1;
+      bool merged = false;
+      if constexpr (Bug == tbuddy_bug::merge_without_unit) {
+        if (load_state(y) == node_available) {
+          set_state(y, node_busy);
+          merged = true;
+        }
+      } else if (sem[n].try_wait(1)) {
+        if (load_state(y) == node_available) {
+          set_state(y, node_busy);  // y's unit is ours now
+          merged = true;
+        } else {
+          sem[n].signal(1, 0);  // the unit belongs to another node
+        }
+      }
+      if (merged) {
+        set_state(v, node_busy);  // v and y are covered; we own p (order n + 1)
+        if (p == 1) {
+          set_state(1, node_available);
+          sem[n + 1].signal(1, 0);
+          unlock_node(1);
+          return;
+        }
+        const std::uint64_t g = p >> 1;
+        lock_node(g);
+        unlock_node(p);
+        v = p;
+        p = g;
+        ++n;
+        continue;  // state[v] stays PARTIAL (stale) until written below, under lock(g)
+      }
+      set_state(v, node_available);
+      sem[n].signal(1, 0);  // while lock(p) is held (spec §6.6)
+      propagate_up(p);
+      return;
+    }
+  }
+
+  //! The node of the ALLOCATED block containing leaf `off` (walking up), or 0 if none; racy,
+  //! exact while the block is live. Used by checked frees and the heap walk.
+  TOGA_DEVICE std::uint64_t allocated_node(std::uint64_t off) const TOGA_NOEXCEPT(P) {
+    for (std::uint64_t v = leaf_of(off); v != 0; v >>= 1)
+      if ((load_state(v) & node_state_mask) == node_allocated) return v;
+    return 0;
+  }
+  //! Tags the owned block at `off` of the given order as a UAlloc chunk.
+  TOGA_DEVICE void tag_chunk(std::uint64_t off, unsigned order) TOGA_NOEXCEPT(P) {
+    const std::uint64_t v = leaf_of(off) >> order;
+    const std::uint64_t p = v == 1 ? 1 : v >> 1;
+    lock_node(p);
+    set_state(v, node_allocated | node_chunk_tag);
+    unlock_node(p);
+  }
+
+  //! Racy state read (masking nothing: states and locks are separate words).
+  TOGA_DEVICE std::uint32_t load_state(std::uint64_t v) const TOGA_NOEXCEPT(P) {
+    return P::load(&state[v], relaxed, device_scope);
+  }
+
+ private:
+  TOGA_DEVICE bool charge(std::uint64_t bytes) TOGA_NOEXCEPT(P) {
+    const std::uint64_t lim = P::load(&limit->limit, relaxed, device_scope);
+    if (lim == 0) return true;
+    const std::uint64_t before = P::fetch_add(&limit->reserved, bytes, relaxed, device_scope);
+    if (before + bytes <= lim) return true;
+    P::fetch_sub(&limit->reserved, bytes, relaxed, device_scope);
+    return false;
+  }
+  TOGA_DEVICE void uncharge(std::uint64_t bytes) TOGA_NOEXCEPT(P) {
+    if (P::load(&limit->limit, relaxed, device_scope) != 0) P::fetch_sub(&limit->reserved, bytes, relaxed, device_scope);
+  }
+  TOGA_DEVICE void set_state(std::uint64_t v, std::uint32_t s) TOGA_NOEXCEPT(P) {
+    P::store(&state[v], s, relaxed, device_scope);
+  }
+  TOGA_DEVICE void lock_node(std::uint64_t v) TOGA_NOEXCEPT(P) {
+    for (unsigned attempt = 0;; ++attempt) {
+      std::uint32_t expected = 0;
+      if (P::compare_exchange(&lock[v], expected, 1u, acquire, device_scope)) return;
+      P::backoff(attempt);
+    }
+  }
+  TOGA_DEVICE void unlock_node(std::uint64_t v) TOGA_NOEXCEPT(P) { P::store(&lock[v], 0u, release, device_scope); }
+
+  TOGA_DEVICE static std::uint32_t derive(std::uint32_t a, std::uint32_t b) {
+    return (a == node_available || a == node_partial || b == node_available || b == node_partial) ? node_partial : node_busy;
+  }
+  // Caller holds lock(p); p is split. Recomputes p and its ancestors; releases every lock.
+  TOGA_DEVICE void propagate_up(std::uint64_t p) TOGA_NOEXCEPT(P) {
+    for (;;) {
+      const std::uint32_t n = derive(load_state(2 * p), load_state(2 * p + 1));
+      if (n == load_state(p)) {
+        unlock_node(p);
+        return;
+      }
+      if (p == 1) {
+        set_state(1, n);
+        unlock_node(1);
+        return;
+      }
+      const std::uint64_t g = p >> 1;
+      lock_node(g);
+      set_state(p, n);
+      unlock_node(p);
+      p = g;
+    }
+  }
+  TOGA_DEVICE bool try_claim(std::uint64_t c) TOGA_NOEXCEPT(P) {
+    const std::uint64_t p = c == 1 ? 1 : c >> 1;
+    if constexpr (Bug == tbuddy_bug::claim_without_lock) {
+      if (load_state(c) != node_available) return false;
+      set_state(c, node_allocated);  // no lock: a second claimer may have passed the same check
+      lock_node(p);
+      if (c == 1) unlock_node(1);
+      else propagate_up(p);
+      return true;
+    }
+    lock_node(p);
+    if (load_state(c) != node_available) {
+      unlock_node(p);
+      return false;
+    }
+    set_state(c, node_allocated);
+    if (c == 1) unlock_node(1);
+    else propagate_up(p);
+    return true;
+  }
+  // Stage 2: we hold a unit of level k, so an AVAILABLE node of height k exists or will appear.
+  // Depth-first from the root, child order scattered by the thread (ScatterAlloc's idea, P §4.1).
+  TOGA_DEVICE std::uint64_t search_and_claim(unsigned k) TOGA_NOEXCEPT(P) {
+    const std::uint64_t salt = scatter_salt();
+    for (unsigned attempt = 0;; ++attempt) {
+      std::uint64_t v = 1;
+      for (;;) {
+        const unsigned h = height(v);
+        const std::uint32_t s = load_state(v);
+        bool descend = false;
+        if (h == k) {
+          if (s == node_available && try_claim(v)) return v;
+        } else if (s == node_partial) {
+          descend = true;
+        }
+        if (descend) {
+          v = 2 * v + first_child_bit(salt, depth(v));
+          continue;
+        }
+        // next in DFS order: the second child of the nearest ancestor whose first we came from
+        bool moved = false;
+        while (v != 1) {
+          const std::uint64_t parent = v >> 1;
+          if ((v & 1) == first_child_bit(salt, depth(parent))) {
+            v ^= 1;
+            moved = true;
+            break;
+          }
+          v = parent;
+        }
+        if (!moved) break;  // searched everything: restart after a backoff
+      }
+      P::backoff(attempt);
+    }
+  }
+  TOGA_DEVICE static std::uint64_t scatter_salt() TOGA_NOEXCEPT(P) {
+    std::uint64_t x = (std::uint64_t{P::block_id()} << 32) ^ (std::uint64_t{P::thread_id()} * 0x9e3779b97f4a7c15ull);
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ull;
+    return x ^ (x >> 29);
+  }
+  TOGA_DEVICE static std::uint64_t first_child_bit(std::uint64_t salt, unsigned d) { return (salt >> (d & 63)) & 1u; }
+
+  // Split v (owned, ALLOCATED, height h >= 1): keep the left half, publish the right half and
+  // pay the promise at level h-1 (made when the climb got GROW there).
+  TOGA_DEVICE std::uint64_t split(std::uint64_t v, unsigned h) TOGA_NOEXCEPT(P) {
+    lock_node(v);
+    set_state(2 * v, node_allocated);
+    set_state(2 * v + 1, node_available);
+    if (v == 1) {
+      set_state(1, node_partial);
+      unlock_node(1);
+    } else {
+      const std::uint64_t p = v >> 1;
+      lock_node(p);
+      set_state(v, node_partial);
+      unlock_node(v);
+      propagate_up(p);
+    }
+    sem[h - 1].signal(1, 1);  // after the path is PARTIAL, so that searchers find it
+    return 2 * v;
+  }
+};
+
+}  // namespace toga

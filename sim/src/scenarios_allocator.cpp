@@ -1,0 +1,275 @@
+// Simulator scenarios for toga's allocator (allocator-spec §5-8): alloc-storm, exhaust-recover,
+// mixed-sizes. Every block gets a per-allocation pattern that is verified when it is freed; a
+// ghost map of live blocks checks overlap (G1), alignment (G4) and routing/size (G3, G5) at
+// every allocation; per-step invariants check that no semaphore counts more units than can be
+// found (S5, upper bound); the quiescent checker (toga/heap_walk.hpp) runs after every schedule.
+// `bug=N` selects a planted bug (see the table in register_allocator_scenarios).
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "toga/allocator.hpp"
+#include "toga/heap_walk.hpp"
+#include "toga/sim/platform.hpp"
+#include "toga/sim/scenario.hpp"
+#include "toga/sim/world.hpp"
+
+namespace toga::sim {
+namespace {
+
+using P = toga::sim::platform;
+std::string str(std::uint64_t v) { return std::to_string(v); }
+
+enum class mode { storm, exhaust, mixed };
+
+struct free_deleter {
+  void operator()(char* p) const { std::free(p); }
+};
+
+template <ualloc_bug UB, tbuddy_bug TB>
+struct heap_inst final : instance {
+  using A = allocator<P, UB, TB>;
+  mode m;
+  unsigned lanes, ops, keep;
+  std::uint64_t fixed_size;  // 0: drawn per allocation
+  heap_layout layout;
+  std::unique_ptr<char, free_deleter> heap;
+  std::vector<std::uint64_t> meta;
+  A a;
+  // ghost state
+  struct ghost_block {
+    std::uint64_t bytes, served, tag;
+  };
+  std::map<std::uint64_t, ghost_block> live;
+  std::uint64_t live_bytes = 0, peak_live_bytes = 0;
+  std::vector<std::uint64_t> mailbox;  // per lane: offset + 1 of a block handed over, or 0
+  std::uint32_t failed_lanes = 0;      // exhaust: lanes that saw nullptr
+  std::uint32_t finished_lanes = 0;    // storm/mixed: lanes past their loop
+  std::uint64_t tag_counter = 0;
+  std::uint64_t failures = 0;
+  heap_quality quality;
+
+  heap_inst(world& w, const params& p, mode md)
+      : m(md),
+        lanes(w.config().lanes()),
+        ops(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("ops", md == mode::mixed ? 6 : 8)))),
+        keep(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("keep", 3)))),
+        fixed_size(static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("size", md == mode::exhaust ? 4096 : 0)))),
+        mailbox(w.config().lanes(), 0) {
+    const std::uint64_t heap_bytes = static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : 2048)) * 1024;
+    layout = heap_layout::make<P>(heap_layout::levels_for(heap_bytes), w.config().sms);
+    const std::uint64_t hb = geom::page_bytes << (layout.levels - 1);
+    heap.reset(static_cast<char*>(std::aligned_alloc(geom::page_bytes, hb)));
+    meta.assign(layout.bytes / 8 + 1, 0);
+    a = A::make(heap.get(), reinterpret_cast<char*>(meta.data()), layout);
+    a.init_after_zero(static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("limit_kib", 0))) * 1024);
+    w.add_invariant("T3/S5 buddy units <= AVAILABLE nodes", [this]() { return units_findable(); });
+  }
+
+  // Upper-bound form of S5 for TBuddy, true after every step of the correct code: a level's
+  // semaphore never counts more units than there are AVAILABLE nodes of that height.
+  std::optional<std::string> units_findable() const {
+    const auto& b = a.small.buddy;
+    const std::uint64_t nodes = std::uint64_t{1} << b.levels;
+    std::uint64_t avail[64] = {};
+    for (std::uint64_t v = 1; v < nodes; ++v)
+      if (b.state[v] == node_available) ++avail[b.height(v)];
+    for (unsigned k = 0; k < b.levels; ++k) {
+      const auto f = tbuddy_semaphore<P>::unpack(b.sem[k].raw());
+      if (f.c > avail[k]) return "buddy level " + str(k) + ": C=" + str(f.c) + " > " + str(avail[k]) + " AVAILABLE nodes";
+    }
+    // (No such bound holds for UAlloc's slot semaphores: a free may signal a slot of a bin that
+    // another free is re-linking under the list mutex; stage 2 then looks again. Their exact
+    // accounting is checked at quiescence.)
+    return std::nullopt;
+  }
+
+  template <class F>
+  void for_each_bin(unsigned c, F&& f) const {
+    const auto& b = a.small.buddy;
+    for (std::uint64_t v = 1; v < (std::uint64_t{1} << b.levels); ++v) {
+      if (b.state[v] != (node_allocated | node_chunk_tag)) continue;
+      const std::uint64_t off = b.offset_of(v);
+      const auto* ch = reinterpret_cast<const chunk_header*>(a.small.base + off);
+      for (unsigned bi = geom::header_bins; bi < geom::bins_per_chunk; ++bi)
+        if ((ch->bin_bitmap[bi / 64] >> (bi % 64)) & 1) {
+          const auto* h = reinterpret_cast<const bin_header*>(a.small.base + off + std::uint64_t{bi} * geom::page_bytes);
+          if (h->class_id == c) f(off + std::uint64_t{bi} * geom::page_bytes, h);
+        }
+    }
+  }
+
+  std::uint64_t draw_size() {
+    if (fixed_size) return fixed_size;
+    if (m == mode::mixed) {
+      static constexpr std::uint64_t sizes[] = {1, 16, 100, 256, 1000, 1024, 2000, 4096, 9000, 65536};
+      return sizes[P::choose(10)];
+    }
+    static constexpr std::uint64_t sizes[] = {8, 16, 48, 64, 128, 256, 512, 1024};
+    return sizes[P::choose(8)];
+  }
+  static std::uint64_t fill_tag(std::uint64_t seq) { return 0x9e3779b97f4a7c15ull * (seq + 1) ^ 0x5a5a5a5a5a5a5a5aull; }
+
+  std::uint64_t do_alloc(std::uint64_t bytes) {
+    void* p = a.allocate(bytes);
+    if (!p) {
+      ++failures;
+      return 0;
+    }
+    const std::uint64_t off = static_cast<std::uint64_t>(static_cast<char*>(p) - a.small.base);
+    const std::uint64_t served = geom::round_up(bytes ? bytes : 1) <= geom::max_class_bytes
+                                     ? geom::round_up(bytes ? bytes : 1)
+                                     : (geom::page_bytes << geom::order_of(geom::round_up(bytes)));
+    // G3/G4/G5
+    const bool small = served <= geom::max_class_bytes;
+    if (small == (off % geom::page_bytes == 0)) P::violated("G3: block at " + str(off) + " of " + str(served) + " B is on the wrong side of the 4 KiB rule");
+    if (off % (small ? std::min<std::uint64_t>(served, 128) : served) != 0) P::violated("G4: block at " + str(off) + " misaligned for " + str(served) + " B");
+    if (off + served > a.heap_bytes) P::violated("G2: block beyond the heap");
+    // G1 against every live block
+    auto it = live.upper_bound(off);
+    if (it != live.end() && it->first < off + served)
+      P::violated("G1: block [" + str(off) + ", +" + str(served) + ") overlaps live block at " + str(it->first));
+    if (it != live.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second.served > off)
+        P::violated("G1: block [" + str(off) + ", +" + str(served) + ") overlaps live block at " + str(prev->first) + " (+" + str(prev->second.served) + ")");
+    }
+    const std::uint64_t tag = fill_tag(tag_counter++);
+    live[off] = {bytes, served, tag};
+    live_bytes += served;
+    peak_live_bytes = std::max(peak_live_bytes, live_bytes);
+    std::uint64_t* words = reinterpret_cast<std::uint64_t*>(p);
+    for (std::uint64_t i = 0; i < (bytes + 7) / 8; ++i) words[i] = tag ^ i;
+    return off + 1;
+  }
+  void do_free(std::uint64_t handle) {
+    const std::uint64_t off = handle - 1;
+    auto it = live.find(off);
+    if (it == live.end()) P::violated("ghost: freeing " + str(off) + ", which is not live");
+    const ghost_block g = it->second;
+    const std::uint64_t* words = reinterpret_cast<const std::uint64_t*>(a.small.base + off);
+    for (std::uint64_t i = 0; i < (g.bytes + 7) / 8; ++i)
+      if (words[i] != (g.tag ^ i))
+        P::violated("block at " + str(off) + " (" + str(g.bytes) + " B) corrupted at word " + str(i) + ": another owner wrote it");
+    live.erase(it);
+    live_bytes -= g.served;
+    a.deallocate(a.small.base + off);
+  }
+
+  void lane() override {
+    const unsigned me = P::block_id() * P::block_dim() + P::thread_id();
+    std::vector<std::uint64_t> mine;
+    if (m == mode::exhaust) {
+      for (unsigned i = 0; i < 1u << 20; ++i) {
+        const std::uint64_t h = do_alloc(fixed_size);
+        if (!h) break;
+        mine.push_back(h);
+      }
+      P::fetch_add(&failed_lanes, 1u, relaxed, device_scope);
+      for (unsigned attempt = 0; P::load(&failed_lanes, acquire, device_scope) < lanes; ++attempt) P::backoff(attempt);
+      for (auto h : mine) do_free(h);
+      return;
+    }
+    for (unsigned i = 0; i < ops; ++i) {
+      const std::uint64_t h = do_alloc(draw_size());
+      if (h) {
+        // hand every other block to the next lane (another warp or SM frees it)
+        if (P::choose(2)) {
+          const std::uint64_t got = P::exchange(&mailbox[(me + 1) % lanes], h, acq_rel, device_scope);
+          if (got) mine.push_back(got);
+        } else {
+          mine.push_back(h);
+        }
+      }
+      while (mine.size() > keep) {
+        const std::size_t k = P::choose(static_cast<std::uint32_t>(mine.size()));
+        do_free(mine[k]);
+        mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(k));
+      }
+    }
+    for (auto h : mine) do_free(h);
+    // Deposits happen only in the loop above: once every lane is past it, a last drain of our
+    // mailbox leaves it empty for good.
+    P::fetch_add(&finished_lanes, 1u, release, device_scope);
+    for (unsigned attempt = 0;; ++attempt) {
+      const bool all = P::load(&finished_lanes, acquire, device_scope) == lanes;
+      const std::uint64_t got = P::exchange(&mailbox[me], std::uint64_t{0}, acq_rel, device_scope);
+      if (got) do_free(got);
+      if (all) break;
+      P::backoff(attempt);
+    }
+  }
+
+  std::optional<std::string> check_final() override {
+    for (auto h : mailbox)
+      if (h) return "a block was left in a mailbox";
+    if (!live.empty()) return "ghost: " + str(live.size()) + " blocks still live at the end";
+    if (auto e = check_quiescent(a, &quality)) return *e;
+    if (a.globals->error_count) return "checked-mode errors: " + str(a.globals->error_count);
+    if (m == mode::exhaust) {
+      // recovery: after every block was freed and free buddies merged, the heap is as new
+      merge_free_buddies_quiescent(a);
+      if (auto e = check_quiescent(a)) return "after merging: " + *e;
+      if (a.small.buddy.state[1] != node_available) return "T7: the root is not AVAILABLE after freeing everything (state " + str(a.small.buddy.state[1]) + ")";
+      for (unsigned k = 0; k < a.small.buddy.levels; ++k) {
+        const auto f = tbuddy_semaphore<P>::unpack(a.small.buddy.sem[k].raw());
+        if (f.c != (k == a.small.buddy.top() ? 1u : 0u)) return "T7: buddy semaphore " + str(k) + " C=" + str(f.c) + " after freeing everything";
+      }
+    }
+    if (m == mode::exhaust && failures == 0) return "exhaustion never reached";
+    return std::nullopt;
+  }
+};
+
+template <ualloc_bug UB, tbuddy_bug TB>
+std::unique_ptr<instance> make_one(world& w, const params& p, mode md) {
+  return std::make_unique<heap_inst<UB, TB>>(w, p, md);
+}
+
+std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
+  switch (p.get("bug", 0)) {
+    case 1: return make_one<ualloc_bug::free_outside_read_section, tbuddy_bug::none>(w, p, md);
+    case 2: return make_one<ualloc_bug::retire_without_try_wait, tbuddy_bug::none>(w, p, md);
+    case 3: return make_one<ualloc_bug::chunk_returned_with_live_bins, tbuddy_bug::none>(w, p, md);
+    case 4: return make_one<ualloc_bug::no_unlink_on_exhaustion, tbuddy_bug::none>(w, p, md);
+    case 5: return make_one<ualloc_bug::no_relink_on_refill, tbuddy_bug::none>(w, p, md);
+    case 6: return make_one<ualloc_bug::none, tbuddy_bug::merge_without_unit>(w, p, md);
+    case 7: return make_one<ualloc_bug::none, tbuddy_bug::claim_without_lock>(w, p, md);
+    case 8: return make_one<ualloc_bug::none, tbuddy_bug::oom_keeps_promises>(w, p, md);
+    default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
+  }
+}
+
+launch_config shape(const params& p, std::int64_t warps, std::int64_t threads, std::int64_t sms) {
+  return {static_cast<unsigned>(std::max<std::int64_t>(1, p.get("sms", sms))),
+          static_cast<unsigned>(std::max<std::int64_t>(1, p.get("warps", warps))),
+          static_cast<unsigned>(std::clamp<std::int64_t>(p.get("threads", threads), 1, 32))};
+}
+
+constexpr const char* bug_help =
+    " bug=0 (1 free outside the read-side section, 2 bin retired without try_wait, 3 chunk returned with live "
+    "bins, 4 no unlink on exhaustion, 5 a refilled bin is not re-linked, 6 buddy merge without the unit, 7 buddy claim "
+    "without the lock, 8 out of memory keeps the climb's promises)";
+
+}  // namespace
+
+void register_allocator_scenarios() {
+  add_scenario({"alloc-storm",
+                std::string("allocate/free storm over every size class, blocks handed to other warps/SMs; params warps=2 "
+                            "threads=2 sms=2 ops=8 keep=3 size=0 (0: drawn) heap_kib=2048") + bug_help,
+                expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
+                [](world& w, const params& p) { return make_heap(w, p, mode::storm); }, run_limits{50'000, 2'000'000}});
+  add_scenario({"exhaust-recover",
+                std::string("allocate size until nullptr, then free all: the heap must be as new; params warps=1 "
+                            "threads=2 sms=1 size=4096 heap_kib=128 (utilisation: size=16 or 256 with heap_kib=512)") + bug_help,
+                expectation::pass, [](const params& p) { return shape(p, 1, 2, 1); },
+                [](world& w, const params& p) { return make_heap(w, p, mode::exhaust); }, run_limits{50'000, 4'000'000}});
+  add_scenario({"mixed-sizes",
+                std::string("small (UAlloc) and large (TBuddy) sizes mixed, 1 B .. 64 KiB; params warps=2 threads=2 "
+                            "sms=2 ops=6 keep=3 heap_kib=2048") + bug_help,
+                expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
+                [](world& w, const params& p) { return make_heap(w, p, mode::mixed); }, run_limits{50'000, 2'000'000}});
+}
+
+}  // namespace toga::sim
