@@ -50,6 +50,7 @@ run_result run_one(const scenario& sc, const params& p, strategy& strat, std::ui
       r.kind = verdict_kind::invariant;
       r.message = "final check failed: " + *msg;
     }
+  r.metrics = inst->metrics();
   return r;
 }
 

@@ -21,7 +21,7 @@ namespace {
 using P = toga::sim::platform;
 std::string str(std::uint64_t v) { return std::to_string(v); }
 
-enum class mode { storm, exhaust, mixed };
+enum class mode { storm, exhaust, mixed, retire_race };
 
 struct free_deleter {
   void operator()(char* p) const { std::free(p); }
@@ -32,6 +32,7 @@ struct heap_inst final : instance {
   using A = allocator<P, UB, TB>;
   mode m;
   unsigned lanes, ops, keep;
+  bool leak;  // lanes keep their last blocks: the quiescent checks then see a live heap
   std::uint64_t fixed_size;  // 0: drawn per allocation
   heap_layout layout;
   std::unique_ptr<char, free_deleter> heap;
@@ -46,6 +47,7 @@ struct heap_inst final : instance {
   std::vector<std::uint64_t> mailbox;  // per lane: offset + 1 of a block handed over, or 0
   std::uint32_t failed_lanes = 0;      // exhaust: lanes that saw nullptr
   std::uint32_t finished_lanes = 0;    // storm/mixed: lanes past their loop
+  std::vector<std::uint64_t> keep_at_end;
   std::uint64_t tag_counter = 0;
   std::uint64_t failures = 0;
   heap_quality quality;
@@ -55,6 +57,7 @@ struct heap_inst final : instance {
         lanes(w.config().lanes()),
         ops(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("ops", md == mode::mixed ? 6 : 8)))),
         keep(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("keep", 3)))),
+        leak(p.get("leak", 0) != 0),
         fixed_size(static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("size", md == mode::exhaust ? 4096 : 0)))),
         mailbox(w.config().lanes(), 0) {
     const std::uint64_t heap_bytes = static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : 2048)) * 1024;
@@ -157,8 +160,42 @@ struct heap_inst final : instance {
     a.deallocate(a.small.base + off);
   }
 
+  // retire-race (3 lanes): lane 0 fills a 1024 B bin X (3 slots) and starts a second bin Y;
+  // lane 1 frees one slot of X, lane 2 the other two (X becomes empty and is retired); then lane
+  // 0 allocates 16 B, which takes the first free bin of the chunk: X again, if it was released.
+  // The free path's read-side section is what keeps X from being reused under lane 1's free.
+  std::uint32_t phase = 0;
+  std::uint64_t handoff[3] = {0, 0, 0};
+  void retire_race_lane(unsigned me) {
+    auto wait_for = [this](std::uint32_t want) {
+      for (unsigned attempt = 0; P::load(&phase, acquire, device_scope) < want; ++attempt) P::backoff(attempt);
+    };
+    if (me == 0) {
+      handoff[1] = do_alloc(1024);
+      handoff[2] = do_alloc(1024);
+      const std::uint64_t third = do_alloc(1024);
+      const std::uint64_t y = do_alloc(1024);
+      handoff[0] = third;
+      P::store(&phase, 1u, release, device_scope);
+      wait_for(2);  // lane 2 freed its two
+      const std::uint64_t small = do_alloc(16);
+      if (y) do_free(y);
+      if (small) do_free(small);
+      return;
+    }
+    wait_for(1);
+    if (me == 1) {
+      if (handoff[1]) do_free(handoff[1]);
+    } else if (me == 2) {
+      if (handoff[2]) do_free(handoff[2]);
+      if (handoff[0]) do_free(handoff[0]);
+      P::store(&phase, 2u, release, device_scope);
+    }
+  }
+
   void lane() override {
     const unsigned me = P::block_id() * P::block_dim() + P::thread_id();
+    if (m == mode::retire_race) return retire_race_lane(me);
     std::vector<std::uint64_t> mine;
     if (m == mode::exhaust) {
       for (unsigned i = 0; i < 1u << 20; ++i) {
@@ -188,24 +225,46 @@ struct heap_inst final : instance {
         mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(k));
       }
     }
-    for (auto h : mine) do_free(h);
+    if (!leak)
+      for (auto h : mine) do_free(h);
     // Deposits happen only in the loop above: once every lane is past it, a last drain of our
     // mailbox leaves it empty for good.
     P::fetch_add(&finished_lanes, 1u, release, device_scope);
     for (unsigned attempt = 0;; ++attempt) {
       const bool all = P::load(&finished_lanes, acquire, device_scope) == lanes;
       const std::uint64_t got = P::exchange(&mailbox[me], std::uint64_t{0}, acq_rel, device_scope);
-      if (got) do_free(got);
+      if (got && !leak) do_free(got);
+      if (got && leak) keep_at_end.push_back(got);
       if (all) break;
       P::backoff(attempt);
     }
   }
 
+  std::vector<std::pair<std::string, double>> metrics() const override {
+    return {{"utilisation (peak live bytes / heap bytes)", double(peak_live_bytes) / double(a.heap_bytes)},
+            {"peak live bytes", double(peak_live_bytes)},
+            {"failed allocations", double(failures)},
+            {"unmerged buddy pairs at the end (T6)", double(quality.unmerged_pairs)},
+            {"bins left at the end", double(quality.bins)},
+            {"chunks left at the end", double(quality.chunks)}};
+  }
+
   std::optional<std::string> check_final() override {
     for (auto h : mailbox)
       if (h) return "a block was left in a mailbox";
-    if (!live.empty()) return "ghost: " + str(live.size()) + " blocks still live at the end";
+    if (!leak && !live.empty()) return "ghost: " + str(live.size()) + " blocks still live at the end";
     if (auto e = check_quiescent(a, &quality)) return *e;
+    // The heap walk (leak report) lists exactly the live blocks, and each still holds its pattern.
+    std::map<std::uint64_t, std::uint64_t> walked;
+    for_each_live_block(a, [&](const live_block& lb) { walked[lb.offset] = lb.bytes; });
+    if (walked.size() != live.size()) return "heap walk lists " + str(walked.size()) + " live blocks, the ghost has " + str(live.size());
+    for (const auto& [off, g] : live) {
+      auto it = walked.find(off);
+      if (it == walked.end() || it->second != g.served) return "heap walk misses live block " + str(off);
+      const std::uint64_t* words = reinterpret_cast<const std::uint64_t*>(a.small.base + off);
+      for (std::uint64_t i = 0; i < (g.bytes + 7) / 8; ++i)
+        if (words[i] != (g.tag ^ i)) return "live block " + str(off) + " corrupted at word " + str(i);
+    }
     if (a.globals->error_count) return "checked-mode errors: " + str(a.globals->error_count);
     if (m == mode::exhaust) {
       // recovery: after every block was freed and free buddies merged, the heap is as new
@@ -257,7 +316,7 @@ constexpr const char* bug_help =
 void register_allocator_scenarios() {
   add_scenario({"alloc-storm",
                 std::string("allocate/free storm over every size class, blocks handed to other warps/SMs; params warps=2 "
-                            "threads=2 sms=2 ops=8 keep=3 size=0 (0: drawn) heap_kib=2048") + bug_help,
+                            "threads=2 sms=2 ops=8 keep=3 size=0 (0: drawn) heap_kib=2048 leak=0 (1: lanes keep their last blocks)") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
                 [](world& w, const params& p) { return make_heap(w, p, mode::storm); }, run_limits{50'000, 2'000'000}});
   add_scenario({"exhaust-recover",
@@ -265,6 +324,11 @@ void register_allocator_scenarios() {
                             "threads=2 sms=1 size=4096 heap_kib=128 (utilisation: size=16 or 256 with heap_kib=512)") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 1, 2, 1); },
                 [](world& w, const params& p) { return make_heap(w, p, mode::exhaust); }, run_limits{50'000, 4'000'000}});
+  add_scenario({"retire-race",
+                std::string("targeted: a free of a full bin races with its retirement and the bin's reuse by another "
+                            "class (what the free path's read-side section prevents); 3 lanes, 1 SM") + bug_help,
+                expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
+                [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}});
   add_scenario({"mixed-sizes",
                 std::string("small (UAlloc) and large (TBuddy) sizes mixed, 1 B .. 64 KiB; params warps=2 threads=2 "
                             "sms=2 ops=6 keep=3 heap_kib=2048") + bug_help,

@@ -11,13 +11,14 @@ const char* to_string(strategy_kind k) {
     case strategy_kind::replay: return "replay";
     case strategy_kind::exhaustive: return "exhaustive";
     case strategy_kind::portfolio: return "portfolio";
+    case strategy_kind::stall: return "stall";
   }
   return "?";
 }
 
 bool parse_strategy(const std::string& s, strategy_kind& out) {
   for (auto k : {strategy_kind::random, strategy_kind::pct, strategy_kind::replay,
-                 strategy_kind::exhaustive, strategy_kind::portfolio}) {
+                 strategy_kind::exhaustive, strategy_kind::portfolio, strategy_kind::stall}) {
     if (s == to_string(k)) {
       out = k;
       return true;
@@ -121,10 +122,11 @@ std::unique_ptr<strategy> make_strategy(const strategy_config& cfg, std::uint64_
                                         strategy_config* effective) {
   strategy_config e = cfg;
   if (cfg.kind == strategy_kind::portfolio) {
-    switch (index % 3) {
+    switch (index % 4) {
       case 0: e.kind = strategy_kind::random; break;
       case 1: e.kind = strategy_kind::pct; e.pct_depth = 2; break;
-      default: e.kind = strategy_kind::pct; e.pct_depth = 3; break;
+      case 2: e.kind = strategy_kind::pct; e.pct_depth = 3; break;
+      default: e.kind = strategy_kind::stall; break;
     }
   }
   if (effective) *effective = e;
@@ -133,6 +135,7 @@ std::unique_ptr<strategy> make_strategy(const strategy_config& cfg, std::uint64_
     case strategy_kind::pct: return std::make_unique<pct_strategy>(e.pct_depth, e.pct_steps);
     case strategy_kind::replay: return std::make_unique<replay_strategy>(e.decisions);
     case strategy_kind::exhaustive: return std::make_unique<exhaustive_strategy>(e.bound);
+    case strategy_kind::stall: return std::make_unique<stall_strategy>();
     case strategy_kind::portfolio: break;
   }
   return std::make_unique<random_strategy>();

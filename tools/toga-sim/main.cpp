@@ -36,7 +36,7 @@ struct common_args {
 };
 
 void add_common(CLI::App* c, common_args& a) {
-  c->add_option("--strategy", a.strategy, "random | pct | exhaustive | portfolio")->capture_default_str();
+  c->add_option("--strategy", a.strategy, "random | pct | stall | exhaustive | portfolio")->capture_default_str();
   c->add_option("--seed", a.seed, "seed (schedule i uses seed + i)")->capture_default_str();
   c->add_option("--pct-depth", a.pct_depth, "PCT depth d (bug depth; d-1 priority changes)")->capture_default_str();
   c->add_option("--pct-steps", a.pct_steps, "PCT k, the expected schedule length (0: calibrate)");
@@ -111,6 +111,7 @@ void print_run(const ts::run_result& r) {
   fmt::print("verdict {}{}{}\n  {} steps, {} preemptions, {} switches, {} decisions, trace hash {:016x}\n",
              ts::to_string(r.kind), r.message.empty() ? "" : ": ", r.message, r.steps, r.preemptions, r.switches,
              r.decisions.size(), r.trace_hash);
+  for (const auto& [name, value] : r.metrics) fmt::print("  {} = {:.6g}\n", name, value);
 }
 
 int cmd_list() {
@@ -177,7 +178,7 @@ int cmd_replay(const common_args& a, const std::string& decisions, const std::st
     limits = limits_of(*sc, a);
     ts::strategy_config cfg = parse_config(a);
     if (cfg.kind == ts::strategy_kind::exhaustive || cfg.kind == ts::strategy_kind::portfolio)
-      throw std::runtime_error("replay by seed takes --strategy random or pct (the explore summary names the one to use)");
+      throw std::runtime_error("replay by seed takes --strategy random, pct or stall (the explore summary names the one to use)");
     if (cfg.kind == ts::strategy_kind::pct && cfg.pct_steps == 0)
       throw std::runtime_error("replaying a pct schedule needs --pct-steps (the explore summary prints it)");
     auto strat = ts::make_strategy(cfg, 0);

@@ -40,6 +40,8 @@ class instance {
   virtual void lane() = 0;
   //! Checked after all lanes exited (quiescence); a message means failure.
   virtual std::optional<std::string> check_final() { return std::nullopt; }
+  //! Figures of this schedule (after check_final), e.g. utilisation; printed by replay.
+  virtual std::vector<std::pair<std::string, double>> metrics() const { return {}; }
 };
 
 //! What a scenario is expected to do (used by `toga-sim demo` and the tests).

@@ -9,6 +9,7 @@
 //!    a high-priority spinner cannot starve the lane it waits for.
 //!  - replay: follows a recorded decision list; past its end (or at an entry that no longer
 //!    fits) it uses the default policy. Two marker entries steer shrinking.
+//!  - stall: random, plus long stalls of single lanes (see stall_strategy).
 //!  - exhaustive: depth-first enumeration of all schedules that deviate from the default
 //!    policy at most `bound` times (delay bounding, Emmi, Qadeer, Rakamaric, POPL'11).
 //!
@@ -56,7 +57,7 @@ class strategy {
   virtual std::uint32_t pick_value(std::uint32_t n, std::uint64_t step) = 0;
 };
 
-enum class strategy_kind : std::uint8_t { random, pct, replay, exhaustive, portfolio };
+enum class strategy_kind : std::uint8_t { random, pct, replay, exhaustive, portfolio, stall };
 const char* to_string(strategy_kind k);
 bool parse_strategy(const std::string& s, strategy_kind& out);
 
@@ -81,6 +82,38 @@ class random_strategy final : public strategy {
 
  private:
   rng rng_;
+};
+
+//! Random scheduling with long stalls (simulator-notes §5, fault 1): now and then the running
+//! lane is kept off for a random 1..256 decisions while others can run, so that a lane can sit
+//! inside a critical window while the rest of the machine moves on.
+class stall_strategy final : public strategy {
+ public:
+  void begin(std::uint64_t seed, unsigned) override {
+    rng_.reseed(seed);
+    stalled_ = ~0u;
+    left_ = 0;
+  }
+  unsigned pick_lane(const pick_context& c) override {
+    if (left_ > 0 && --left_ == 0) stalled_ = ~0u;
+    if (stalled_ == ~0u && c.current < c.runnable.size() && rng_.below(32) == 0) {
+      stalled_ = c.current;
+      left_ = static_cast<unsigned>(1 + rng_.below(256));
+    }
+    const bool skip = stalled_ < c.runnable.size() && c.runnable.test(stalled_);
+    const unsigned n = c.runnable.count() - (skip ? 1 : 0);
+    unsigned k = static_cast<unsigned>(rng_.below(n));
+    for (unsigned i = c.runnable.first_from(0);; i = c.runnable.first_from(i + 1)) {
+      if (skip && i == stalled_) continue;
+      if (k-- == 0) return i;
+    }
+  }
+  std::uint32_t pick_value(std::uint32_t n, std::uint64_t) override { return static_cast<std::uint32_t>(rng_.below(n)); }
+
+ private:
+  rng rng_;
+  unsigned stalled_ = ~0u;
+  unsigned left_ = 0;
 };
 
 class pct_strategy final : public strategy {
@@ -141,7 +174,7 @@ class exhaustive_strategy final : public strategy {
 };
 
 //! Builds the strategy for schedule `index` of a run with this config. For portfolio, the
-//! index selects random, pct(d=2) or pct(d=3) in turn; `effective` receives the concrete config
+//! index selects random, pct(d=2), pct(d=3) or stall in turn; `effective` receives the concrete config
 //! (what a replay command must name).
 std::unique_ptr<strategy> make_strategy(const strategy_config& cfg, std::uint64_t index,
                                         strategy_config* effective = nullptr);

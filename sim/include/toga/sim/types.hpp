@@ -82,6 +82,8 @@ struct run_result {
   //! Per decision: bit 0 = it preempted a runnable lane, bit 1 = it was a lane switch at a
   //! yield or a block, bit 2 = it was a data choice. Used by shrinking.
   std::vector<std::uint8_t> decision_flags;
+  //! The scenario's figures for this schedule (instance::metrics).
+  std::vector<std::pair<std::string, double>> metrics;
   bool failed() const { return kind != verdict_kind::pass; }
 };
 
