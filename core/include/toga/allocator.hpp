@@ -124,12 +124,14 @@ struct allocator {
 
   //! At least `bytes` bytes (see the file comment for size and alignment), or nullptr.
   TOGA_DEVICE void* allocate(std::uint64_t bytes) TOGA_NOEXCEPT(P) {
+    if (bytes > heap_bytes) return fail_too_large();  // before rounding: round_up overflows past 2^63
     const std::uint64_t s = geom::round_up(bytes ? bytes : 1);
     return allocate_rounded(s, s <= geom::max_class_bytes);
   }
   //! At least `bytes` bytes aligned to `alignment` (a power of two), or nullptr.
   TOGA_DEVICE void* allocate(std::uint64_t bytes, std::uint64_t alignment) TOGA_NOEXCEPT(P) {
     if (alignment == 0 || (alignment & (alignment - 1))) return nullptr;
+    if (bytes > heap_bytes || alignment > heap_bytes) return fail_too_large();
     std::uint64_t s = geom::round_up(bytes ? bytes : 1);
     if (alignment > s) s = alignment;
     // UAlloc slots are aligned to min(s, 128); beyond 128 only TBuddy blocks are aligned enough.
@@ -176,6 +178,10 @@ struct allocator {
   }
 
  private:
+  TOGA_DEVICE void* fail_too_large() TOGA_NOEXCEPT(P) {
+    P::fetch_add(&small.arenas[P::sm_id() % small.num_arenas].stats.failed, std::uint64_t{1}, relaxed, device_scope);
+    return nullptr;
+  }
   TOGA_DEVICE void* allocate_rounded(std::uint64_t s, bool use_ualloc) TOGA_NOEXCEPT(P) {
     arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
     std::uint64_t off = no_block;

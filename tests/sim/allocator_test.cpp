@@ -1,0 +1,148 @@
+// toga's allocator in the simulator: the correct allocator passes 100,000 schedules per
+// scenario and many machine shapes; planted bugs are caught within 10,000 schedules; the
+// exhaustion scenario's utilisation is printed and checked against the geometry.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "toga/sim/runner.hpp"
+#include "toga/sim/scenario.hpp"
+
+namespace ts = toga::sim;
+
+namespace {
+
+ts::explore_summary explore(const char* scenario, std::vector<std::pair<const char*, std::int64_t>> params,
+                            ts::strategy_kind k, std::uint64_t schedules, unsigned depth = 3) {
+  const ts::scenario* sc = ts::find_scenario(scenario);
+  if (!sc) throw std::runtime_error(std::string("no scenario ") + scenario);
+  ts::explore_options o;
+  o.strategy.kind = k;
+  o.strategy.pct_depth = depth;
+  o.schedules = schedules;
+  for (auto& [n, v] : params) o.scenario_params.set(n, v);
+  return ts::explore(*sc, o);
+}
+
+std::string failure_text(const ts::explore_summary& s) {
+  if (!s.first_failure) return "none in " + std::to_string(s.schedules);
+  return std::string(ts::to_string(s.first_failure->result.kind)) + ": " + s.first_failure->result.message +
+         "\n  replay: " + s.first_failure->replay_command;
+}
+
+}  // namespace
+
+TEST(Allocator, CorrectAllocatorPasses100kSchedulesPerScenario) {
+  struct run {
+    const char* scenario;
+    std::vector<std::pair<const char*, std::int64_t>> params;
+  };
+  for (const run& r : std::vector<run>{{"alloc-storm", {}},
+                                       {"alloc-storm", {{"leak", 1}}},
+                                       {"exhaust-recover", {}},
+                                       {"mixed-sizes", {}},
+                                       {"retire-race", {}}}) {
+    const auto s = explore(r.scenario, r.params, ts::strategy_kind::portfolio, 100'000);
+    EXPECT_FALSE(s.first_failure) << r.scenario << ": " << failure_text(s);
+    EXPECT_EQ(s.counts[0], 100'000u);
+    std::printf("[ %-16s%s ] 100000 schedules: %.0f schedules/s, %.0f steps/schedule\n", r.scenario,
+                r.params.empty() ? "" : " leak", s.schedules_per_second(), double(s.total_steps) / s.schedules);
+  }
+}
+
+TEST(Allocator, MachineShapesIncludingPartialWarpsAndCrossSmFrees) {
+  struct shape {
+    std::int64_t sms, warps, threads;
+  };
+  for (const shape& sh : {shape{1, 1, 4}, shape{2, 2, 2}, shape{4, 4, 1}, shape{2, 2, 3}, shape{3, 3, 2}}) {
+    for (const char* sc : {"alloc-storm", "mixed-sizes"}) {
+      const auto s = explore(sc, {{"sms", sh.sms}, {"warps", sh.warps}, {"threads", sh.threads}},
+                             ts::strategy_kind::portfolio, 5'000);
+      EXPECT_FALSE(s.first_failure) << sc << " on " << sh.sms << " SMs x " << sh.warps << " warps x " << sh.threads
+                                    << " threads: " << failure_text(s);
+    }
+    const auto e = explore("exhaust-recover", {{"sms", sh.sms}, {"warps", sh.warps}, {"threads", sh.threads}},
+                           ts::strategy_kind::portfolio, 2'000);
+    EXPECT_FALSE(e.first_failure) << "exhaust-recover on " << sh.sms << "x" << sh.warps << "x" << sh.threads << ": "
+                                  << failure_text(e);
+  }
+}
+
+TEST(Allocator, PlantedBugsAreCaughtWithin10kSchedules) {
+  struct planted {
+    const char* scenario;
+    std::vector<std::pair<const char*, std::int64_t>> params;
+    const char* what;
+    bool expect_caught;
+  };
+  const std::vector<planted> bugs = {
+      {"retire-race", {{"bug", 1}}, "free path outside the read-side section", false},
+      {"alloc-storm", {{"bug", 2}, {"size", 1024}}, "bin retired without try_wait", true},
+      {"mixed-sizes", {{"bug", 3}}, "chunk returned with live bins", true},
+      {"alloc-storm", {{"bug", 4}, {"size", 1024}, {"leak", 1}}, "no unlink on exhaustion", true},
+      {"alloc-storm", {{"bug", 5}, {"size", 1024}}, "refilled bin not re-linked", true},
+      {"mixed-sizes", {{"bug", 6}}, "buddy merge without the semaphore unit", true},
+      {"exhaust-recover", {{"bug", 7}}, "buddy claim without the parent lock", true},
+      {"exhaust-recover", {{"bug", 8}, {"threads", 4}}, "out of memory keeps the climb's promises", true},
+  };
+  std::printf("\nplanted allocator bug                         | random    | pct d=3   | stall\n");
+  for (const auto& b : bugs) {
+    std::string row;
+    bool caught = false;
+    for (auto k : {ts::strategy_kind::random, ts::strategy_kind::pct, ts::strategy_kind::stall}) {
+      const auto s = explore(b.scenario, b.params, k, 10'000);
+      caught |= s.first_failure.has_value();
+      char cell[32];
+      std::snprintf(cell, sizeof cell, "| %-9s ",
+                    s.first_failure ? std::to_string(s.first_failure->index + 1).c_str() : "not found");
+      row += cell;
+      if (s.first_failure) EXPECT_TRUE(s.first_failure->deterministic) << failure_text(s);
+    }
+    std::printf("%-45s %s%s\n", b.what, row.c_str(), b.expect_caught ? "" : " (known miss, see docs/allocator.md)");
+    if (b.expect_caught) EXPECT_TRUE(caught) << b.scenario << " (" << b.what << ") not caught in 10,000 schedules";
+  }
+}
+
+// The free path's read-side section guards a window of a few steps; the stall strategy found a
+// schedule that breaks the bug=1 variant after 36,382 schedules (seed 36481), beyond the 10k
+// budget above. Replaying that schedule must still fail (U2: a reused bin in the wrong class
+// list), and the same schedule of the correct allocator must pass.
+TEST(Allocator, ReadSectionRegressionScheduleStillFailsWithoutIt) {
+  const ts::scenario* sc = ts::find_scenario("retire-race");
+  ASSERT_NE(sc, nullptr);
+  ts::params bug;
+  bug.set("bug", 1);
+  ts::stall_strategy st;
+  const auto r = ts::run_one(*sc, bug, st, 36481, sc->limits);
+  EXPECT_EQ(r.kind, ts::verdict_kind::invariant) << r.message;
+  EXPECT_NE(r.message.find("U2"), std::string::npos) << r.message;
+  ts::stall_strategy st2;
+  const auto ok = ts::run_one(*sc, {}, st2, 36481, sc->limits);
+  EXPECT_FALSE(ok.failed()) << ok.message;
+}
+
+TEST(Allocator, ExhaustionUtilisationMatchesTheGeometry) {
+  // One lane, so that the figure is the allocator's own (no other lane holds a partial bin).
+  struct want {
+    std::int64_t size;
+    double at_least;
+  };
+  for (const want& w : {want{16, 0.968}, want{256, 0.908}, want{4096, 1.0}}) {
+    const ts::scenario* sc = ts::find_scenario("exhaust-recover");
+    ASSERT_NE(sc, nullptr);
+    ts::params p;
+    p.set("size", w.size);
+    p.set("heap_kib", 512);
+    p.set("threads", 1);
+    ts::random_strategy rs;
+    const auto r = ts::run_one(*sc, p, rs, 1, ts::run_limits{1'000, 100'000'000});
+    ASSERT_FALSE(r.failed()) << r.message;
+    double util = 0;
+    for (const auto& [name, v] : r.metrics)
+      if (name.rfind("utilisation", 0) == 0) util = v;
+    std::printf("[ exhaust-recover ] %5lld B blocks, 512 KiB heap: utilisation %.4f\n", static_cast<long long>(w.size), util);
+    EXPECT_GE(util, w.at_least - 1e-4) << w.size << " B";
+  }
+}
