@@ -33,6 +33,7 @@ struct heap_inst final : instance {
   mode m;
   unsigned lanes, ops, keep;
   bool leak;  // lanes keep their last blocks: the quiescent checks then see a live heap
+  bool coalesced;
   std::uint64_t fixed_size;  // 0: drawn per allocation
   heap_layout layout;
   std::unique_ptr<char, free_deleter> heap;
@@ -58,6 +59,7 @@ struct heap_inst final : instance {
         ops(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("ops", md == mode::mixed ? 6 : 8)))),
         keep(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("keep", 3)))),
         leak(p.get("leak", 0) != 0),
+        coalesced(p.get("coalesced", 0) != 0),
         fixed_size(static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("size", md == mode::exhaust ? 4096 : 0)))),
         mailbox(w.config().lanes(), 0) {
     const std::uint64_t heap_bytes = static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : 2048)) * 1024;
@@ -115,7 +117,7 @@ struct heap_inst final : instance {
   static std::uint64_t fill_tag(std::uint64_t seq) { return 0x9e3779b97f4a7c15ull * (seq + 1) ^ 0x5a5a5a5a5a5a5a5aull; }
 
   std::uint64_t do_alloc(std::uint64_t bytes) {
-    void* p = a.allocate(bytes);
+    void* p = coalesced ? a.allocate_coalesced(bytes) : a.allocate(bytes);
     if (!p) {
       ++failures;
       return 0;
@@ -316,7 +318,7 @@ constexpr const char* bug_help =
 void register_allocator_scenarios() {
   add_scenario({"alloc-storm",
                 std::string("allocate/free storm over every size class, blocks handed to other warps/SMs; params warps=2 "
-                            "threads=2 sms=2 ops=8 keep=3 size=0 (0: drawn) heap_kib=2048 leak=0 (1: lanes keep their last blocks)") + bug_help,
+                            "threads=2 sms=2 ops=8 keep=3 size=0 (0: drawn) heap_kib=2048 leak=0 (1: lanes keep their last blocks) coalesced=0 (1: warp-cooperative allocate)") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
                 [](world& w, const params& p) { return make_heap(w, p, mode::storm); }, run_limits{50'000, 2'000'000}});
   add_scenario({"exhaust-recover",

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "toga/bits.hpp"
 #include "toga/config.hpp"
 #include "toga/geometry.hpp"
 #include "toga/platform.hpp"
@@ -138,6 +139,31 @@ struct allocator {
     return allocate_rounded(s, s <= geom::max_class_bytes && alignment <= geom::bin_header_bytes);
   }
 
+  //! Warp-cooperative allocate: lanes of a warp that call it together with sizes of the same
+  //! class are served as one group (one semaphore operation, bins made in parallel, statistics
+  //! aggregated); larger sizes take the per-thread path. Same results and errors as allocate.
+  //! Any subset of the warp may call it (partial masks); no lane waits for lanes that do not.
+  TOGA_DEVICE void* allocate_coalesced(std::uint64_t bytes) TOGA_NOEXCEPT(P) {
+    if (bytes > heap_bytes) return fail_too_large();
+    const std::uint64_t s = geom::round_up(bytes ? bytes : 1);
+    if (s > geom::max_class_bytes) return allocate_rounded(s, false);
+    const unsigned c = geom::class_of(s);
+    const auto g = coalesced_group<P>::by_key(std::uint64_t{c} + 1);
+    const std::uint64_t off = small.allocate_group(c, g);
+    // statistics: one update per group, by its leader
+    const std::uint32_t ok = g.ballot(off != no_block);
+    if (g.is_leader()) {
+      arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
+      const unsigned n_ok = bits::popc(ok);
+      if (n_ok) count_alloc(st, n_ok, s * n_ok);
+      if (n_ok < g.size) P::fetch_add(&st.failed, std::uint64_t{g.size - n_ok}, relaxed, device_scope);
+    }
+    return off == no_block ? nullptr : small.base + off;
+  }
+  //! Warp-cooperative deallocate: the same as deallocate for each calling lane (frees touch
+  //! different bins; there is nothing to share).
+  TOGA_DEVICE void deallocate_coalesced(void* ptr) TOGA_NOEXCEPT(P) { deallocate(ptr); }
+
   //! Frees a block from allocate (any thread, any kernel). nullptr: nothing.
   TOGA_DEVICE void deallocate(void* ptr) TOGA_NOEXCEPT(P) {
     if (ptr == nullptr) return;
@@ -197,13 +223,16 @@ struct allocator {
       P::fetch_add(&st.failed, std::uint64_t{1}, relaxed, device_scope);
       return nullptr;
     }
-    P::fetch_add(&st.allocations, std::uint64_t{1}, relaxed, device_scope);
-    const std::uint64_t used = P::fetch_add(&st.used_bytes, served, relaxed, device_scope) + served;
+    count_alloc(st, 1, served);
+    return small.base + off;
+  }
+  TOGA_DEVICE void count_alloc(arena_stats& st, unsigned n, std::uint64_t bytes) TOGA_NOEXCEPT(P) {
+    P::fetch_add(&st.allocations, std::uint64_t{n}, relaxed, device_scope);
+    const std::uint64_t used = P::fetch_add(&st.used_bytes, bytes, relaxed, device_scope) + bytes;
     std::uint64_t peak = P::load(&st.peak_used_bytes, relaxed, device_scope);
     while (static_cast<std::int64_t>(used) > static_cast<std::int64_t>(peak) &&
            !P::compare_exchange(&st.peak_used_bytes, peak, used, relaxed, device_scope)) {
     }
-    return small.base + off;
   }
   TOGA_DEVICE void count_free(arena_stats& st, std::uint64_t size) TOGA_NOEXCEPT(P) {
     P::fetch_add(&st.deallocations, std::uint64_t{1}, relaxed, device_scope);
@@ -246,6 +275,12 @@ struct heap_statistics {
   std::uint64_t chunks = 0;
   std::uint32_t errors = 0;
 };
+
+//! Sets every high-water mark to the current value (host, at quiescence).
+template <class A>
+void reset_high_water(A& a) {
+  for (unsigned i = 0; i < a.small.num_arenas; ++i) a.small.arenas[i].stats.peak_used_bytes = a.small.arenas[i].stats.used_bytes;
+}
 
 template <class A>
 heap_statistics collect_statistics(const A& a) {

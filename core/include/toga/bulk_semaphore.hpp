@@ -63,10 +63,10 @@ class bulk_semaphore {
   struct fields {
     word_t c, e, r;
   };
-  static constexpr fields unpack(word_t w) {
+  TOGA_HOST_DEVICE static constexpr fields unpack(word_t w) {
     return {w & c_max, (w >> e_shift) & e_max, (w >> r_shift) & r_max};
   }
-  static constexpr word_t pack(fields f) { return f.c | (f.e << e_shift) | (f.r << r_shift); }
+  TOGA_HOST_DEVICE static constexpr word_t pack(fields f) { return f.c | (f.e << e_shift) | (f.r << r_shift); }
 
   //! Sets C = count, E = R = 0. Not concurrent with anything (initialisation).
   TOGA_HOST_DEVICE void init(word_t count) { word_ = pack({count, 0, 0}); }
@@ -116,7 +116,7 @@ class bulk_semaphore {
 
   //! The units left over in batch j of a collective GROW(m) for a group of `size` lanes asking
   //! n units each from batches of b: what producer j must signal (or withdraw).
-  static constexpr word_t batch_leftover(unsigned j, unsigned size, word_t n, word_t b) {
+  TOGA_HOST_DEVICE static constexpr word_t batch_leftover(unsigned j, unsigned size, word_t n, word_t b) {
     const word_t per_batch = b / n;
     const word_t first = j * per_batch;
     const word_t served = first >= size ? 0 : (size - first < per_batch ? size - first : per_batch);

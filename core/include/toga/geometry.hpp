@@ -16,9 +16,9 @@
 //!    never do (they sit at >= 128 B into a bin or a header bin).
 #pragma once
 
-#include <bit>
 #include <cstdint>
 
+#include "toga/bits.hpp"
 #include "toga/config.hpp"
 
 namespace toga::geom {
@@ -71,15 +71,15 @@ static_assert(num_classes == 7 && capacity(0) == 256 && capacity(3) == 32 && cap
 //! smallest class. 64-bit arithmetic (no overflow below 2^63).
 TOGA_HOST_DEVICE constexpr std::uint64_t round_up(std::uint64_t bytes) {
   if (bytes <= min_class_bytes) return min_class_bytes;
-  return std::uint64_t{1} << (64 - std::countl_zero(bytes - 1));
+  return std::uint64_t{1} << (64 - bits::clz(bytes - 1));
 }
 //! Size class of a rounded size <= 1 KiB.
 TOGA_HOST_DEVICE constexpr unsigned class_of(std::uint64_t rounded) {
-  return static_cast<unsigned>(std::countr_zero(rounded)) - min_class_shift;
+  return bits::ctz(rounded) - min_class_shift;
 }
 //! TBuddy order for a rounded size > 1 KiB (blocks of at least 4 KiB).
 TOGA_HOST_DEVICE constexpr unsigned order_of(std::uint64_t rounded) {
-  const unsigned s = static_cast<unsigned>(std::countr_zero(rounded));
+  const unsigned s = bits::ctz(rounded);
   return s <= page_shift ? 0u : s - page_shift;
 }
 

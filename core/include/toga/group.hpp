@@ -12,9 +12,9 @@
 //! last one out frees it. Members may leave at different times; no closing barrier.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 
+#include "toga/bits.hpp"
 #include "toga/config.hpp"
 #include "toga/platform.hpp"
 
@@ -32,9 +32,9 @@ struct coalesced_group {
   TOGA_DEVICE static coalesced_group of(std::uint32_t mask) TOGA_NOEXCEPT(P) {
     coalesced_group g;
     g.mask = mask;
-    g.leader = static_cast<unsigned>(std::countr_zero(mask));
-    g.rank = static_cast<unsigned>(std::popcount(mask & P::lanemask_lt()));
-    g.size = static_cast<unsigned>(std::popcount(mask));
+    g.leader = bits::ctz(mask);
+    g.rank = bits::popc(mask & P::lanemask_lt());
+    g.size = bits::popc(mask);
     return g;
   }
   //! The lanes active now that pass the same key (an address, a size class, ...).
@@ -55,7 +55,7 @@ struct coalesced_group {
   TOGA_DEVICE T from_rank(T v, unsigned r) const TOGA_NOEXCEPT(P) {
     std::uint32_t m = mask;
     for (unsigned i = 0; i < r; ++i) m &= m - 1;
-    return P::shfl(mask, v, std::countr_zero(m));
+    return P::shfl(mask, v, static_cast<int>(bits::ctz(m)));
   }
   TOGA_DEVICE void sync() const TOGA_NOEXCEPT(P) {
     if (size > 1) P::syncwarp(mask);
@@ -65,7 +65,7 @@ struct coalesced_group {
   TOGA_DEVICE std::uint32_t exclusive_scan(std::uint32_t v, std::uint32_t& total) const TOGA_NOEXCEPT(P) {
     std::uint32_t below = 0, sum = 0;
     for (std::uint32_t m = mask; m; m &= m - 1) {
-      const unsigned l = static_cast<unsigned>(std::countr_zero(m));
+      const unsigned l = bits::ctz(m);
       const std::uint32_t x = size == 1 ? v : P::shfl(mask, v, static_cast<int>(l));
       if (l < P::lane_id()) below += x;
       sum += x;

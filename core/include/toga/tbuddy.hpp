@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "toga/bulk_semaphore.hpp"
+#include "toga/bits.hpp"
 #include "toga/config.hpp"
 #include "toga/geometry.hpp"
 #include "toga/platform.hpp"
@@ -71,7 +72,7 @@ struct tbuddy {
   TOGA_HOST_DEVICE unsigned top() const { return levels - 1; }
   TOGA_HOST_DEVICE std::uint64_t heap_bytes() const { return geom::page_bytes << top(); }
   TOGA_HOST_DEVICE static constexpr std::uint64_t node_count(unsigned levels) { return std::uint64_t{1} << levels; }
-  TOGA_HOST_DEVICE unsigned depth(std::uint64_t v) const { return 63u - static_cast<unsigned>(std::countl_zero(v)); }
+  TOGA_HOST_DEVICE unsigned depth(std::uint64_t v) const { return 63u - bits::clz(v); }
   TOGA_HOST_DEVICE unsigned height(std::uint64_t v) const { return top() - depth(v); }
   TOGA_HOST_DEVICE std::uint64_t offset_of(std::uint64_t v) const {
     const unsigned d = depth(v);

@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "toga/bulk_semaphore.hpp"
+#include "toga/bits.hpp"
 #include "toga/config.hpp"
 #include "toga/geometry.hpp"
 #include "toga/group.hpp"
@@ -137,8 +138,12 @@ struct ualloc {
       P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{1}, relaxed, device_scope);
       return slot_offset_of(bin, c, 0);
     }
-    // Stage 2: we own a unit, so a listed bin has a free count reserved for us (publishers link
-    // before they signal); a bin between an unlink and a re-link makes us look again.
+    return stage2(L, c);
+  }
+
+  // Stage 2: we own a unit, so a listed bin has a free count reserved for us (publishers link
+  // before they signal); a bin between an unlink and a re-link makes us look again.
+  TOGA_DEVICE std::uint64_t stage2(class_list<P>& L, unsigned c) TOGA_NOEXCEPT(P) {
     const std::uint32_t e = L.rcu.read_lock();
     std::uint64_t bin = 0;
     std::uint32_t old = 0;
@@ -157,6 +162,36 @@ struct ualloc {
     const unsigned i = claim_zero_bit(bin_at(bin));
     if (old == 1 && Bug != ualloc_bug::no_unlink_on_exhaustion) reconcile(L, bin);
     return slot_offset_of(bin, c, i);
+  }
+
+  //! Collective allocate (P §2.2, spec §2.6): every lane of `g` (lanes of one warp asking for
+  //! class c) gets one slot. One semaphore CAS for the group; on GROW(m) the lanes of rank < m
+  //! each make a bin whose first slots are already taken for the ranks it serves (rank r is
+  //! served by bin r / capacity, slot r % capacity). Returns this lane's offset or no_block.
+  TOGA_DEVICE std::uint64_t allocate_group(unsigned c, const coalesced_group<P>& g) TOGA_NOEXCEPT(P) {
+    if (g.size == 1) return allocate(c);
+    const unsigned a = P::sm_id() % num_arenas;
+    class_list<P>& L = arenas[a].lists[c];
+    const std::uint32_t cap = geom::capacity(c);
+    const collective_wait_result w = L.slot_sem.wait_collective(g, 1, cap);
+    if (w.result == sem_result::ok) return stage2(L, c);
+    std::uint64_t bin = 0;
+    if (g.rank < w.batches) {
+      const std::uint64_t left = arena_semaphore<P>::batch_leftover(g.rank, g.size, 1, cap);
+      bin = new_bin(a);
+      if (bin == 0) {
+        L.slot_sem.signal(0, left);
+      } else {
+        init_bin(bin, c, a, static_cast<unsigned>(cap - left));
+        lock(&L.list_mtx);
+        link_bin(L, bin);
+        unlock(&L.list_mtx);
+        L.slot_sem.signal(left, left);
+        P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{1}, relaxed, device_scope);
+      }
+    }
+    const std::uint64_t mine = g.from_rank(bin, g.rank / cap);
+    return mine == 0 ? no_block : slot_offset_of(mine, c, g.rank % cap);
   }
 
   //! Frees the slot at heap offset `off` (not 4 KiB aligned). Returns false, changing nothing,
@@ -224,7 +259,7 @@ struct ualloc {
         const unsigned w = (start + k) % geom::bitmap_words;
         std::uint64_t cur = P::load(&h->bitmap[w], relaxed, device_scope);
         while (~cur != 0) {
-          const unsigned b = static_cast<unsigned>(std::countr_one(cur));
+          const unsigned b = bits::cto(cur);
           const std::uint64_t bit = std::uint64_t{1} << b;
           const std::uint64_t was = P::fetch_or(&h->bitmap[w], bit, acq_rel, device_scope);
           if (!(was & bit)) return w * 64 + b;
@@ -379,7 +414,7 @@ struct ualloc {
     for (unsigned w = 0; w < geom::bins_per_chunk / 64; ++w) {
       const std::uint64_t bits = P::load(&ch->bin_bitmap[w], relaxed, device_scope);
       if (~bits != 0) {
-        b = w * 64 + static_cast<unsigned>(std::countr_one(bits));
+        b = w * 64 + bits::cto(bits);
         P::fetch_or(&ch->bin_bitmap[w], std::uint64_t{1} << (b % 64), relaxed, device_scope);
         break;
       }
