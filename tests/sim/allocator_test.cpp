@@ -70,6 +70,18 @@ TEST(Allocator, MachineShapesIncludingPartialWarpsAndCrossSmFrees) {
   }
 }
 
+TEST(Allocator, WarpCooperativeAllocatePassesOverPartialWarps) {
+  for (auto params : std::vector<std::vector<std::pair<const char*, std::int64_t>>>{
+           {{"coalesced", 1}},
+           {{"coalesced", 1}, {"threads", 3}, {"warps", 2}, {"sms", 1}},
+           {{"coalesced", 1}, {"size", 1024}, {"threads", 4}, {"warps", 1}, {"sms", 1}}}) {
+    const auto s = explore("alloc-storm", params, ts::strategy_kind::portfolio, 20'000);
+    EXPECT_FALSE(s.first_failure) << failure_text(s);
+  }
+  const auto e = explore("exhaust-recover", {{"coalesced", 1}, {"size", 1024}, {"threads", 4}}, ts::strategy_kind::portfolio, 2'000);
+  EXPECT_FALSE(e.first_failure) << failure_text(e);
+}
+
 TEST(Allocator, PlantedBugsAreCaughtWithin10kSchedules) {
   struct planted {
     const char* scenario;
