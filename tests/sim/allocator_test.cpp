@@ -158,3 +158,88 @@ TEST(Allocator, ExhaustionUtilisationMatchesTheGeometry) {
     EXPECT_GE(util, w.at_least - 1e-4) << w.size << " B";
   }
 }
+
+// ---- checked mode and the byte limit -------------------------------------------------------------
+#include <cstdlib>
+
+#include "toga/allocator.hpp"
+#include "toga/heap_walk.hpp"
+#include "toga/sim/platform.hpp"
+#include "toga/sim/world.hpp"
+
+namespace {
+template <bool Checked>
+struct small_heap {
+  using A = toga::allocator<ts::platform, toga::ualloc_bug::none, toga::tbuddy_bug::none, Checked>;
+  toga::heap_layout layout = toga::heap_layout::make<ts::platform>(toga::heap_layout::levels_for(2u << 20), 1);
+  char* heap = static_cast<char*>(std::aligned_alloc(4096, 2u << 20));
+  std::vector<std::uint64_t> meta = std::vector<std::uint64_t>(layout.bytes / 8 + 1, 0);
+  A a = A::make(heap, reinterpret_cast<char*>(meta.data()), layout);
+  explicit small_heap(std::uint64_t limit = 0) { a.init_after_zero(limit); }
+  ~small_heap() { std::free(heap); }
+};
+
+// Runs `body` as the only lane of a 1-lane world.
+template <class F>
+ts::run_result one_lane(F body) {
+  ts::random_strategy rs;
+  rs.begin(1, 1);
+  ts::world w({1, 1, 1}, rs, {});
+  return w.run(body);
+}
+}  // namespace
+
+TEST(Allocator, CheckedModeReportsBadFreesAndChangesNothing) {
+  small_heap<true> h;
+  char outside[64];
+  const auto r = one_lane([&] {
+    char* small = static_cast<char*>(h.a.allocate(64));
+    char* big = static_cast<char*>(h.a.allocate(8192));
+    char* keep = static_cast<char*>(h.a.allocate(64));
+    h.a.deallocate(small);
+    h.a.deallocate(small);        // double free (UAlloc)
+    h.a.deallocate(big + 4096);   // inside a TBuddy block, 4 KiB aligned
+    h.a.deallocate(keep + 16);    // inside a slot
+    h.a.deallocate(outside);      // not from this heap
+    h.a.deallocate(big);
+    h.a.deallocate(big);          // double free (TBuddy)
+    h.a.deallocate(h.a.small.base + 2 * 4096 + 128);  // a header bin of a chunk: never a slot
+    h.a.deallocate(keep);
+  });
+  ASSERT_FALSE(r.failed()) << r.message;
+  using K = toga::heap_error_kind;
+  const std::vector<K> want = {K::double_free, K::invalid_pointer, K::invalid_pointer, K::foreign_pointer,
+                               K::double_free, K::invalid_pointer};
+  ASSERT_EQ(h.a.globals->error_count, want.size());
+  for (std::size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(static_cast<K>(h.a.globals->errors[i][0]), want[i]) << "error " << i << ": " << toga::to_string(static_cast<K>(h.a.globals->errors[i][0]));
+  EXPECT_FALSE(toga::check_quiescent(h.a)) << *toga::check_quiescent(h.a);
+  const auto st = toga::collect_statistics(h.a);
+  EXPECT_EQ(st.used_bytes, 0u);
+  EXPECT_EQ(st.allocations, 3u);
+  EXPECT_EQ(st.deallocations, 3u);
+}
+
+TEST(Allocator, ByteLimitMakesAllocationsFailCleanly) {
+  small_heap<false> h(256 * 1024);
+  std::uint64_t got = 0, failed = 0;
+  const auto r = one_lane([&] {
+    std::vector<void*> blocks;
+    for (int i = 0; i < 200; ++i) {
+      void* p = h.a.allocate(4096);
+      if (p) blocks.push_back(p), got += 4096;
+      else ++failed;
+    }
+    void* big = h.a.allocate(512 * 1024);  // past the limit
+    if (big) got += 512 * 1024;
+    for (void* p : blocks) h.a.deallocate(p);
+    void* again = h.a.allocate(256 * 1024);  // everything is back under the limit
+    if (!again) failed += 1000;
+    h.a.deallocate(again);
+  });
+  ASSERT_FALSE(r.failed()) << r.message;
+  EXPECT_EQ(got, 256u * 1024) << "the limit is 256 KiB";
+  EXPECT_EQ(failed, 200u - 64u);
+  EXPECT_EQ(h.a.globals->limit.reserved, 0u);
+  EXPECT_FALSE(toga::check_quiescent(h.a));
+}

@@ -93,7 +93,9 @@ struct heap_layout {
   }
 };
 
-template <class P, ualloc_bug UB = ualloc_bug::none, tbuddy_bug TB = tbuddy_bug::none>
+//! `Checked` (default: the TOGA_CHECKED build option) turns on the checked frees; as a template
+//! parameter, checked and unchecked allocators can live in one program.
+template <class P, ualloc_bug UB = ualloc_bug::none, tbuddy_bug TB = tbuddy_bug::none, bool Checked = checked_build>
   requires Platform<P>
 struct allocator {
   ualloc<P, UB, TB> small;  //!< holds the heap base, the arenas and the buddy tree
@@ -169,29 +171,28 @@ struct allocator {
     if (ptr == nullptr) return;
     const char* p = static_cast<const char*>(ptr);
     const std::uint64_t off = static_cast<std::uint64_t>(p - small.base);
-    if constexpr (checked_build) {
+    if constexpr (Checked) {
       if (p < small.base || off >= heap_bytes) return report(heap_error_kind::foreign_pointer, reinterpret_cast<std::uintptr_t>(ptr));
     }
     arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
     if (off % geom::page_bytes == 0) {  // TBuddy blocks start on 4 KiB boundaries; slots never do
       const std::uint64_t v = small.buddy.allocated_node(off);
-      if constexpr (checked_build) {
+      if constexpr (Checked) {
         if (v == 0) return report(heap_error_kind::double_free, off);
         const std::uint32_t s = small.buddy.load_state(v);
-        if (small.buddy.offset_of(v) != off || (s & node_chunk_tag))
-          return report(v && small.buddy.offset_of(v) == off ? heap_error_kind::invalid_pointer : heap_error_kind::invalid_pointer, off);
+        if (small.buddy.offset_of(v) != off || (s & node_chunk_tag)) return report(heap_error_kind::invalid_pointer, off);
       }
       const std::uint64_t size = geom::page_bytes << small.buddy.height(v);
       small.buddy.free(off);
       count_free(st, size);
       return;
     }
-    if constexpr (checked_build) {
+    if constexpr (Checked) {
       if (!plausible_slot(off)) return report(heap_error_kind::invalid_pointer, off);
     }
     unsigned c = 0;
     if (!small.deallocate(off, c)) {
-      if constexpr (checked_build) report(heap_error_kind::double_free, off);
+      if constexpr (Checked) report(heap_error_kind::double_free, off);
       return;
     }
     count_free(st, geom::class_bytes(c));
