@@ -26,8 +26,18 @@
 //! stream, and exits the process (the device cannot be recovered from a kernel that never ends).
 //! The churn kernel also checks a device-side deadline (%globaltimer) between rounds.
 //!
-//! Without a CUDA device (CI) every test skips cleanly via GTEST_SKIP. The core compiles without
-//! --expt-relaxed-constexpr (toga/bits.hpp).
+//! Sizes (tests 1 and 2): 2^16 threads (2^12 for 64 KiB), halved until the served bytes fit in
+//! half the 256 MiB heap (2^15 for 2048 and 4096 B, 2^14 for 8192 B, 2^11 for 64 KiB): 2^16 x 4 KiB
+//! would fill the heap exactly, but bins that a racing free could not retire keep their chunks
+//! at quiescence (seen on an H200: 256 chunks = 128 MiB after the 1 KiB sizes), so an exact fill
+//! would fail on a correct allocator; exhaustion is test 4's subject.
+//!
+//! Build: the core compiles without --expt-relaxed-constexpr, but with nvcc 13.0 toga/bits.hpp's
+//! std::is_constant_evaluated() (a __host__ function) makes device code of ctz/clz/popc constant
+//! (32/64, 64, 0); every test first checks the bit operations on the device and fails at once,
+//! without launching allocator kernels, when they are wrong.
+//!
+//! Without a CUDA device (CI) every test skips cleanly via GTEST_SKIP.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -116,6 +126,57 @@ void agpu_print_device_once() {
     if (agpu_err_ != cudaSuccess)                                                      \
       FAIL() << cudaGetErrorName(agpu_err_) << " (" << cudaGetErrorString(agpu_err_)  \
              << ") from `" #call "` at " __FILE__ ":" << __LINE__;                     \
+  } while (0)
+
+//! Device-side results of the bit operations the whole core rests on (sizes, classes, bitmaps,
+//! groups), for a value the compiler cannot see.
+__global__ void agpu_bits_kernel(std::uint64_t x, std::uint64_t* out) {
+  out[0] = toga::bits::ctz(static_cast<std::uint32_t>(x));
+  out[1] = toga::bits::ctz(x << 32);
+  out[2] = toga::bits::clz(x);
+  out[3] = toga::bits::popc(x);
+  out[4] = toga::bits::popc(static_cast<std::uint32_t>(x));
+  out[5] = toga::bits::cto(x);
+  out[6] = toga::geom::round_up(x + 1);
+  out[7] = toga::geom::class_of(toga::geom::round_up(x + 1));
+}
+
+//! Empty when toga/bits.hpp computes on the device what it computes on the host, else the
+//! first difference. Run once per process.
+std::string agpu_bits_mismatch() {
+  static std::optional<std::string> cached;
+  if (cached) return *cached;
+  constexpr std::uint64_t x = 0x50;  // ctz 4, clz 57, popc 2, cto 0, round_up(0x51) 128, class 3
+  const std::uint64_t want[8] = {toga::bits::ctz(static_cast<std::uint32_t>(x)), toga::bits::ctz(x << 32), toga::bits::clz(x),
+                                 toga::bits::popc(x), toga::bits::popc(static_cast<std::uint32_t>(x)), toga::bits::cto(x),
+                                 toga::geom::round_up(x + 1), toga::geom::class_of(toga::geom::round_up(x + 1))};
+  const char* names[8] = {"ctz(u32)", "ctz(u64)", "clz(u64)", "popc(u64)", "popc(u32)", "cto(u64)", "round_up", "class_of"};
+  std::uint64_t got[8] = {};
+  std::uint64_t* d = nullptr;
+  std::string r;
+  if (cudaMalloc(&d, sizeof got) != cudaSuccess) return "cudaMalloc failed";
+  agpu_bits_kernel<<<1, 1>>>(x, d);
+  const cudaError_t e = cudaMemcpy(got, d, sizeof got, cudaMemcpyDeviceToHost);
+  (void)cudaFree(d);
+  if (e != cudaSuccess) return std::string("bits kernel: ") + cudaGetErrorName(e);
+  for (unsigned k = 0; k < 8 && r.empty(); ++k)
+    if (got[k] != want[k])
+      r = std::string(names[k]) + " is " + std::to_string(got[k]) + " on the device, " + std::to_string(want[k]) + " on the host";
+  cached = r;
+  return r;
+}
+
+//! Second statement of every test: the allocator kernels are not launched when the core's bit
+//! operations are miscompiled for the device; they would corrupt the metadata and trap
+//! (P::fail), which poisons the CUDA context for every later test of the process.
+#define AGPU_REQUIRE_WORKING_BITS()                                                                        \
+  do {                                                                                                     \
+    const std::string agpu_bits_ = agpu_bits_mismatch();                                                   \
+    if (!agpu_bits_.empty())                                                                               \
+      FAIL() << "toga/bits.hpp gives wrong results in device code on this build (" << agpu_bits_          \
+             << "); not launching allocator kernels. Seen with nvcc 13.0 without --expt-relaxed-constexpr: " \
+                "std::is_constant_evaluated() is a __host__ function, and device code that calls it is "   \
+                "compiled as if that path were unreachable (ctz -> 32/64, clz -> 64, popc -> 0).";         \
   } while (0)
 
 //! Returns from the test body if a helper recorded a fatal failure.
@@ -577,16 +638,19 @@ void agpu_every_size(int mode, const char* name) {
 
 TEST(CudaAllocator, EverySizeClassAllocateWriteVerifyFreeAcrossKernels) {
   AGPU_REQUIRE_CUDA_DEVICE();
+  AGPU_REQUIRE_WORKING_BITS();
   AGPU_RUN(agpu_every_size(agpu_plain, "plain"));
 }
 
 TEST(CudaAllocator, CoalescedPartialWarpsEverySize) {
   AGPU_REQUIRE_CUDA_DEVICE();
+  AGPU_REQUIRE_WORKING_BITS();
   AGPU_RUN(agpu_every_size(agpu_coalesced_partial, "coalesced"));
 }
 
 TEST(CudaAllocator, CrossKernelFreesByOtherThreadsPermutation) {
   AGPU_REQUIRE_CUDA_DEVICE();
+  AGPU_REQUIRE_WORKING_BITS();
   agpu_heap h;
   AGPU_RUN(agpu_make_heap(h, std::uint64_t{256} << 20));
   agpu_host_copy c;
@@ -649,6 +713,7 @@ __global__ void agpu_one_alloc_kernel(alloc_view a, std::uint64_t bytes, char** 
 
 TEST(CudaAllocator, ExhaustionReturnsNullThenRecoveryAndQuiescentMerge) {
   AGPU_REQUIRE_CUDA_DEVICE();
+  AGPU_REQUIRE_WORKING_BITS();
   agpu_heap h;
   AGPU_RUN(agpu_make_heap(h, std::uint64_t{64} << 20));
   agpu_host_copy c;
@@ -799,6 +864,7 @@ __global__ void agpu_churn_kernel(alloc_view a, unsigned rounds, std::uint32_t s
 
 TEST(CudaAllocator, MixedChurnOneKernelWithDeadline) {
   AGPU_REQUIRE_CUDA_DEVICE();
+  AGPU_REQUIRE_WORKING_BITS();
   agpu_heap h;
   AGPU_RUN(agpu_make_heap(h, std::uint64_t{256} << 20));
   agpu_host_copy c;

@@ -28,6 +28,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -645,13 +646,39 @@ std::optional<std::uint64_t> check_and_scribble(char* p, std::uint64_t bytes, st
   return bad;
 }
 
-//! A live block in one word: heap offset (32 bits), requested bytes (17 bits), random tag
-//! (15 bits). Never 0 (bytes >= 1). The block's pattern is mix(handle).
-std::uint64_t make_handle(std::uint64_t off, std::uint64_t bytes, std::uint64_t tag) {
-  return off | (bytes << 32) | ((tag & 0x7fff) << 49);
+//! A live block in one word: heap offset (32 bits), requested bytes (17 bits), log2 of the
+//! requested alignment (4 bits, 0: none), random tag (11 bits). Never 0 (bytes >= 1). The
+//! block's pattern is mix(handle).
+std::uint64_t make_handle(std::uint64_t off, std::uint64_t bytes, std::uint64_t tag, std::uint64_t alignment = 0) {
+  const std::uint64_t align_log = alignment ? static_cast<std::uint64_t>(std::countr_zero(alignment)) : 0;
+  return off | (bytes << 32) | (align_log << 49) | ((tag & 0x7ff) << 53);
 }
 std::uint64_t handle_off(std::uint64_t h) { return h & 0xffffffffull; }
 std::uint64_t handle_bytes(std::uint64_t h) { return (h >> 32) & 0x1ffff; }
+std::uint64_t handle_alignment(std::uint64_t h) {
+  const std::uint64_t l = (h >> 49) & 0xf;
+  return l ? std::uint64_t{1} << l : 0;
+}
+//! Served bytes of the block a handle names.
+std::uint64_t handle_served(std::uint64_t h) { return served_bytes(handle_bytes(h), handle_alignment(h)); }
+
+//! A racy look at the buddy tree (relaxed loads, any thread): free bytes in AVAILABLE nodes,
+//! and the largest AVAILABLE block. For diagnosing a nullptr: fragmentation or not.
+struct buddy_snapshot {
+  std::uint64_t free_bytes = 0, largest_free = 0, free_chunk_sized = 0;
+};
+buddy_snapshot snapshot_buddy(const A& a) {
+  buddy_snapshot s;
+  const auto& b = a.small.buddy;
+  for (std::uint64_t v = 1; v < (std::uint64_t{1} << b.levels); ++v) {
+    if (P::load(&b.state[v], toga::relaxed, dev) != toga::node_available) continue;
+    const std::uint64_t bytes = geom::page_bytes << b.height(v);
+    s.free_bytes += bytes;
+    s.largest_free = std::max(s.largest_free, bytes);
+    if (bytes >= geom::chunk_bytes) s.free_chunk_sized += bytes / geom::chunk_bytes;
+  }
+  return s;
+}
 
 //! Quiescent: what UAlloc still holds although nothing is live. Empty bins still listed (their
 //! retirement gave up: try_retire's try_wait(cap) failed) and entirely free chunks still listed
@@ -741,10 +768,12 @@ TEST(AllocatorStress, StormWithCrossThreadFrees) {
   std::vector<mailbox> mail(threads);
   alignas(64) std::uint32_t finished = 0;
 
+  alignas(64) std::uint64_t live = 0;  // served bytes of live blocks (after allocate, before free)
   struct alignas(64) storm_thread {
     std::uint64_t ops = 0, allocs = 0, frees = 0, failed = 0, aligned = 0, large = 0, handed = 0;
     std::uint64_t received = 0, bytes = 0, violations = 0;
     std::string first_violation;
+    std::string failures;  // the first few nullptrs, with the state of the heap
   };
   std::vector<storm_thread> st(threads);
 
@@ -775,12 +804,20 @@ TEST(AllocatorStress, StormWithCrossThreadFrees) {
         p = h.a.allocate(bytes);
       }
       ++me.ops;
+      const std::uint64_t served = served_bytes(bytes, alignment);
       if (!p) {
-        ++me.failed;
+        if (me.failed++ < 3) {
+          const buddy_snapshot b = snapshot_buddy(h.a);
+          me.failures += "\n  thread " + str(g) + " (SM " + str(P::sm_id()) + "): allocate(" + str(bytes) +
+                         (alignment ? ", " + str(alignment) : std::string()) + ") [" + str(served) + " B served] -> nullptr with " +
+                         str(P::load(&live, toga::relaxed, dev)) + " B live; buddy tree: " + str(b.free_bytes) +
+                         " B free, largest free block " + str(b.largest_free) + " B, " + str(b.free_chunk_sized) +
+                         " free chunk-sized regions";
+        }
         return 0;
       }
       ++me.allocs;
-      const std::uint64_t served = served_bytes(bytes, alignment);
+      P::fetch_add(&live, served, toga::relaxed, dev);
       me.bytes += served;
       const std::uint64_t off = static_cast<std::uint64_t>(static_cast<char*>(p) - base);
       if (!h.a.contains(p) || off + served > h.bytes()) violation("block at " + str(off) + " outside the heap");
@@ -788,7 +825,7 @@ TEST(AllocatorStress, StormWithCrossThreadFrees) {
       if (small == (off % geom::page_bytes == 0)) violation("block at " + str(off) + " of " + str(served) + " B on the wrong side of the 4 KiB rule");
       if (off % (small ? std::min<std::uint64_t>(served, 128) : served) != 0) violation("block at " + str(off) + " misaligned for its size " + str(served));
       if (alignment && reinterpret_cast<std::uintptr_t>(p) % alignment != 0) violation("block at " + str(off) + " misses alignment " + str(alignment));
-      const std::uint64_t handle = make_handle(off, bytes, rng.next());
+      const std::uint64_t handle = make_handle(off, bytes, rng.next(), alignment);
       fill_block(static_cast<char*>(p), bytes, mix(handle));
       return handle;
     };
@@ -796,6 +833,7 @@ TEST(AllocatorStress, StormWithCrossThreadFrees) {
       const std::uint64_t off = handle_off(handle), bytes = handle_bytes(handle);
       if (auto bad = check_and_scribble(base + off, bytes, mix(handle)))
         violation("block at " + str(off) + " (" + str(bytes) + " B) corrupted at byte " + str(*bad) + ": another owner wrote it");
+      P::fetch_sub(&live, handle_served(handle), toga::relaxed, dev);
       h.a.deallocate(base + off);
       ++me.frees;
       ++me.ops;
@@ -847,14 +885,17 @@ TEST(AllocatorStress, StormWithCrossThreadFrees) {
 
   std::uint64_t total_ops = 0, allocs = 0, frees = 0, failed = 0, aligned = 0, large = 0, handed = 0;
   std::uint64_t received = 0, bytes = 0;
+  std::string failures;
   for (unsigned g = 0; g < threads; ++g) {
     const storm_thread& t = st[g];
+    failures += t.failures;
     EXPECT_EQ(t.violations, 0u) << "thread " << g << ": " << t.first_violation;
     total_ops += t.ops, allocs += t.allocs, frees += t.frees, failed += t.failed, aligned += t.aligned;
     large += t.large, handed += t.handed, received += t.received, bytes += t.bytes;
   }
   for (const mailbox& m : mail) EXPECT_EQ(m.word, 0u) << "a block was left in a mailbox";
-  EXPECT_EQ(failed, 0u) << "allocations failed although the live memory is far below the heap size";
+  EXPECT_EQ(failed, 0u) << "allocations failed although the live memory is far below the heap size:" << failures;
+  EXPECT_EQ(live, 0u);
   EXPECT_EQ(allocs, frees);
   EXPECT_EQ(toga::collect_statistics(h.a).failed, failed);
   report("allocator storm", threads, total_ops, secs,

@@ -6,6 +6,8 @@
 //! std::countl_zero and std::popcount on some widths to constants (PTX `mov.u32 %r, 32`), found
 //! by the GPU primitive tests. Target dispatch is kept here, in one place: CUDA intrinsics in
 //! device code, compiler builtins on the host, a plain loop in constant evaluation.
+//! __builtin_is_constant_evaluated, not std::is_constant_evaluated: nvcc treats the latter as a
+//! host function and compiles the device path as unreachable (found on the H200).
 #pragma once
 
 #include <cstdint>
@@ -25,7 +27,7 @@ TOGA_HOST_DEVICE constexpr unsigned popc_loop(std::uint64_t x) {
 
 //! Number of set bits.
 TOGA_HOST_DEVICE constexpr unsigned popc(std::uint32_t x) {
-  if (std::is_constant_evaluated()) return detail::popc_loop(x);
+  if (__builtin_is_constant_evaluated()) return detail::popc_loop(x);
 #if defined(__CUDA_ARCH__)
   return static_cast<unsigned>(__popc(x));
 #else
@@ -33,7 +35,7 @@ TOGA_HOST_DEVICE constexpr unsigned popc(std::uint32_t x) {
 #endif
 }
 TOGA_HOST_DEVICE constexpr unsigned popc(std::uint64_t x) {
-  if (std::is_constant_evaluated()) return detail::popc_loop(x);
+  if (__builtin_is_constant_evaluated()) return detail::popc_loop(x);
 #if defined(__CUDA_ARCH__)
   return static_cast<unsigned>(__popcll(x));
 #else
@@ -43,7 +45,7 @@ TOGA_HOST_DEVICE constexpr unsigned popc(std::uint64_t x) {
 //! Trailing zeros; 32 (64) for x == 0.
 TOGA_HOST_DEVICE constexpr unsigned ctz(std::uint32_t x) {
   if (x == 0) return 32;
-  if (std::is_constant_evaluated()) return detail::popc_loop(~x & (x - 1));
+  if (__builtin_is_constant_evaluated()) return detail::popc_loop(~x & (x - 1));
 #if defined(__CUDA_ARCH__)
   return static_cast<unsigned>(__ffs(static_cast<int>(x)) - 1);
 #else
@@ -52,7 +54,7 @@ TOGA_HOST_DEVICE constexpr unsigned ctz(std::uint32_t x) {
 }
 TOGA_HOST_DEVICE constexpr unsigned ctz(std::uint64_t x) {
   if (x == 0) return 64;
-  if (std::is_constant_evaluated()) return detail::popc_loop(~x & (x - 1));
+  if (__builtin_is_constant_evaluated()) return detail::popc_loop(~x & (x - 1));
 #if defined(__CUDA_ARCH__)
   return static_cast<unsigned>(__ffsll(static_cast<long long>(x)) - 1);
 #else
@@ -62,7 +64,7 @@ TOGA_HOST_DEVICE constexpr unsigned ctz(std::uint64_t x) {
 //! Leading zeros; 64 for x == 0.
 TOGA_HOST_DEVICE constexpr unsigned clz(std::uint64_t x) {
   if (x == 0) return 64;
-  if (std::is_constant_evaluated()) {
+  if (__builtin_is_constant_evaluated()) {
     unsigned n = 0;
     while (!(x >> 63)) {
       x <<= 1;

@@ -218,8 +218,11 @@ struct ualloc {
     const std::uint32_t before = P::fetch_add(&h->free, 1u, acq_rel, device_scope);
     if (before == 0 && Bug != ualloc_bug::no_relink_on_refill) reconcile(L, bin);  // it was exhausted: re-link
     L.slot_sem.signal(1, 0);
+    // Retire an empty bin. Not only the free that raised the count to capacity tries: its
+    // try_wait(cap) fails while other frees of the bin have not signalled yet, so every free that
+    // sees an empty bin after its own signal tries (one CAS wins; the others give units back).
     bool retire = false;
-    if (before + 1 == cap) retire = try_retire(L, bin, cap);
+    if (before + 1 == cap || P::load(&h->free, relaxed, device_scope) == cap) retire = try_retire(L, bin, cap);
     if constexpr (Bug != ualloc_bug::free_outside_read_section) L.rcu.read_unlock(e);
     if (retire) {
       L.rcu.retire(bin, [this](std::uint64_t b) { return &bin_at(b)->rcu_next; },
