@@ -126,13 +126,13 @@ struct allocator {
   }
 
   //! At least `bytes` bytes (see the file comment for size and alignment), or nullptr.
-  TOGA_DEVICE void* allocate(std::uint64_t bytes) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void* allocate(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     if (bytes > heap_bytes) return fail_too_large();  // before rounding: round_up overflows past 2^63
     const std::uint64_t s = geom::round_up(bytes ? bytes : 1);
     return allocate_rounded(s, s <= geom::max_class_bytes);
   }
   //! At least `bytes` bytes aligned to `alignment` (a power of two), or nullptr.
-  TOGA_DEVICE void* allocate(std::uint64_t bytes, std::uint64_t alignment) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void* allocate(std::uint64_t bytes, std::uint64_t alignment) const TOGA_NOEXCEPT(P) {
     if (alignment == 0 || (alignment & (alignment - 1))) return nullptr;
     if (bytes > heap_bytes || alignment > heap_bytes) return fail_too_large();
     std::uint64_t s = geom::round_up(bytes ? bytes : 1);
@@ -145,7 +145,7 @@ struct allocator {
   //! class are served as one group (one semaphore operation, bins made in parallel, statistics
   //! aggregated); larger sizes take the per-thread path. Same results and errors as allocate.
   //! Any subset of the warp may call it (partial masks); no lane waits for lanes that do not.
-  TOGA_DEVICE void* allocate_coalesced(std::uint64_t bytes) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void* allocate_coalesced(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     if (bytes > heap_bytes) return fail_too_large();
     const std::uint64_t s = geom::round_up(bytes ? bytes : 1);
     if (s > geom::max_class_bytes) return allocate_rounded(s, false);
@@ -164,10 +164,10 @@ struct allocator {
   }
   //! Warp-cooperative deallocate: the same as deallocate for each calling lane (frees touch
   //! different bins; there is nothing to share).
-  TOGA_DEVICE void deallocate_coalesced(void* ptr) TOGA_NOEXCEPT(P) { deallocate(ptr); }
+  TOGA_DEVICE void deallocate_coalesced(void* ptr) const TOGA_NOEXCEPT(P) { deallocate(ptr); }
 
   //! Frees a block from allocate (any thread, any kernel). nullptr: nothing.
-  TOGA_DEVICE void deallocate(void* ptr) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void deallocate(void* ptr) const TOGA_NOEXCEPT(P) {
     if (ptr == nullptr) return;
     const char* p = static_cast<const char*>(ptr);
     const std::uint64_t off = static_cast<std::uint64_t>(p - small.base);
@@ -205,11 +205,11 @@ struct allocator {
   }
 
  private:
-  TOGA_DEVICE void* fail_too_large() TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void* fail_too_large() const TOGA_NOEXCEPT(P) {
     P::fetch_add(&small.arenas[P::sm_id() % small.num_arenas].stats.failed, std::uint64_t{1}, relaxed, device_scope);
     return nullptr;
   }
-  TOGA_DEVICE void* allocate_rounded(std::uint64_t s, bool use_ualloc) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void* allocate_rounded(std::uint64_t s, bool use_ualloc) const TOGA_NOEXCEPT(P) {
     arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
     std::uint64_t off = no_block;
     std::uint64_t served = s;
@@ -227,7 +227,7 @@ struct allocator {
     count_alloc(st, 1, served);
     return small.base + off;
   }
-  TOGA_DEVICE void count_alloc(arena_stats& st, unsigned n, std::uint64_t bytes) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void count_alloc(arena_stats& st, unsigned n, std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     P::fetch_add(&st.allocations, std::uint64_t{n}, relaxed, device_scope);
     const std::uint64_t used = P::fetch_add(&st.used_bytes, bytes, relaxed, device_scope) + bytes;
     std::uint64_t peak = P::load(&st.peak_used_bytes, relaxed, device_scope);
@@ -235,11 +235,11 @@ struct allocator {
            !P::compare_exchange(&st.peak_used_bytes, peak, used, relaxed, device_scope)) {
     }
   }
-  TOGA_DEVICE void count_free(arena_stats& st, std::uint64_t size) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void count_free(arena_stats& st, std::uint64_t size) const TOGA_NOEXCEPT(P) {
     P::fetch_add(&st.deallocations, std::uint64_t{1}, relaxed, device_scope);
     P::fetch_sub(&st.used_bytes, size, relaxed, device_scope);
   }
-  TOGA_DEVICE void report(heap_error_kind k, std::uint64_t where) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void report(heap_error_kind k, std::uint64_t where) const TOGA_NOEXCEPT(P) {
     const std::uint32_t i = P::fetch_add(&globals->error_count, 1u, relaxed, device_scope);
     if (i < heap_globals::max_errors) {
       P::store(&globals->errors[i][1], where, relaxed, device_scope);

@@ -91,7 +91,7 @@ struct tbuddy {
 
   //! A block of 4 KiB x 2^order, aligned to its size; its offset, or no_block when the heap
   //! has no such block (never blocks forever).
-  TOGA_DEVICE std::uint64_t alloc(unsigned order) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE std::uint64_t alloc(unsigned order) const TOGA_NOEXCEPT(P) {
     if (order > top()) return no_block;
     if (limit && !charge(geom::page_bytes << order)) return no_block;
     unsigned k = order;
@@ -112,7 +112,7 @@ struct tbuddy {
   }
 
   //! Frees the block at `off` (handed out by alloc). Merges with free buddies upward.
-  TOGA_DEVICE void free(std::uint64_t off) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void free(std::uint64_t off) const TOGA_NOEXCEPT(P) {
     std::uint64_t v = leaf_of(off);
     while ((load_state(v) & node_state_mask) != node_allocated) {
       if (v == 1) P::fail("tbuddy::free: no allocated block at this address");
@@ -176,7 +176,7 @@ struct tbuddy {
     return 0;
   }
   //! Tags the owned block at `off` of the given order as a UAlloc chunk.
-  TOGA_DEVICE void tag_chunk(std::uint64_t off, unsigned order) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void tag_chunk(std::uint64_t off, unsigned order) const TOGA_NOEXCEPT(P) {
     const std::uint64_t v = leaf_of(off) >> order;
     const std::uint64_t p = v == 1 ? 1 : v >> 1;
     lock_node(p);
@@ -190,7 +190,7 @@ struct tbuddy {
   }
 
  private:
-  TOGA_DEVICE bool charge(std::uint64_t bytes) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE bool charge(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     const std::uint64_t lim = P::load(&limit->limit, relaxed, device_scope);
     if (lim == 0) return true;
     const std::uint64_t before = P::fetch_add(&limit->reserved, bytes, relaxed, device_scope);
@@ -198,26 +198,26 @@ struct tbuddy {
     P::fetch_sub(&limit->reserved, bytes, relaxed, device_scope);
     return false;
   }
-  TOGA_DEVICE void uncharge(std::uint64_t bytes) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void uncharge(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     if (P::load(&limit->limit, relaxed, device_scope) != 0) P::fetch_sub(&limit->reserved, bytes, relaxed, device_scope);
   }
-  TOGA_DEVICE void set_state(std::uint64_t v, std::uint32_t s) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void set_state(std::uint64_t v, std::uint32_t s) const TOGA_NOEXCEPT(P) {
     P::store(&state[v], s, relaxed, device_scope);
   }
-  TOGA_DEVICE void lock_node(std::uint64_t v) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void lock_node(std::uint64_t v) const TOGA_NOEXCEPT(P) {
     for (unsigned attempt = 0;; ++attempt) {
       std::uint32_t expected = 0;
       if (P::compare_exchange(&lock[v], expected, 1u, acquire, device_scope)) return;
       P::backoff(attempt);
     }
   }
-  TOGA_DEVICE void unlock_node(std::uint64_t v) TOGA_NOEXCEPT(P) { P::store(&lock[v], 0u, release, device_scope); }
+  TOGA_DEVICE void unlock_node(std::uint64_t v) const TOGA_NOEXCEPT(P) { P::store(&lock[v], 0u, release, device_scope); }
 
   TOGA_DEVICE static std::uint32_t derive(std::uint32_t a, std::uint32_t b) {
     return (a == node_available || a == node_partial || b == node_available || b == node_partial) ? node_partial : node_busy;
   }
   // Caller holds lock(p); p is split. Recomputes p and its ancestors; releases every lock.
-  TOGA_DEVICE void propagate_up(std::uint64_t p) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void propagate_up(std::uint64_t p) const TOGA_NOEXCEPT(P) {
     for (;;) {
       const std::uint32_t n = derive(load_state(2 * p), load_state(2 * p + 1));
       if (n == load_state(p)) {
@@ -236,7 +236,7 @@ struct tbuddy {
       p = g;
     }
   }
-  TOGA_DEVICE bool try_claim(std::uint64_t c) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE bool try_claim(std::uint64_t c) const TOGA_NOEXCEPT(P) {
     const std::uint64_t p = c == 1 ? 1 : c >> 1;
     if constexpr (Bug == tbuddy_bug::claim_without_lock) {
       if (load_state(c) != node_available) return false;
@@ -258,7 +258,7 @@ struct tbuddy {
   }
   // Stage 2: we hold a unit of level k, so an AVAILABLE node of height k exists or will appear.
   // Depth-first from the root, child order scattered by the thread (ScatterAlloc's idea, P §4.1).
-  TOGA_DEVICE std::uint64_t search_and_claim(unsigned k) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE std::uint64_t search_and_claim(unsigned k) const TOGA_NOEXCEPT(P) {
     const std::uint64_t salt = scatter_salt();
     for (unsigned attempt = 0;; ++attempt) {
       std::uint64_t v = 1;
@@ -301,7 +301,7 @@ struct tbuddy {
 
   // Split v (owned, ALLOCATED, height h >= 1): keep the left half, publish the right half and
   // pay the promise at level h-1 (made when the climb got GROW there).
-  TOGA_DEVICE std::uint64_t split(std::uint64_t v, unsigned h) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE std::uint64_t split(std::uint64_t v, unsigned h) const TOGA_NOEXCEPT(P) {
     lock_node(v);
     set_state(2 * v, node_allocated);
     set_state(2 * v + 1, node_available);

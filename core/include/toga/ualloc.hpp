@@ -120,7 +120,7 @@ struct ualloc {
   TOGA_DEVICE chunk_header* chunk_at(std::uint64_t off) const { return reinterpret_cast<chunk_header*>(base + off); }
 
   //! One slot of class c; its offset, or no_block when the heap is exhausted.
-  TOGA_DEVICE std::uint64_t allocate(unsigned c) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE std::uint64_t allocate(unsigned c) const TOGA_NOEXCEPT(P) {
     const unsigned a = P::sm_id() % num_arenas;
     class_list<P>& L = arenas[a].lists[c];
     const std::uint32_t cap = geom::capacity(c);
@@ -143,7 +143,7 @@ struct ualloc {
 
   // Stage 2: we own a unit, so a listed bin has a free count reserved for us (publishers link
   // before they signal); a bin between an unlink and a re-link makes us look again.
-  TOGA_DEVICE std::uint64_t stage2(class_list<P>& L, unsigned c) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE std::uint64_t stage2(class_list<P>& L, unsigned c) const TOGA_NOEXCEPT(P) {
     const std::uint32_t e = L.rcu.read_lock();
     std::uint64_t bin = 0;
     std::uint32_t old = 0;
@@ -168,7 +168,7 @@ struct ualloc {
   //! class c) gets one slot. One semaphore CAS for the group; on GROW(m) the lanes of rank < m
   //! each make a bin whose first slots are already taken for the ranks it serves (rank r is
   //! served by bin r / capacity, slot r % capacity). Returns this lane's offset or no_block.
-  TOGA_DEVICE std::uint64_t allocate_group(unsigned c, const coalesced_group<P>& g) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE std::uint64_t allocate_group(unsigned c, const coalesced_group<P>& g) const TOGA_NOEXCEPT(P) {
     if (g.size == 1) return allocate(c);
     const unsigned a = P::sm_id() % num_arenas;
     class_list<P>& L = arenas[a].lists[c];
@@ -196,7 +196,7 @@ struct ualloc {
 
   //! Frees the slot at heap offset `off` (not 4 KiB aligned). Returns false, changing nothing,
   //! when the slot is not allocated (a double free).
-  TOGA_DEVICE bool deallocate(std::uint64_t off, unsigned& class_out) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE bool deallocate(std::uint64_t off, unsigned& class_out) const TOGA_NOEXCEPT(P) {
     const std::uint64_t chunk = off & ~(geom::chunk_bytes - 1);
     const std::uint64_t in = off - chunk;
     const std::uint64_t bin = chunk + std::uint64_t{geom::owner_bin(in)} * geom::page_bytes;
@@ -273,7 +273,7 @@ struct ualloc {
     }
   }
   // A fresh bin: bits >= capacity set, `taken` slots (0..taken-1) in use.
-  TOGA_DEVICE void init_bin(std::uint64_t bin, unsigned c, unsigned a, unsigned taken) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void init_bin(std::uint64_t bin, unsigned c, unsigned a, unsigned taken) const TOGA_NOEXCEPT(P) {
     bin_header* h = bin_at(bin);
     const unsigned cap = geom::capacity(c);
     for (unsigned w = 0; w < geom::bitmap_words; ++w) {
@@ -293,7 +293,7 @@ struct ualloc {
     P::store(&h->prev, std::uint64_t{0}, relaxed, device_scope);
   }
   // Under list_mtx. Readers may stand on the bin: only the links of others change on unlink.
-  TOGA_DEVICE void link_bin(class_list<P>& L, std::uint64_t bin) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void link_bin(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     bin_header* h = bin_at(bin);
     const std::uint64_t head = P::load(&L.head, relaxed, device_scope);
     P::store(&h->next, head, relaxed, device_scope);
@@ -302,7 +302,7 @@ struct ualloc {
     P::store(&h->listed, 1u, relaxed, device_scope);
     P::store(&L.head, bin, release, device_scope);  // publish after initialising
   }
-  TOGA_DEVICE void unlink_bin(class_list<P>& L, std::uint64_t bin) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void unlink_bin(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     bin_header* h = bin_at(bin);
     const std::uint64_t next = P::load(&h->next, relaxed, device_scope);
     const std::uint64_t prev = P::load(&h->prev, relaxed, device_scope);
@@ -312,7 +312,7 @@ struct ualloc {
     P::store(&h->listed, 0u, relaxed, device_scope);  // h->next stays: readers on it go on
   }
   // Converges `listed` with `free` whichever zero crossing came first (spec §5.6).
-  TOGA_DEVICE void reconcile(class_list<P>& L, std::uint64_t bin) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void reconcile(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     bin_header* h = bin_at(bin);
     lock(&L.list_mtx);
     const std::uint32_t f = P::load(&h->free, relaxed, device_scope);
@@ -322,7 +322,7 @@ struct ualloc {
     unlock(&L.list_mtx);
   }
   // Inside L's read-side section. True when the caller now owns the bin's retirement.
-  TOGA_DEVICE bool try_retire(class_list<P>& L, std::uint64_t bin, std::uint32_t cap) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE bool try_retire(class_list<P>& L, std::uint64_t bin, std::uint32_t cap) const TOGA_NOEXCEPT(P) {
     if constexpr (Bug != ualloc_bug::retire_without_try_wait)
       if (!L.slot_sem.try_wait(cap)) return false;  // the units are promised to waiters: keep it
     std::uint32_t expected = cap;
@@ -336,7 +336,7 @@ struct ualloc {
     return true;
   }
   // RCU callback: the bin goes back to its chunk; an entirely free chunk goes back to TBuddy.
-  TOGA_DEVICE void release_bin(std::uint64_t bin) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void release_bin(std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     const unsigned a = P::load(&bin_at(bin)->arena, relaxed, device_scope);
     const unsigned c = P::load(&bin_at(bin)->class_id, relaxed, device_scope);
     P::fetch_sub(&arenas[a].stats.bins[c], std::uint64_t{1}, relaxed, device_scope);
@@ -362,7 +362,7 @@ struct ualloc {
   // Chunk links hold offset + 1 (a chunk may start at offset 0; 0 means "none").
   TOGA_DEVICE static std::uint64_t enc(std::uint64_t chunk) { return chunk + 1; }
   TOGA_DEVICE static std::uint64_t dec(std::uint64_t link) { return link - 1; }
-  TOGA_DEVICE void link_chunk(arena<P>& A, std::uint64_t chunk) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void link_chunk(arena<P>& A, std::uint64_t chunk) const TOGA_NOEXCEPT(P) {
     chunk_header* ch = chunk_at(chunk);
     const std::uint64_t head = P::load(&A.chunk_head, relaxed, device_scope);
     P::store(&ch->next, head, relaxed, device_scope);
@@ -371,7 +371,7 @@ struct ualloc {
     P::store(&ch->listed, 1u, relaxed, device_scope);
     P::store(&A.chunk_head, enc(chunk), relaxed, device_scope);
   }
-  TOGA_DEVICE void unlink_chunk(arena<P>& A, std::uint64_t chunk) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void unlink_chunk(arena<P>& A, std::uint64_t chunk) const TOGA_NOEXCEPT(P) {
     chunk_header* ch = chunk_at(chunk);
     const std::uint64_t next = P::load(&ch->next, relaxed, device_scope);
     const std::uint64_t prev = P::load(&ch->prev, relaxed, device_scope);
@@ -381,7 +381,7 @@ struct ualloc {
     P::store(&ch->listed, 0u, relaxed, device_scope);
   }
   // A free bin of arena a (heap offset), or 0 when no chunk can be had (spec §5.7).
-  TOGA_DEVICE std::uint64_t new_bin(unsigned a) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE std::uint64_t new_bin(unsigned a) const TOGA_NOEXCEPT(P) {
     arena<P>& A = arenas[a];
     if (A.chunk_sem.wait(1, geom::usable_bins) == sem_result::grow) {
       const std::uint64_t chunk = buddy.alloc(geom::chunk_order);

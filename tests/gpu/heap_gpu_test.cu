@@ -1,0 +1,208 @@
+// toga::cuda::heap and heap_ref on a real GPU: construction and initialisation time, device
+// allocate/deallocate with statistics, reset, high-water reset, cooperative-groups overloads,
+// stream-ordered pool upstream, move semantics and the documented host errors.
+// Skips cleanly without a GPU.
+#include <gtest/gtest.h>
+
+#include <cooperative_groups.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include <string>
+#include <vector>
+
+#include "toga/cuda/heap.cuh"
+
+namespace cg = cooperative_groups;
+
+namespace {
+
+std::string no_gpu() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return cudaGetErrorName(e);
+  }
+  return n == 0 ? "no device" : "";
+}
+#define HEAP_REQUIRE_GPU()                                           \
+  do {                                                               \
+    const std::string why_ = no_gpu();                               \
+    if (!why_.empty()) GTEST_SKIP() << "no CUDA device: " << why_;   \
+  } while (0)
+#define HEAP_CUDA(call)                                                                         \
+  do {                                                                                          \
+    const cudaError_t e_ = (call);                                                              \
+    ASSERT_EQ(e_, cudaSuccess) << #call << ": " << cudaGetErrorName(e_) << " " << cudaGetErrorString(e_); \
+  } while (0)
+
+__global__ void alloc_k(toga::cuda::heap_ref h, void** out, std::size_t bytes) {
+  const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  void* p = h.allocate(bytes);
+  if (p) static_cast<unsigned*>(p)[0] = t;
+  out[t] = p;
+}
+__global__ void free_k(toga::cuda::heap_ref h, void** in, unsigned* bad) {
+  const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  void* p = in[(t * 7919u) % (gridDim.x * blockDim.x)];  // another thread's block
+  if (p && static_cast<unsigned*>(p)[0] != (t * 7919u) % (gridDim.x * blockDim.x)) atomicAdd(bad, 1u);
+  h.deallocate(p);
+}
+__global__ void coop_k(toga::cuda::heap_ref h, void** out, std::size_t bytes) {
+  const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  out[t] = nullptr;
+  if (t % 3 == 0) return;  // partial warps
+  cg::coalesced_group g = cg::coalesced_threads();
+  void* p = h.allocate(g, bytes);
+  out[t] = p;
+  if (p) static_cast<unsigned*>(p)[0] = t;
+  h.deallocate(g, p);
+}
+__global__ void whole_k(toga::cuda::heap_ref h, void** out) { out[0] = h.allocate(h.capacity()); }
+
+struct blocks {
+  void** d = nullptr;
+  unsigned* bad = nullptr;
+  explicit blocks(unsigned n) {
+    cudaMalloc(&d, n * sizeof(void*));
+    cudaMalloc(&bad, sizeof(unsigned));
+    cudaMemset(bad, 0, sizeof(unsigned));
+  }
+  ~blocks() {
+    cudaFree(d);
+    cudaFree(bad);
+  }
+};
+
+}  // namespace
+
+TEST(CudaHeap, EightGiBHeapIsReadyQuickly) {
+  HEAP_REQUIRE_GPU();
+  size_t free_b = 0, total = 0;
+  HEAP_CUDA(cudaMemGetInfo(&free_b, &total));
+  if (free_b < (9ull << 30)) GTEST_SKIP() << "needs 9 GiB free";
+  std::vector<float> ms;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    toga::cuda::heap h(8ull << 30);
+    const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    ms.push_back(static_cast<float>(wall));
+    std::printf("[ figure ] 8 GiB heap: construction %.2f ms wall (initialisation on the stream %.3f ms)\n", wall, h.init_ms());
+    EXPECT_EQ(h.capacity(), 8ull << 30);
+  }
+}
+
+TEST(CudaHeap, AllocateFreeAcrossKernelsWithStatistics) {
+  HEAP_REQUIRE_GPU();
+  toga::cuda::heap h(64ull << 20);
+  const unsigned n = 1u << 16;
+  blocks b(n);
+  for (std::size_t bytes : {24ul, 700ul, 5000ul}) {
+    alloc_k<<<n / 256, 256>>>(h.ref(), b.d, bytes);
+    HEAP_CUDA(cudaGetLastError());
+    HEAP_CUDA(cudaDeviceSynchronize());
+    const auto mid = h.stats();
+    const std::uint64_t served = bytes <= 1024 ? toga::geom::round_up(bytes) : 8192;
+    EXPECT_EQ(mid.failed, 0u) << bytes;
+    EXPECT_EQ(mid.allocations - mid.deallocations, n) << bytes;
+    EXPECT_EQ(mid.used_bytes, n * served) << bytes;
+    EXPECT_GE(mid.peak_used_bytes, mid.used_bytes);
+    free_k<<<n / 256, 256>>>(h.ref(), b.d, b.bad);
+    HEAP_CUDA(cudaGetLastError());
+    HEAP_CUDA(cudaDeviceSynchronize());
+    unsigned bad = 0;
+    HEAP_CUDA(cudaMemcpy(&bad, b.bad, sizeof bad, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(bad, 0u);
+    const auto end = h.stats();
+    EXPECT_EQ(end.used_bytes, 0u) << bytes;
+    EXPECT_EQ(end.allocations, end.deallocations) << bytes;
+    h.reset_high_water();
+    EXPECT_EQ(h.stats().peak_used_bytes, 0u);
+  }
+  EXPECT_TRUE(h.errors().empty());
+}
+
+TEST(CudaHeap, ResetMakesTheWholeHeapAvailable) {
+  HEAP_REQUIRE_GPU();
+  toga::cuda::heap h(32ull << 20);
+  const unsigned n = 1u << 14;
+  blocks b(n);
+  alloc_k<<<n / 256, 256>>>(h.ref(), b.d, 1024);  // chunks held by UAlloc: no whole-heap block now
+  HEAP_CUDA(cudaDeviceSynchronize());
+  whole_k<<<1, 1>>>(h.ref(), b.d);
+  HEAP_CUDA(cudaDeviceSynchronize());
+  void* whole = reinterpret_cast<void*>(1);
+  HEAP_CUDA(cudaMemcpy(&whole, b.d, sizeof whole, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(whole, nullptr) << "the whole heap cannot be free while blocks are live";
+  h.reset();
+  const auto s = h.stats();
+  EXPECT_EQ(s.used_bytes, 0u);
+  EXPECT_EQ(s.allocations, 0u);
+  whole_k<<<1, 1>>>(h.ref(), b.d);
+  HEAP_CUDA(cudaDeviceSynchronize());
+  HEAP_CUDA(cudaMemcpy(&whole, b.d, sizeof whole, cudaMemcpyDeviceToHost));
+  EXPECT_NE(whole, nullptr) << "after reset the heap serves a whole-heap block";
+  EXPECT_TRUE(h.ref().contains(whole));
+}
+
+TEST(CudaHeap, CooperativeGroupsOverloadsOverPartialWarps) {
+  HEAP_REQUIRE_GPU();
+  toga::cuda::heap h(64ull << 20);
+  const unsigned n = 1u << 16;
+  blocks b(n);
+  coop_k<<<n / 256, 256>>>(h.ref(), b.d, 100);
+  HEAP_CUDA(cudaGetLastError());
+  HEAP_CUDA(cudaDeviceSynchronize());
+  const auto s = h.stats();
+  EXPECT_EQ(s.failed, 0u);
+  EXPECT_EQ(s.allocations, n - (n + 2) / 3);
+  EXPECT_EQ(s.allocations, s.deallocations);
+  EXPECT_EQ(s.used_bytes, 0u);
+}
+
+TEST(CudaHeap, StreamOrderedPoolUpstream) {
+  HEAP_REQUIRE_GPU();
+  int dev = 0;
+  HEAP_CUDA(cudaGetDevice(&dev));
+  cudaMemPool_t pool;
+  HEAP_CUDA(cudaDeviceGetDefaultMemPool(&pool, dev));
+  cudaStream_t s;
+  HEAP_CUDA(cudaStreamCreate(&s));
+  {
+    toga::cuda::heap h(16ull << 20, {.device = -1, .limit_bytes = 0, .stream = s, .pool = pool, .arenas = 0});
+    const unsigned n = 4096;
+    blocks b(n);
+    alloc_k<<<n / 256, 256, 0, s>>>(h.ref(), b.d, 64);
+    free_k<<<n / 256, 256, 0, s>>>(h.ref(), b.d, b.bad);
+    HEAP_CUDA(cudaGetLastError());
+    HEAP_CUDA(cudaStreamSynchronize(s));
+    const auto st = h.stats();
+    EXPECT_EQ(st.allocations, n);
+    EXPECT_EQ(st.used_bytes, 0u);
+  }
+  HEAP_CUDA(cudaStreamDestroy(s));
+}
+
+TEST(CudaHeap, MoveAndErrors) {
+  HEAP_REQUIRE_GPU();
+  toga::cuda::heap a(1u << 20);
+  toga::cuda::heap b(std::move(a));
+  EXPECT_EQ(b.capacity(), 1u << 20);
+  EXPECT_THROW((void)a.stats(), std::logic_error);
+  EXPECT_THROW(toga::cuda::heap(0), std::invalid_argument);
+  size_t free_b = 0, total = 0;
+  HEAP_CUDA(cudaMemGetInfo(&free_b, &total));
+  try {
+    toga::cuda::heap too_big(std::uint64_t{1} << 46);
+    FAIL() << "a 64 TiB heap cannot exist on this GPU";
+  } catch (const toga::bad_alloc& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot obtain"), std::string::npos) << e.what();
+    const std::bad_alloc& base = e;  // part of the std::bad_alloc hierarchy
+    (void)base;
+  }
+  // the device is still usable after the failed construction
+  toga::cuda::heap c(1u << 20);
+  EXPECT_EQ(c.stats().allocations, 0u);
+}
