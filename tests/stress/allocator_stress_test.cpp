@@ -666,9 +666,12 @@ std::uint64_t handle_served(std::uint64_t h) { return served_bytes(handle_bytes(
 //! and the largest AVAILABLE block. For diagnosing a nullptr: fragmentation or not.
 struct buddy_snapshot {
   std::uint64_t free_bytes = 0, largest_free = 0, free_chunk_sized = 0;
+  std::int64_t chunks = 0;  // chunks UAlloc holds (all arenas)
 };
 buddy_snapshot snapshot_buddy(const A& a) {
   buddy_snapshot s;
+  for (unsigned i = 0; i < a.small.num_arenas; ++i)
+    s.chunks += static_cast<std::int64_t>(P::load(&a.small.arenas[i].stats.chunks, toga::relaxed, dev));
   const auto& b = a.small.buddy;
   for (std::uint64_t v = 1; v < (std::uint64_t{1} << b.levels); ++v) {
     if (P::load(&b.state[v], toga::relaxed, dev) != toga::node_available) continue;
@@ -812,7 +815,7 @@ TEST(AllocatorStress, StormWithCrossThreadFrees) {
                          (alignment ? ", " + str(alignment) : std::string()) + ") [" + str(served) + " B served] -> nullptr with " +
                          str(P::load(&live, toga::relaxed, dev)) + " B live; buddy tree: " + str(b.free_bytes) +
                          " B free, largest free block " + str(b.largest_free) + " B, " + str(b.free_chunk_sized) +
-                         " free chunk-sized regions";
+                         " free chunk-sized regions; UAlloc holds " + std::to_string(b.chunks) + " chunks";
         }
         return 0;
       }
@@ -894,6 +897,10 @@ TEST(AllocatorStress, StormWithCrossThreadFrees) {
     large += t.large, handed += t.handed, received += t.received, bytes += t.bytes;
   }
   for (const mailbox& m : mail) EXPECT_EQ(m.word, 0u) << "a block was left in a mailbox";
+  // A nullptr here is a core fault: the live blocks never need more than a few MiB. The
+  // snapshot taken at each failure tells the kind: much free memory (or a free root) right
+  // after the failure means free units were invisible to the climb; a heap full of chunks with
+  // little live memory means memory held back (e.g. retired bins awaiting a grace period).
   EXPECT_EQ(failed, 0u) << "allocations failed although the live memory is far below the heap size:" << failures;
   EXPECT_EQ(live, 0u);
   EXPECT_EQ(allocs, frees);
