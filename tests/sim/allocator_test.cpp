@@ -74,7 +74,10 @@ TEST(Allocator, WarpCooperativeAllocatePassesOverPartialWarps) {
   for (auto params : std::vector<std::vector<std::pair<const char*, std::int64_t>>>{
            {{"coalesced", 1}},
            {{"coalesced", 1}, {"threads", 3}, {"warps", 2}, {"sms", 1}},
-           {{"coalesced", 1}, {"size", 1024}, {"threads", 4}, {"warps", 1}, {"sms", 1}}}) {
+           {{"coalesced", 1}, {"size", 1024}, {"threads", 4}, {"warps", 1}, {"sms", 1}},
+           // groups as large as a bin: the producer's bin is created full and must stay unlisted
+           {{"coalesced", 1}, {"size", 1024}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"leak", 1}},
+           {{"coalesced", 1}, {"size", 128}, {"threads", 32}, {"warps", 1}, {"sms", 1}, {"leak", 1}, {"ops", 3}}}) {
     const auto s = explore("alloc-storm", params, ts::strategy_kind::portfolio, 20'000);
     EXPECT_FALSE(s.first_failure) << failure_text(s);
   }

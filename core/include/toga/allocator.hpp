@@ -150,8 +150,10 @@ struct allocator {
     const std::uint64_t s = geom::round_up(bytes ? bytes : 1);
     if (s > geom::max_class_bytes) return allocate_rounded(s, false);
     const unsigned c = geom::class_of(s);
-    const auto g = coalesced_group<P>::by_key(std::uint64_t{c} + 1);
-    const std::uint64_t off = small.allocate_group(c, g);
+    const unsigned a = P::sm_id() % small.num_arenas;
+    // Key: the class list's semaphore address [DECISION spec §2.6]: unique per heap, arena, class.
+    const auto g = coalesced_group<P>::by_key(reinterpret_cast<std::uintptr_t>(&small.arenas[a].lists[c].slot_sem));
+    const std::uint64_t off = small.allocate_group(a, c, g);
     // statistics: one update per group, by its leader
     const std::uint32_t ok = g.ballot(off != no_block);
     if (g.is_leader()) {
@@ -219,6 +221,7 @@ struct allocator {
       const unsigned order = geom::order_of(s);
       served = geom::page_bytes << order;
       off = small.buddy.alloc(order);
+      if (off == no_block && small.reclaim()) off = small.buddy.alloc(order);  // chunks UAlloc could give back
     }
     if (off == no_block) {
       P::fetch_add(&st.failed, std::uint64_t{1}, relaxed, device_scope);

@@ -85,6 +85,13 @@ class bulk_semaphore {
     if (f.e < b || f.c + n > c_max) P::fail("bulk_semaphore::signal: E < b or C overflows (invariant S1)");
   }
 
+  //! Adds b promised units to E (a producer announcing a batch it already holds; settle it
+  //! with signal(b, b) or withdraw it with signal(0, b)).
+  TOGA_DEVICE void promise(word_t b) TOGA_NOEXCEPT(P) {
+    const word_t old = P::fetch_add(&word_, b << e_shift, relaxed, device_scope);
+    if (unpack(old).e + b > e_max) P::fail("bulk_semaphore::promise: E overflows (invariant S1)");
+  }
+
   //! Non-blocking: takes n units from C if C >= n (acquire); ignores E and R.
   TOGA_DEVICE bool try_wait(word_t n) TOGA_NOEXCEPT(P) {
     word_t cur = P::load(&word_, relaxed, device_scope);

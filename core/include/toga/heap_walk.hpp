@@ -1,7 +1,7 @@
 //! @file toga/heap_walk.hpp
 //! Quiescent heap inspection (host code over host-visible memory; nothing may run in the heap
 //! meanwhile): the live blocks (leak reports), the invariants of allocator-spec §8 that hold at
-//! quiescence (G6, S5, T1-T3, T7, U1-U3, R4), fragmentation quality (T6: unmerged buddy pairs,
+//! quiescence (G6, S5, T1-T4, U1-U3, U5, R4; T7 is checked by the exhaust-recover scenario), fragmentation quality (T6: unmerged buddy pairs,
 //! counted, not asserted) and a quiescent merge of free buddies.
 //! The simulator runs these after every schedule; the CUDA backend after copying the heap back.
 #pragma once

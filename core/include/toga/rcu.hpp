@@ -73,6 +73,24 @@ class rcu_domain {
     }
     std::uint32_t zero = 0;
     if (!P::compare_exchange(&pending_, zero, 1u, seq_cst, device_scope)) return {true, 0};  // delegated
+    return {false, run_barrier(link_of, reclaim)};
+  }
+
+  //! Runs the callbacks of items retired so far (after a grace period), unless a barrier is
+  //! already pending (it will). Never call it inside a read-side section of this domain. For
+  //! reclamation under memory pressure. Returns the callbacks it ran.
+  template <class LinkOf, class Reclaim>
+  TOGA_DEVICE unsigned flush(LinkOf link_of, Reclaim reclaim) TOGA_NOEXCEPT(P) {
+    if (P::load(&cb_head_, relaxed, device_scope) == 0) return 0;
+    std::uint32_t zero = 0;
+    if (!P::compare_exchange(&pending_, zero, 1u, seq_cst, device_scope)) return 0;
+    return run_barrier(link_of, reclaim);
+  }
+
+ private:
+  // We set pending: become the barrier (spec §4.6 steps 1-5).
+  template <class LinkOf, class Reclaim>
+  TOGA_DEVICE unsigned run_barrier(LinkOf link_of, Reclaim reclaim) TOGA_NOEXCEPT(P) {
     lock_barrier();
     std::uint64_t batch;
     if constexpr (Bug == rcu_bug::collect_before_clear) {
@@ -84,7 +102,7 @@ class rcu_domain {
     }
     if (batch == 0) {  // a previous barrier took our item: it covers it
       unlock_barrier();
-      return {false, 0};
+      return 0;
     }
     flip_and_wait();  // (3) flip, (4) grace period
     unlock_barrier();
@@ -95,8 +113,10 @@ class rcu_domain {
       batch = next;
       ++n;
     }
-    return {false, n};
+    return n;
   }
+
+ public:
 
   //! Classical grace period: returns when every reader that was inside a read-side critical
   //! section at the call has left it.
@@ -111,6 +131,8 @@ class rcu_domain {
   std::uint32_t readers_raw(unsigned parity) const { return readers_[parity & 1u]; }
   std::uint32_t pending_raw() const { return pending_; }
   std::uint64_t cb_head_raw() const { return cb_head_; }
+  //! The retired-item list head word (for a cheap "anything pending?" load).
+  std::uint64_t& cb_head_word() { return cb_head_; }
 
  private:
   TOGA_DEVICE void flip_and_wait() TOGA_NOEXCEPT(P) {

@@ -41,7 +41,7 @@ enum : std::uint32_t { node_busy = 0, node_available = 1, node_partial = 2, node
 inline constexpr std::uint32_t node_chunk_tag = 4;
 inline constexpr std::uint32_t node_state_mask = 3;
 
-//! Optional byte limit below the heap size (heap_config::limit_bytes). Touched only when a
+//! Optional byte limit below the heap size (toga::cuda::heap_options::limit_bytes; init_after_zero). Touched only when a
 //! limit is set: a global counter, updated once per TBuddy block (not per small allocation).
 struct byte_limit {
   std::uint64_t limit;     //!< 0: no limit
@@ -97,7 +97,10 @@ struct tbuddy {
     unsigned k = order;
     for (;;) {
       if (k == top()) {
-        if (sem[k].try_wait(1)) break;
+        // Nobody can produce a root, but frees in flight may have promised one (a merge cascade
+        // holds its memory until it publishes the merged block): wait(1, 1) takes a unit, waits
+        // for such a promise, or returns GROW (promising nothing) when none is coming: OOM.
+        if (sem[k].wait(1, 1) == sem_result::ok) break;
         if constexpr (Bug != tbuddy_bug::oom_keeps_promises)
           for (unsigned j = order; j < top(); ++j) sem[j].signal(0, 1);  // withdraw the climb's promises
         if (limit) uncharge(geom::page_bytes << order);
@@ -127,6 +130,10 @@ struct tbuddy {
       unlock_node(1);
       return;
     }
+    // The block we hold is announced as a promise at the level we hold it at, moved up with each
+    // merge and delivered where the cascade stops: allocators that climb meanwhile wait for it
+    // instead of failing while the memory is in our hands (no spurious out-of-memory).
+    sem[n].promise(1);
     std::uint64_t p = v >> 1;
     lock_node(p);
     for (;;) {
@@ -147,9 +154,11 @@ struct tbuddy {
       }
       if (merged) {
         set_state(v, node_busy);  // v and y are covered; we own p (order n + 1)
+        sem[n + 1].promise(1);    // move our promise up (announce first, then withdraw below)
+        sem[n].signal(0, 1);
         if (p == 1) {
           set_state(1, node_available);
-          sem[n + 1].signal(1, 0);
+          sem[n + 1].signal(1, 1);
           unlock_node(1);
           return;
         }
@@ -162,7 +171,7 @@ struct tbuddy {
         continue;  // state[v] stays PARTIAL (stale) until written below, under lock(g)
       }
       set_state(v, node_available);
-      sem[n].signal(1, 0);  // while lock(p) is held (spec §6.6)
+      sem[n].signal(1, 1);  // deliver the promise, while lock(p) is held (spec §6.6)
       propagate_up(p);
       return;
     }

@@ -120,8 +120,9 @@ struct ualloc {
   TOGA_DEVICE chunk_header* chunk_at(std::uint64_t off) const { return reinterpret_cast<chunk_header*>(base + off); }
 
   //! One slot of class c; its offset, or no_block when the heap is exhausted.
-  TOGA_DEVICE std::uint64_t allocate(unsigned c) const TOGA_NOEXCEPT(P) {
-    const unsigned a = P::sm_id() % num_arenas;
+  TOGA_DEVICE std::uint64_t allocate(unsigned c) const TOGA_NOEXCEPT(P) { return allocate_in(P::sm_id() % num_arenas, c); }
+  //! The same in arena a.
+  TOGA_DEVICE std::uint64_t allocate_in(unsigned a, unsigned c) const TOGA_NOEXCEPT(P) {
     class_list<P>& L = arenas[a].lists[c];
     const std::uint32_t cap = geom::capacity(c);
     if (L.slot_sem.wait(1, cap) == sem_result::grow) {
@@ -168,9 +169,9 @@ struct ualloc {
   //! class c) gets one slot. One semaphore CAS for the group; on GROW(m) the lanes of rank < m
   //! each make a bin whose first slots are already taken for the ranks it serves (rank r is
   //! served by bin r / capacity, slot r % capacity). Returns this lane's offset or no_block.
-  TOGA_DEVICE std::uint64_t allocate_group(unsigned c, const coalesced_group<P>& g) const TOGA_NOEXCEPT(P) {
-    if (g.size == 1) return allocate(c);
-    const unsigned a = P::sm_id() % num_arenas;
+  //! `a` is the arena whose class list keyed the group (the same for every lane).
+  TOGA_DEVICE std::uint64_t allocate_group(unsigned a, unsigned c, const coalesced_group<P>& g) const TOGA_NOEXCEPT(P) {
+    if (g.size == 1) return allocate_in(a, c);
     class_list<P>& L = arenas[a].lists[c];
     const std::uint32_t cap = geom::capacity(c);
     const collective_wait_result w = L.slot_sem.wait_collective(g, 1, cap);
@@ -183,9 +184,11 @@ struct ualloc {
         L.slot_sem.signal(0, left);
       } else {
         init_bin(bin, c, a, static_cast<unsigned>(cap - left));
-        lock(&L.list_mtx);
-        link_bin(L, bin);
-        unlock(&L.list_mtx);
+        if (left > 0) {  // a bin the group fills completely stays unlisted (U2) until a free re-links it
+          lock(&L.list_mtx);
+          link_bin(L, bin);
+          unlock(&L.list_mtx);
+        }
         L.slot_sem.signal(left, left);
         P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{1}, relaxed, device_scope);
       }
@@ -224,11 +227,35 @@ struct ualloc {
     bool retire = false;
     if (before + 1 == cap || P::load(&h->free, relaxed, device_scope) == cap) retire = try_retire(L, bin, cap);
     if constexpr (Bug != ualloc_bug::free_outside_read_section) L.rcu.read_unlock(e);
-    if (retire) {
-      L.rcu.retire(bin, [this](std::uint64_t b) { return &bin_at(b)->rcu_next; },
-                   [this](std::uint64_t b) { release_bin(b); });
-    }
+    if (retire) retire_bin(L, bin);
     return true;
+  }
+
+  //! Under memory pressure, before an allocation returns nullptr: retires the empty bins that
+  //! stay listed (their last free's try_wait lost a race) and runs every pending RCU callback in
+  //! every arena, so that bins go back to their chunks and free chunks back to TBuddy. Never call
+  //! it inside a read-side section. Returns whether anything was reclaimed.
+  TOGA_DEVICE bool reclaim() const TOGA_NOEXCEPT(P) {
+    bool any = false;
+    for (unsigned a = 0; a < num_arenas; ++a)
+      for (unsigned c = 0; c < geom::num_classes; ++c) {
+        class_list<P>& L = arenas[a].lists[c];
+        if (P::load(&L.head, relaxed, device_scope) == 0 && P::load(&L.rcu.cb_head_word(), relaxed, device_scope) == 0) continue;
+        const std::uint32_t cap = geom::capacity(c);
+        constexpr unsigned batch = 8;
+        std::uint64_t empty[batch];
+        unsigned n = 0;
+        const std::uint32_t e = L.rcu.read_lock();
+        for (std::uint64_t b = P::load(&L.head, acquire, device_scope); b != 0 && n < batch;
+             b = P::load(&bin_at(b)->next, acquire, device_scope))
+          if (P::load(&bin_at(b)->free, relaxed, device_scope) == cap && try_retire(L, b, cap)) empty[n++] = b;
+        L.rcu.read_unlock(e);
+        for (unsigned i = 0; i < n; ++i) retire_bin(L, empty[i]);
+        any |= n > 0;
+        any |= L.rcu.flush([this](std::uint64_t b) { return &bin_at(b)->rcu_next; },
+                           [this](std::uint64_t b) { release_bin(b); }) > 0;
+      }
+    return any;
   }
 
   //! Heap offset of slot i of class c in the bin at heap offset `bin`.
@@ -238,6 +265,9 @@ struct ualloc {
   }
 
  private:
+  TOGA_DEVICE void retire_bin(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
+    L.rcu.retire(bin, [this](std::uint64_t b) { return &bin_at(b)->rcu_next; }, [this](std::uint64_t b) { release_bin(b); });
+  }
   TOGA_DEVICE static void lock(std::uint32_t* m) TOGA_NOEXCEPT(P) {
     for (unsigned attempt = 0;; ++attempt) {
       std::uint32_t expected = 0;
@@ -384,7 +414,8 @@ struct ualloc {
   TOGA_DEVICE std::uint64_t new_bin(unsigned a) const TOGA_NOEXCEPT(P) {
     arena<P>& A = arenas[a];
     if (A.chunk_sem.wait(1, geom::usable_bins) == sem_result::grow) {
-      const std::uint64_t chunk = buddy.alloc(geom::chunk_order);
+      std::uint64_t chunk = buddy.alloc(geom::chunk_order);
+      if (chunk == no_block && reclaim()) chunk = buddy.alloc(geom::chunk_order);
       if (chunk == no_block) {
         A.chunk_sem.signal(0, geom::usable_bins - 1);
         return 0;
