@@ -132,7 +132,7 @@ class rcu_domain {
   std::uint32_t pending_raw() const { return pending_; }
   std::uint64_t cb_head_raw() const { return cb_head_; }
   //! The retired-item list head word (for a cheap "anything pending?" load).
-  std::uint64_t& cb_head_word() { return cb_head_; }
+  TOGA_HOST_DEVICE std::uint64_t& cb_head_word() { return cb_head_; }
 
  private:
   TOGA_DEVICE void flip_and_wait() TOGA_NOEXCEPT(P) {
