@@ -10,11 +10,15 @@
 #define TOGA_HOST_DEVICE __host__ __device__
 #define TOGA_DEVICE __device__
 #define TOGA_FORCEINLINE __forceinline__
+#define TOGA_NOINLINE __noinline__
 #else
 #define TOGA_HOST_DEVICE
 #define TOGA_DEVICE
 #define TOGA_FORCEINLINE inline __attribute__((always_inline))
+#define TOGA_NOINLINE __attribute__((noinline))
 #endif
+// TOGA_NOINLINE keeps cold paths (reclamation under memory pressure, making new bins) out of the
+// hot path's register allocation on the GPU.
 
 //! `noexcept` for core operations, conditional on the platform.
 //!

@@ -235,7 +235,7 @@ struct ualloc {
   //! stay listed (their last free's try_wait lost a race) and runs every pending RCU callback in
   //! every arena, so that bins go back to their chunks and free chunks back to TBuddy. Never call
   //! it inside a read-side section. Returns whether anything was reclaimed.
-  TOGA_DEVICE bool reclaim() const TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE TOGA_NOINLINE bool reclaim() const TOGA_NOEXCEPT(P) {
     bool any = false;
     for (unsigned a = 0; a < num_arenas; ++a)
       for (unsigned c = 0; c < geom::num_classes; ++c) {
