@@ -245,6 +245,7 @@ struct heap_inst final : instance {
   std::vector<std::pair<std::string, double>> metrics() const override {
     return {{"utilisation (peak live bytes / heap bytes)", double(peak_live_bytes) / double(a.heap_bytes)},
             {"peak live bytes", double(peak_live_bytes)},
+            {"allocations", double(tag_counter)},
             {"failed allocations", double(failures)},
             {"unmerged buddy pairs at the end (T6)", double(quality.unmerged_pairs)},
             {"bins left at the end", double(quality.bins)},
