@@ -277,8 +277,8 @@ struct pop_inst final : instance {
   collective_mutex<P, MB> m;
   std::uint32_t head = 1;
   std::vector<std::uint32_t> next;
-  std::vector<std::uint32_t> got;
   unsigned nodes;
+  std::vector<std::uint32_t> got;
   pop_inst(world& w, const params& p)
       : nodes(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("nodes", w.config().lanes() + 2)))),
         got(w.config().lanes(), 0) {
