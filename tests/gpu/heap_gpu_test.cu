@@ -60,6 +60,16 @@ __global__ void coop_k(toga::cuda::heap_ref h, void** out, std::size_t bytes) {
   if (p) static_cast<unsigned*>(p)[0] = t;
   h.deallocate(g, p);
 }
+using checked_allocator = toga::allocator<toga::cuda::platform, toga::ualloc_bug::none, toga::tbuddy_bug::none, true>;
+__global__ void bad_frees_k(checked_allocator a, char* foreign) {
+  char* small = static_cast<char*>(a.allocate(64));
+  char* big = static_cast<char*>(a.allocate(8192));
+  a.deallocate(small);
+  a.deallocate(small);       // double free
+  a.deallocate(big + 4096);  // inside a block
+  a.deallocate(foreign);     // not from this heap
+  a.deallocate(big);
+}
 __global__ void whole_k(toga::cuda::heap_ref h, void** out) { out[0] = h.allocate(h.capacity()); }
 
 struct blocks {
@@ -183,6 +193,33 @@ TEST(CudaHeap, StreamOrderedPoolUpstream) {
     EXPECT_EQ(st.used_bytes, 0u);
   }
   HEAP_CUDA(cudaStreamDestroy(s));
+}
+
+// The checked mode on the GPU: a checked view over a heap's memory reports bad frees in the
+// heap's error log, read by the host after the kernel.
+TEST(CudaHeap, CheckedFreesAreLoggedOnTheDevice) {
+  HEAP_REQUIRE_GPU();
+  toga::cuda::heap h(8u << 20);
+  const auto& v = h.ref().view();
+  checked_allocator c;
+  c.small = v.small;
+  c.globals = v.globals;
+  c.heap_bytes = v.heap_bytes;
+  char* foreign = nullptr;
+  HEAP_CUDA(cudaMalloc(&foreign, 256));
+  bad_frees_k<<<1, 1>>>(c, foreign);
+  HEAP_CUDA(cudaGetLastError());
+  HEAP_CUDA(cudaDeviceSynchronize());
+  const auto errs = h.errors();
+  ASSERT_EQ(errs.size(), 3u);
+  EXPECT_EQ(errs[0].kind, toga::heap_error_kind::double_free);
+  EXPECT_EQ(errs[1].kind, toga::heap_error_kind::invalid_pointer);
+  EXPECT_EQ(errs[2].kind, toga::heap_error_kind::foreign_pointer);
+  EXPECT_EQ(errs[2].where, reinterpret_cast<std::uint64_t>(foreign));
+  const auto s = h.stats();
+  EXPECT_EQ(s.used_bytes, 0u);
+  EXPECT_EQ(s.errors, 3u);
+  HEAP_CUDA(cudaFree(foreign));
 }
 
 TEST(CudaHeap, MoveAndErrors) {

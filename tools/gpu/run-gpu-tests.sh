@@ -11,3 +11,12 @@ cmake --build --preset cuda -j 16 > "$out/build.log" 2>&1 || { grep -E "error" -
 ctest --preset cuda -L gpu --output-on-failure 2>&1 | tee "$out/ctest-gpu.log" | tail -15
 ./build/cuda/tests/toga_gpu_tests 2>&1 > "$out/gtest-gpu.log"; grep -E "^\[  (PASSED|FAILED) |tests from .* ran|M/s|M operations|utilisation|Obtained|obtained" "$out/gtest-gpu.log" | head -40
 ctest --preset cuda -LE gpu --output-on-failure 2>&1 | tail -4
+# compute-sanitizer on a reduced stress run and the heap tests
+for tool in memcheck racecheck; do
+  TOGA_STRESS_THREADS=8192 TOGA_STRESS_SECONDS=0.3 compute-sanitizer --tool $tool --error-exitcode 9 \
+    ./build/cuda/tests/toga_gpu_tests --gtest_filter='CudaStress.*:CudaHeap.AllocateFree*:CudaHeap.Cooperative*' \
+    > "$out/sanitizer-$tool.log" 2>&1
+  echo "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY' "$out/sanitizer-$tool.log" | tail -1))"
+done
+# register use of kernels that only allocate / only free (T13)
+./build/cuda/tools/toga-example-lists 2>&1 | tail -3
