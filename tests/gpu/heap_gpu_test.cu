@@ -106,7 +106,7 @@ TEST(CudaHeap, EightGiBHeapIsReadyQuickly) {
 
 TEST(CudaHeap, AllocateFreeAcrossKernelsWithStatistics) {
   HEAP_REQUIRE_GPU();
-  toga::cuda::heap h(64ull << 20);
+  toga::cuda::heap h(1ull << 30);  // 2^16 x 8 KiB = 512 MiB live at the largest size
   const unsigned n = 1u << 16;
   blocks b(n);
   for (std::size_t bytes : {24ul, 700ul, 5000ul}) {
@@ -200,7 +200,8 @@ TEST(CudaHeap, StreamOrderedPoolUpstream) {
 TEST(CudaHeap, CheckedFreesAreLoggedOnTheDevice) {
   HEAP_REQUIRE_GPU();
   toga::cuda::heap h(8u << 20);
-  const auto& v = h.ref().view();
+  const toga::cuda::heap_ref r = h.ref();
+  const auto& v = r.view();
   checked_allocator c;
   c.small = v.small;
   c.globals = v.globals;

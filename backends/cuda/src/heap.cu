@@ -44,13 +44,17 @@ heap::heap(std::uint64_t bytes, heap_options options) : options_(options) {
   if (options_.device < 0) TOGA_CUDA_TRY(cudaGetDevice(&options_.device));
   device_ = options_.device;
   TOGA_CUDA_TRY(cudaSetDevice(device_));
+  const unsigned levels = toga::heap_layout::levels_for(bytes);
   unsigned arenas = options_.arenas;
   if (arenas == 0) {
+    // One arena per SM, but at most one per 4 chunks of heap: every arena must be able to hold
+    // chunks (a 64 MiB heap has 128 chunks; 132 arenas would leave SMs with none).
     int sms = 0;
     TOGA_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));
-    arenas = static_cast<unsigned>(sms);
+    const std::uint64_t by_size = (toga::geom::page_bytes << (levels - 1)) / (4 * toga::geom::chunk_bytes);
+    arenas = static_cast<unsigned>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(static_cast<std::uint64_t>(sms), by_size)));
   }
-  layout_ = toga::heap_layout::make<platform>(toga::heap_layout::levels_for(bytes), arenas);
+  layout_ = toga::heap_layout::make<platform>(levels, arenas);
   const std::uint64_t heap_bytes = toga::geom::page_bytes << (layout_.levels - 1);
   const std::uint64_t upstream = heap_bytes + toga::geom::page_bytes;  // room to align the base to 4 KiB
   cudaError_t e;

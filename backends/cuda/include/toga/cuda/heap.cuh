@@ -65,7 +65,8 @@ struct heap_options {
                                   //!< blocks > 1 KiB); 0: no limit
   cudaStream_t stream = nullptr;  //!< stream for initialisation, copies and pool allocations
   cudaMemPool_t pool = nullptr;   //!< upstream: nullptr = cudaMalloc; else cudaMallocFromPoolAsync on `stream`
-  unsigned arenas = 0;            //!< UAlloc arenas; 0: one per SM (%smid picks the arena)
+  unsigned arenas = 0;            //!< UAlloc arenas (%smid modulo arenas picks one); 0: one per SM, at most
+                                  //!< one per 2 MiB of heap (4 chunks), so that every arena can hold chunks
 };
 
 using device_allocator = toga::allocator<platform>;
