@@ -63,12 +63,14 @@ __global__ void coop_k(toga::cuda::heap_ref h, void** out, std::size_t bytes) {
 using checked_allocator = toga::allocator<toga::cuda::platform, toga::ualloc_bug::none, toga::tbuddy_bug::none, true>;
 __global__ void bad_frees_k(checked_allocator a, char* foreign) {
   char* small = static_cast<char*>(a.allocate(64));
+  char* keep = static_cast<char*>(a.allocate(64));  // keeps the bin live: the second free is a double free
   char* big = static_cast<char*>(a.allocate(8192));
   a.deallocate(small);
   a.deallocate(small);       // double free
   a.deallocate(big + 4096);  // inside a block
   a.deallocate(foreign);     // not from this heap
   a.deallocate(big);
+  a.deallocate(keep);
 }
 __global__ void whole_k(toga::cuda::heap_ref h, void** out) { out[0] = h.allocate(h.capacity()); }
 
