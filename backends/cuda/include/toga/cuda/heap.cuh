@@ -104,7 +104,8 @@ class heap_ref {
   __host__ __device__ std::uint64_t capacity() const noexcept { return a_.heap_bytes; }
 
   explicit heap_ref(const device_allocator& a) : a_(a) {}
-  const device_allocator& view() const noexcept { return a_; }
+  //! The core allocator view (host and device).
+  __host__ __device__ const device_allocator& view() const noexcept { return a_; }
 
  private:
   device_allocator a_;
