@@ -55,6 +55,7 @@
 
 #include <cuda_runtime.h>
 
+#include "gpu_test_support.cuh"
 #include "toga/allocator.hpp"
 #include "toga/cuda/platform.cuh"
 #include "toga/heap_walk.hpp"
@@ -75,16 +76,7 @@ static_assert(std::is_trivially_copyable_v<alloc_view>, "toga::allocator must be
 constexpr unsigned kBlock = 256;  //!< threads per block in every kernel
 
 //! Empty when a CUDA device is usable, else why not.
-std::string agpu_no_device_reason() {
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-  }
-  if (count == 0) return "cudaGetDeviceCount returned 0";
-  return {};
-}
+std::string agpu_no_device_reason() { return ::toga::test::no_cuda_device_reason(); }
 
 __global__ void agpu_nsmid_kernel(unsigned* out) { *out = P::num_sms(); }
 

@@ -7,21 +7,12 @@
 #include <string>
 
 #include "conformance.hpp"
+#include "gpu_test_support.cuh"
 #include "toga/cuda/heap.cuh"
 
 namespace tc = toga::conformance;
 
 namespace {
-std::string conf_no_gpu() {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return cudaGetErrorName(e);
-  }
-  return n == 0 ? "no device" : "";
-}
-
 __global__ void conformance_k(toga::cuda::heap_ref h, tc::state s) {
   const unsigned me = blockIdx.x * blockDim.x + threadIdx.x;
   if (me >= s.lanes) return;
@@ -30,8 +21,7 @@ __global__ void conformance_k(toga::cuda::heap_ref h, tc::state s) {
 }  // namespace
 
 TEST(CudaConformance, SharedBodyOnTheGpu) {
-  const std::string why = conf_no_gpu();
-  if (!why.empty()) GTEST_SKIP() << "no CUDA device: " << why;
+  TOGA_TEST_REQUIRE_GPU();
   struct run {
     unsigned block, blocks, rounds;
     bool coalesced;

@@ -12,31 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "gpu_test_support.cuh"
 #include "toga/cuda/heap.cuh"
 
 namespace cg = cooperative_groups;
 
 namespace {
-
-std::string no_gpu() {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return cudaGetErrorName(e);
-  }
-  return n == 0 ? "no device" : "";
-}
-#define HEAP_REQUIRE_GPU()                                           \
-  do {                                                               \
-    const std::string why_ = no_gpu();                               \
-    if (!why_.empty()) GTEST_SKIP() << "no CUDA device: " << why_;   \
-  } while (0)
-#define HEAP_CUDA(call)                                                                         \
-  do {                                                                                          \
-    const cudaError_t e_ = (call);                                                              \
-    ASSERT_EQ(e_, cudaSuccess) << #call << ": " << cudaGetErrorName(e_) << " " << cudaGetErrorString(e_); \
-  } while (0)
 
 __global__ void alloc_k(toga::cuda::heap_ref h, void** out, std::size_t bytes) {
   const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -91,9 +72,9 @@ struct blocks {
 }  // namespace
 
 TEST(CudaHeap, EightGiBHeapIsReadyQuickly) {
-  HEAP_REQUIRE_GPU();
+  TOGA_TEST_REQUIRE_GPU();
   size_t free_b = 0, total = 0;
-  HEAP_CUDA(cudaMemGetInfo(&free_b, &total));
+  TOGA_TEST_CUDA(cudaMemGetInfo(&free_b, &total));
   if (free_b < (9ull << 30)) GTEST_SKIP() << "needs 9 GiB free";
   std::vector<float> ms;
   for (int i = 0; i < 3; ++i) {
@@ -107,14 +88,14 @@ TEST(CudaHeap, EightGiBHeapIsReadyQuickly) {
 }
 
 TEST(CudaHeap, AllocateFreeAcrossKernelsWithStatistics) {
-  HEAP_REQUIRE_GPU();
+  TOGA_TEST_REQUIRE_GPU();
   toga::cuda::heap h(1ull << 30);  // 2^16 x 8 KiB = 512 MiB live at the largest size
   const unsigned n = 1u << 16;
   blocks b(n);
   for (std::size_t bytes : {24ul, 700ul, 5000ul}) {
     alloc_k<<<n / 256, 256>>>(h.ref(), b.d, bytes);
-    HEAP_CUDA(cudaGetLastError());
-    HEAP_CUDA(cudaDeviceSynchronize());
+    TOGA_TEST_CUDA(cudaGetLastError());
+    TOGA_TEST_CUDA(cudaDeviceSynchronize());
     const auto mid = h.stats();
     const std::uint64_t served = bytes <= 1024 ? toga::geom::round_up(bytes) : 8192;
     EXPECT_EQ(mid.failed, 0u) << bytes;
@@ -122,10 +103,10 @@ TEST(CudaHeap, AllocateFreeAcrossKernelsWithStatistics) {
     EXPECT_EQ(mid.used_bytes, n * served) << bytes;
     EXPECT_GE(mid.peak_used_bytes, mid.used_bytes);
     free_k<<<n / 256, 256>>>(h.ref(), b.d, b.bad);
-    HEAP_CUDA(cudaGetLastError());
-    HEAP_CUDA(cudaDeviceSynchronize());
+    TOGA_TEST_CUDA(cudaGetLastError());
+    TOGA_TEST_CUDA(cudaDeviceSynchronize());
     unsigned bad = 0;
-    HEAP_CUDA(cudaMemcpy(&bad, b.bad, sizeof bad, cudaMemcpyDeviceToHost));
+    TOGA_TEST_CUDA(cudaMemcpy(&bad, b.bad, sizeof bad, cudaMemcpyDeviceToHost));
     EXPECT_EQ(bad, 0u);
     const auto end = h.stats();
     EXPECT_EQ(end.used_bytes, 0u) << bytes;
@@ -137,36 +118,36 @@ TEST(CudaHeap, AllocateFreeAcrossKernelsWithStatistics) {
 }
 
 TEST(CudaHeap, ResetMakesTheWholeHeapAvailable) {
-  HEAP_REQUIRE_GPU();
+  TOGA_TEST_REQUIRE_GPU();
   toga::cuda::heap h(32ull << 20);
   const unsigned n = 1u << 14;
   blocks b(n);
   alloc_k<<<n / 256, 256>>>(h.ref(), b.d, 1024);  // chunks held by UAlloc: no whole-heap block now
-  HEAP_CUDA(cudaDeviceSynchronize());
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
   whole_k<<<1, 1>>>(h.ref(), b.d);
-  HEAP_CUDA(cudaDeviceSynchronize());
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
   void* whole = reinterpret_cast<void*>(1);
-  HEAP_CUDA(cudaMemcpy(&whole, b.d, sizeof whole, cudaMemcpyDeviceToHost));
+  TOGA_TEST_CUDA(cudaMemcpy(&whole, b.d, sizeof whole, cudaMemcpyDeviceToHost));
   EXPECT_EQ(whole, nullptr) << "the whole heap cannot be free while blocks are live";
   h.reset();
   const auto s = h.stats();
   EXPECT_EQ(s.used_bytes, 0u);
   EXPECT_EQ(s.allocations, 0u);
   whole_k<<<1, 1>>>(h.ref(), b.d);
-  HEAP_CUDA(cudaDeviceSynchronize());
-  HEAP_CUDA(cudaMemcpy(&whole, b.d, sizeof whole, cudaMemcpyDeviceToHost));
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  TOGA_TEST_CUDA(cudaMemcpy(&whole, b.d, sizeof whole, cudaMemcpyDeviceToHost));
   EXPECT_NE(whole, nullptr) << "after reset the heap serves a whole-heap block";
   EXPECT_TRUE(h.ref().contains(whole));
 }
 
 TEST(CudaHeap, CooperativeGroupsOverloadsOverPartialWarps) {
-  HEAP_REQUIRE_GPU();
+  TOGA_TEST_REQUIRE_GPU();
   toga::cuda::heap h(64ull << 20);
   const unsigned n = 1u << 16;
   blocks b(n);
   coop_k<<<n / 256, 256>>>(h.ref(), b.d, 100);
-  HEAP_CUDA(cudaGetLastError());
-  HEAP_CUDA(cudaDeviceSynchronize());
+  TOGA_TEST_CUDA(cudaGetLastError());
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
   const auto s = h.stats();
   EXPECT_EQ(s.failed, 0u);
   EXPECT_EQ(s.allocations, n - (n + 2) / 3);
@@ -175,32 +156,32 @@ TEST(CudaHeap, CooperativeGroupsOverloadsOverPartialWarps) {
 }
 
 TEST(CudaHeap, StreamOrderedPoolUpstream) {
-  HEAP_REQUIRE_GPU();
+  TOGA_TEST_REQUIRE_GPU();
   int dev = 0;
-  HEAP_CUDA(cudaGetDevice(&dev));
+  TOGA_TEST_CUDA(cudaGetDevice(&dev));
   cudaMemPool_t pool;
-  HEAP_CUDA(cudaDeviceGetDefaultMemPool(&pool, dev));
+  TOGA_TEST_CUDA(cudaDeviceGetDefaultMemPool(&pool, dev));
   cudaStream_t s;
-  HEAP_CUDA(cudaStreamCreate(&s));
+  TOGA_TEST_CUDA(cudaStreamCreate(&s));
   {
     toga::cuda::heap h(16ull << 20, {.device = -1, .limit_bytes = 0, .stream = s, .pool = pool, .arenas = 0});
     const unsigned n = 4096;
     blocks b(n);
     alloc_k<<<n / 256, 256, 0, s>>>(h.ref(), b.d, 64);
     free_k<<<n / 256, 256, 0, s>>>(h.ref(), b.d, b.bad);
-    HEAP_CUDA(cudaGetLastError());
-    HEAP_CUDA(cudaStreamSynchronize(s));
+    TOGA_TEST_CUDA(cudaGetLastError());
+    TOGA_TEST_CUDA(cudaStreamSynchronize(s));
     const auto st = h.stats();
     EXPECT_EQ(st.allocations, n);
     EXPECT_EQ(st.used_bytes, 0u);
   }
-  HEAP_CUDA(cudaStreamDestroy(s));
+  TOGA_TEST_CUDA(cudaStreamDestroy(s));
 }
 
 // The checked mode on the GPU: a checked view over a heap's memory reports bad frees in the
 // heap's error log, read by the host after the kernel.
 TEST(CudaHeap, CheckedFreesAreLoggedOnTheDevice) {
-  HEAP_REQUIRE_GPU();
+  TOGA_TEST_REQUIRE_GPU();
   toga::cuda::heap h(8u << 20);
   const toga::cuda::heap_ref r = h.ref();
   const auto& v = r.view();
@@ -209,10 +190,10 @@ TEST(CudaHeap, CheckedFreesAreLoggedOnTheDevice) {
   c.globals = v.globals;
   c.heap_bytes = v.heap_bytes;
   char* foreign = nullptr;
-  HEAP_CUDA(cudaMalloc(&foreign, 256));
+  TOGA_TEST_CUDA(cudaMalloc(&foreign, 256));
   bad_frees_k<<<1, 1>>>(c, foreign);
-  HEAP_CUDA(cudaGetLastError());
-  HEAP_CUDA(cudaDeviceSynchronize());
+  TOGA_TEST_CUDA(cudaGetLastError());
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
   const auto errs = h.errors();
   ASSERT_EQ(errs.size(), 3u);
   EXPECT_EQ(errs[0].kind, toga::heap_error_kind::double_free);
@@ -222,18 +203,18 @@ TEST(CudaHeap, CheckedFreesAreLoggedOnTheDevice) {
   const auto s = h.stats();
   EXPECT_EQ(s.used_bytes, 0u);
   EXPECT_EQ(s.errors, 3u);
-  HEAP_CUDA(cudaFree(foreign));
+  TOGA_TEST_CUDA(cudaFree(foreign));
 }
 
 TEST(CudaHeap, MoveAndErrors) {
-  HEAP_REQUIRE_GPU();
+  TOGA_TEST_REQUIRE_GPU();
   toga::cuda::heap a(1u << 20);
   toga::cuda::heap b(std::move(a));
   EXPECT_EQ(b.capacity(), 1u << 20);
   EXPECT_THROW((void)a.stats(), std::logic_error);
   EXPECT_THROW(toga::cuda::heap(0), std::invalid_argument);
   size_t free_b = 0, total = 0;
-  HEAP_CUDA(cudaMemGetInfo(&free_b, &total));
+  TOGA_TEST_CUDA(cudaMemGetInfo(&free_b, &total));
   try {
     toga::cuda::heap too_big(std::uint64_t{1} << 46);
     FAIL() << "a 64 TiB heap cannot exist on this GPU";

@@ -16,6 +16,7 @@
 
 #include <cuda_runtime.h>
 
+#include "gpu_test_support.cuh"
 #include "toga/cuda/platform.cuh"
 
 namespace {
@@ -27,16 +28,7 @@ using P = toga::cuda::platform;
 // -----------------------------------------------------------------------------------------
 
 //! Empty when a CUDA device is usable, else why not.
-std::string no_device_reason() {
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();  // clear the error so that it does not leak into later calls
-    return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-  }
-  if (count == 0) return "cudaGetDeviceCount returned 0";
-  return {};
-}
+std::string no_device_reason() { return ::toga::test::no_cuda_device_reason(); }
 
 //! First statement of every test: skips (not fails) without a usable device.
 #define TOGA_REQUIRE_CUDA_DEVICE()                                              \

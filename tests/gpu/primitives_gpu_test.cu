@@ -43,6 +43,8 @@
 //! Without a CUDA device (CI) every test skips cleanly via GTEST_SKIP.
 #include <gtest/gtest.h>
 
+#include "gpu_test_support.cuh"
+
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -72,16 +74,7 @@ using P = toga::cuda::platform;
 // -----------------------------------------------------------------------------------------
 
 //! Empty when a CUDA device is usable, else why not.
-std::string prim_no_device_reason() {
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-  }
-  if (count == 0) return "cudaGetDeviceCount returned 0";
-  return {};
-}
+std::string prim_no_device_reason() { return ::toga::test::no_cuda_device_reason(); }
 
 //! Prints the device once per process (name, SMs), for the logs.
 void prim_print_device_once() {

@@ -12,19 +12,10 @@
 #include <string>
 #include <thread>
 
+#include "gpu_test_support.cuh"
 #include "toga/cuda/heap.cuh"
 
 namespace {
-
-std::string stress_no_gpu() {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return cudaGetErrorName(e);
-  }
-  return n == 0 ? "no device" : "";
-}
 
 __device__ unsigned long long mix(unsigned long long x) {
   x ^= x >> 31;
@@ -103,8 +94,7 @@ bool wait_with_deadline(cudaStream_t s, double seconds) {
 }  // namespace
 
 TEST(CudaStress, RandomSizesVerifiedForSeconds) {
-  const std::string why = stress_no_gpu();
-  if (!why.empty()) GTEST_SKIP() << "no CUDA device: " << why;
+  TOGA_TEST_REQUIRE_GPU();
   const unsigned n = std::getenv("TOGA_STRESS_THREADS") ? static_cast<unsigned>(std::atoi(std::getenv("TOGA_STRESS_THREADS"))) : 1u << 20;
   const double seconds = std::getenv("TOGA_STRESS_SECONDS") ? std::atof(std::getenv("TOGA_STRESS_SECONDS")) : 30.0;
   // live data is at most n blocks of <= 8 KiB (average about 1.2 KiB): 16 GiB covers the worst

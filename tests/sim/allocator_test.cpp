@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sim_test_support.hpp"
 #include "toga/sim/runner.hpp"
 #include "toga/sim/scenario.hpp"
 
@@ -26,11 +27,7 @@ ts::explore_summary explore(const char* scenario, std::vector<std::pair<const ch
   return ts::explore(*sc, o);
 }
 
-std::string failure_text(const ts::explore_summary& s) {
-  if (!s.first_failure) return "none in " + std::to_string(s.schedules);
-  return std::string(ts::to_string(s.first_failure->result.kind)) + ": " + s.first_failure->result.message +
-         "\n  replay: " + s.first_failure->replay_command;
-}
+using toga::test::failure_text;
 
 }  // namespace
 

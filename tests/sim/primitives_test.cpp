@@ -9,6 +9,7 @@
 
 #include "toga/rcu.hpp"
 #include "toga/sim/platform.hpp"
+#include "sim_test_support.hpp"
 #include "toga/sim/runner.hpp"
 #include "toga/sim/scenario.hpp"
 #include "toga/sim/world.hpp"
@@ -36,11 +37,7 @@ ts::explore_summary explore(const setting& s, ts::strategy_kind k, std::uint64_t
   return ts::explore(*sc, o);
 }
 
-std::string failure_text(const ts::explore_summary& s) {
-  if (!s.first_failure) return "none in " + std::to_string(s.schedules);
-  return std::string(ts::to_string(s.first_failure->result.kind)) + ": " + s.first_failure->result.message +
-         "\n  replay: " + s.first_failure->replay_command;
-}
+using toga::test::failure_text;
 
 }  // namespace
 
