@@ -5,7 +5,7 @@
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev
           libboost-fiber1.81-dev libboost-context1.81-dev libtbb-dev
-          libcli11-dev nlohmann-json3-dev libfmt-dev libbenchmark-dev)
+          libcli11-dev nlohmann-json3-dev libfmt-dev libbenchmark-dev zlib1g-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
