@@ -129,13 +129,7 @@ struct allocator {
   TOGA_DEVICE void* allocate(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     if (bytes > heap_bytes) return fail_too_large();  // before rounding: round_up overflows past 2^63
     const std::uint64_t s = geom::round_up(bytes ? bytes : 1);
-    void* p = allocate_rounded(s, s <= geom::max_class_bytes);
-    // Before reporting exhaustion, let UAlloc give back what it holds for nothing (stranded empty
-    // bins, bins waiting for a grace period, their chunks) and try once more. Here, after the
-    // failed attempt has settled everything, little is live across the call: the hot path keeps
-    // its registers.
-    if (p == nullptr && small.reclaim()) p = allocate_rounded(s, s <= geom::max_class_bytes);
-    return p;
+    return allocate_rounded(s, s <= geom::max_class_bytes);
   }
   //! At least `bytes` bytes aligned to `alignment` (a power of two), or nullptr.
   TOGA_DEVICE void* allocate(std::uint64_t bytes, std::uint64_t alignment) const TOGA_NOEXCEPT(P) {
@@ -144,10 +138,7 @@ struct allocator {
     std::uint64_t s = geom::round_up(bytes ? bytes : 1);
     if (alignment > s) s = alignment;
     // UAlloc slots are aligned to min(s, 128); beyond 128 only TBuddy blocks are aligned enough.
-    const bool small_path = s <= geom::max_class_bytes && alignment <= geom::bin_header_bytes;
-    void* p = allocate_rounded(s, small_path);
-    if (p == nullptr && small.reclaim()) p = allocate_rounded(s, small_path);
-    return p;
+    return allocate_rounded(s, s <= geom::max_class_bytes && alignment <= geom::bin_header_bytes);
   }
 
   //! Warp-cooperative allocate: lanes of a warp that call it together with sizes of the same
@@ -162,8 +153,7 @@ struct allocator {
     const unsigned a = P::sm_id() % small.num_arenas;
     // Key: the class list's semaphore address [DECISION spec §2.6]: unique per heap, arena, class.
     const auto g = coalesced_group<P>::by_key(reinterpret_cast<std::uintptr_t>(&small.arenas[a].lists[c].slot_sem));
-    std::uint64_t off = small.allocate_group(a, c, g);
-    if (off == no_block && small.reclaim()) off = small.allocate_in(a, c);  // once more, on its own
+    const std::uint64_t off = small.allocate_group(a, c, g);
     // statistics: one update per group, by its leader
     const std::uint32_t ok = g.ballot(off != no_block);
     if (g.is_leader()) {
@@ -231,6 +221,7 @@ struct allocator {
       const unsigned order = geom::order_of(s);
       served = geom::page_bytes << order;
       off = small.buddy.alloc(order);
+      if (off == no_block && small.reclaim()) off = small.buddy.alloc(order);  // chunks UAlloc could give back
     }
     if (off == no_block) {
       P::fetch_add(&st.failed, std::uint64_t{1}, relaxed, device_scope);

@@ -414,7 +414,8 @@ struct ualloc {
   TOGA_DEVICE std::uint64_t new_bin(unsigned a) const TOGA_NOEXCEPT(P) {
     arena<P>& A = arenas[a];
     if (A.chunk_sem.wait(1, geom::usable_bins) == sem_result::grow) {
-      const std::uint64_t chunk = buddy.alloc(geom::chunk_order);
+      std::uint64_t chunk = buddy.alloc(geom::chunk_order);
+      if (chunk == no_block && reclaim()) chunk = buddy.alloc(geom::chunk_order);
       if (chunk == no_block) {
         A.chunk_sem.signal(0, geom::usable_bins - 1);
         return 0;
