@@ -178,19 +178,8 @@ std::string agpu_bits_mismatch() {
     if (HasFatalFailure()) return;          \
   } while (0)
 
-//! Owning device buffer of n T's.
 template <class T>
-struct agpu_buffer {
-  T* ptr = nullptr;
-  std::size_t n = 0;
-  agpu_buffer() = default;
-  agpu_buffer(const agpu_buffer&) = delete;
-  agpu_buffer& operator=(const agpu_buffer&) = delete;
-  ~agpu_buffer() {
-    if (ptr != nullptr) (void)cudaFree(ptr);
-  }
-  std::size_t bytes() const { return n * sizeof(T); }
-};
+using agpu_buffer = ::toga::test::device_buffer<T>;
 
 #define AGPU_ALLOC(buf, count)                                                         \
   do {                                                                                 \

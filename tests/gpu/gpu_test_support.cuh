@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <string>
 
 namespace toga::test {
@@ -20,6 +21,20 @@ inline std::string no_cuda_device_reason() {
   }
   return n == 0 ? "cudaGetDeviceCount returned 0" : "";
 }
+
+//! Owning device buffer of n T's (freed on destruction); fill `ptr` and `n` with cudaMalloc.
+template <class T>
+struct device_buffer {
+  T* ptr = nullptr;
+  std::size_t n = 0;
+  device_buffer() = default;
+  device_buffer(const device_buffer&) = delete;
+  device_buffer& operator=(const device_buffer&) = delete;
+  ~device_buffer() {
+    if (ptr != nullptr) (void)cudaFree(ptr);
+  }
+  std::size_t bytes() const { return n * sizeof(T); }
+};
 }  // namespace toga::test
 
 //! First statement of a GPU test: GTEST_SKIP (not a failure) without a usable device.

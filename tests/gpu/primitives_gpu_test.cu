@@ -105,19 +105,8 @@ void prim_print_device_once() {
              << ") from `" #call "` at " __FILE__ ":" << __LINE__;                        \
   } while (0)
 
-//! Owning device buffer of n T's.
 template <class T>
-struct prim_buffer {
-  T* ptr = nullptr;
-  std::size_t n = 0;
-  prim_buffer() = default;
-  prim_buffer(const prim_buffer&) = delete;
-  prim_buffer& operator=(const prim_buffer&) = delete;
-  ~prim_buffer() {
-    if (ptr != nullptr) (void)cudaFree(ptr);
-  }
-  std::size_t bytes() const { return n * sizeof(T); }
-};
+using prim_buffer = ::toga::test::device_buffer<T>;
 
 #define PRIM_ALLOC(buf, count)                                                             \
   do {                                                                                     \
