@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The README's main job: install what is missing, configure, build, then run toga-sim over the
-# built-in scenarios (the planted bugs must be found, the correct ones must pass) and print the
-# summary of each exploration.
+# The README's main job: install what is missing, configure, build toga-bench, then run the
+# benchmark protocol's quick profile (every case T1-T13) and print the table: on the GPU when
+# one is present (toga against cuda-malloc and bump, same run), else in the fiber simulator
+# (toga-sim against bump-sim; figures are host time, for trends only). The JSON with every
+# repetition goes to build/default/bench-quick.json. Extra arguments go to `toga-bench run`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup-debian.sh
 source tools/env.sh
 cmake --preset default
-cmake --build --preset default --target toga-sim
-./build/default/tools/toga-sim list
-echo
-./build/default/tools/toga-sim demo --schedules "${TOGA_DEMO_SCHEDULES:-5000}"
+cmake --build --preset default --target toga-bench
+bench=./build/default/tools/toga-bench
+[ -x "$bench" ] || { echo "toga: toga-bench was not built (it needs zlib, CLI11 and nlohmann-json; see the configure output)" >&2; exit 1; }
+$bench list | tail -3
+exec $bench run --profile quick --json build/default/bench-quick.json "$@"

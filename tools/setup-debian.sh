@@ -2,10 +2,17 @@
 # Installs what toga needs to build and test on Debian bookworm, and nothing that is already
 # there. Uses sudo when not run as root. The CUDA toolkit (nvcc) is not a Debian package: it is
 # used when found on PATH or in /usr/local/cuda/bin, and the CUDA parts are skipped otherwise.
+# On another system (no apt-get, or not Debian bookworm) it installs nothing, names what is
+# missing and exits 0: CMake then builds what the installed packages allow (e.g. the CUDA targets
+# without the simulator), and a folder .deps/usr made by tools/gpu/stage-deps.sh is used.
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev
           libboost-fiber1.81-dev libboost-context1.81-dev libtbb-dev
-          libcli11-dev nlohmann-json3-dev libfmt-dev libbenchmark-dev zlib1g-dev)
+          libcli11-dev nlohmann-json3-dev libfmt-dev libbenchmark-dev zlib1g-dev python3-matplotlib)
+if ! command -v dpkg-query >/dev/null || ! grep -qs 'VERSION_CODENAME=bookworm' /etc/os-release; then
+  echo "toga setup: not Debian bookworm; installing nothing (the build uses what is installed)"
+  exit 0
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,121 @@
+// Checks the JSON that the smoke run (`toga-bench run --allocators toga-sim --profile quick`, the
+// CTest fixture toga_bench.sim_smoke) wrote: the schema of docs/benchmarks.md, every case T1-T13
+// present for toga-sim and its reference bump-sim, no failure or corrupt block for toga-sim, and
+// figures that are consistent with their repetitions.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+nlohmann::json load() {
+  const char* path = std::getenv("TOGA_BENCH_JSON");
+  if (!path) throw std::runtime_error("TOGA_BENCH_JSON is not set (run through ctest: the fixture writes the file)");
+  std::ifstream f(path);
+  if (!f) throw std::runtime_error(std::string("cannot read ") + path + ": did the toga_bench.sim_smoke test run?");
+  return nlohmann::json::parse(f);
+}
+
+const nlohmann::json& doc() {
+  static const nlohmann::json d = load();
+  return d;
+}
+
+TEST(BenchJson, Header) {
+  const auto& d = doc();
+  EXPECT_EQ(d.at("schema"), "toga-bench/1");
+  for (const char* k : {"command", "commit", "date", "profile", "seed", "reps", "seconds", "graphs", "errors", "rows"})
+    EXPECT_TRUE(d.contains(k)) << "missing header field " << k;
+  EXPECT_TRUE(d.at("command").get<std::string>().find("toga-bench") != std::string::npos);
+  EXPECT_TRUE(d.at("environment").contains("sim"));
+  EXPECT_TRUE(d.at("errors").empty()) << d.at("errors").dump(1);
+}
+
+TEST(BenchJson, RowSchema) {
+  const auto& rows = doc().at("rows");
+  ASSERT_FALSE(rows.empty());
+  for (const auto& r : rows) {
+    for (const char* k : {"allocator", "case", "op", "param", "note"}) ASSERT_TRUE(r.at(k).is_string()) << k << " in " << r.dump();
+    for (const char* k : {"size", "threads", "ops_per_rep", "failures", "corrupt"})
+      ASSERT_TRUE(r.at(k).is_number_unsigned()) << k << " in " << r.dump();
+    ASSERT_TRUE(r.at("ms").is_array());
+    ASSERT_TRUE(r.at("metrics").is_object());
+    for (const char* k : {"median_ms", "min_ms", "max_ms", "ops_per_s", "ratio_cuda_malloc", "ratio_bump"})
+      ASSERT_TRUE(r.contains(k)) << k;
+    EXPECT_TRUE(r.at("ratio_cuda_malloc").is_null()) << "simulator rows have no cuda-malloc reference";
+    if (!r.at("ms").empty()) {
+      const double med = r.at("median_ms"), lo = r.at("min_ms"), hi = r.at("max_ms");
+      EXPECT_LE(lo, med);
+      EXPECT_LE(med, hi);
+      for (const auto& m : r.at("ms")) EXPECT_GE(m.get<double>(), 0.0);
+      if (r.at("ops_per_rep").get<std::uint64_t>() > 0 && med > 0) EXPECT_GT(r.at("ops_per_s").get<double>(), 0.0);
+    } else {
+      EXPECT_TRUE(r.at("median_ms").is_null());
+    }
+  }
+}
+
+TEST(BenchJson, EveryCaseForTogaSimAndItsReference) {
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const auto& r : doc().at("rows")) seen.insert({r.at("case"), r.at("allocator")});
+  for (int t = 1; t <= 13; ++t) {
+    const std::string c = "T" + std::to_string(t);
+    EXPECT_TRUE(seen.count({c, "toga-sim"})) << c << " has no toga-sim row";
+    EXPECT_TRUE(seen.count({c, "bump-sim"})) << c << " has no bump-sim row";
+  }
+}
+
+TEST(BenchJson, TogaSimNeverFailsNorCorrupts) {
+  for (const auto& r : doc().at("rows")) {
+    EXPECT_EQ(r.at("corrupt"), 0) << r.dump();
+    if (r.at("allocator") == "toga-sim") EXPECT_EQ(r.at("failures"), 0) << r.dump();
+  }
+}
+
+TEST(BenchJson, TimedTogaSimRowsHaveEveryRepetitionAndARatioToBump) {
+  const unsigned reps = doc().at("reps");
+  unsigned timed = 0, with_ratio = 0;
+  for (const auto& r : doc().at("rows")) {
+    if (r.at("allocator") != "toga-sim" || r.at("ms").empty()) continue;
+    ++timed;
+    const std::string c = r.at("case");
+    if (c != "T9" && c != "T11") EXPECT_EQ(r.at("ms").size(), reps) << r.dump();  // T9/T11: one entry per round
+    if (!r.at("ratio_bump").is_null()) {
+      ++with_ratio;
+      EXPECT_GT(r.at("ratio_bump").get<double>(), 0.0);
+    }
+  }
+  EXPECT_GT(timed, 20u);
+  EXPECT_GT(with_ratio, timed / 2);
+}
+
+TEST(BenchJson, CaseFigures) {
+  bool util = false, range = false, graph = false;
+  for (const auto& r : doc().at("rows")) {
+    if (r.at("allocator") != "toga-sim") continue;
+    const auto& m = r.at("metrics");
+    if (r.at("case") == "T8") {
+      ASSERT_TRUE(m.contains("utilisation")) << r.dump();
+      EXPECT_GT(m.at("utilisation").get<double>(), 0.5);
+      EXPECT_LE(m.at("utilisation").get<double>(), 1.0);
+      util = true;
+    }
+    if (r.at("case") == "T9") {
+      ASSERT_TRUE(m.contains("range_ratio")) << r.dump();
+      EXPECT_GE(m.at("range_ratio").get<double>(), 1.0);
+      range = true;
+    }
+    if (r.at("case") == "T10" || r.at("case") == "T11") {
+      EXPECT_FALSE(r.at("param").get<std::string>().empty()) << "graph rows name their graph";
+      graph = true;
+    }
+    if (r.at("case") == "T13") EXPECT_FALSE(r.at("note").get<std::string>().empty()) << "registers need the GPU: say so";
+  }
+  EXPECT_TRUE(util && range && graph);
+}
+
+}  // namespace

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""toga-plot: turns toga-bench JSON files (schema toga-bench/1) into PNG charts.
+
+    python3 tools/plot/toga-plot.py RESULT.json [MORE.json ...] --out docs/img [--prefix h100-]
+
+Charts (one PNG each, written only when the input holds the case):
+  throughput.png   T1 allocations/s vs size, alloc and free, one line per allocator (log-log)
+  scaling.png      T4 kernel time vs thread count, one panel per size
+  churn.png        T5 malloc+free pairs/s per size, bars per allocator
+  utilisation.png  T8 bytes obtained / heap bytes per size, bars per allocator
+  graph.png        T11 ms per insertion and deletion round, one panel per graph
+Rows of several files are drawn together; the allocator label gets the file's GPU name when the
+files come from different GPUs. Needs matplotlib (Debian: python3-matplotlib).
+"""
+import argparse
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+COLOURS = {"toga": "#1f77b4", "cuda-malloc": "#d62728", "bump": "#7f7f7f",
+           "toga-sim": "#1f77b4", "bump-sim": "#7f7f7f"}
+
+
+def load(paths):
+    rows = []
+    gpus = set()
+    for p in paths:
+        with open(p) as f:
+            doc = json.load(f)
+        if doc.get("schema") != "toga-bench/1":
+            sys.exit(f"toga-plot: {p}: not a toga-bench/1 JSON file (schema={doc.get('schema')!r})")
+        gpu = doc.get("environment", {}).get("gpu", {}).get("name") or "simulator"
+        gpus.add(gpu)
+        for r in doc["rows"]:
+            r["_gpu"] = gpu
+            rows.append(r)
+    tag = len(gpus) > 1
+    for r in rows:
+        r["_label"] = f"{r['allocator']} ({r['_gpu']})" if tag else r["allocator"]
+    return rows, sorted(gpus)
+
+
+def series(rows, **match):
+    return [r for r in rows if all(r.get(k) == v for k, v in match.items())]
+
+
+def fmt_bytes(b):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if b < 1024 or b % 1024:
+            return f"{b} {unit}"
+        b //= 1024
+    return f"{b} TiB"
+
+
+def colour(label):
+    return COLOURS.get(label.split(" ")[0])
+
+
+def plot_throughput(rows, out, title):
+    t1 = [r for r in rows if r["case"] == "T1" and r["ops_per_s"]]
+    if not t1:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for ax, op in zip(axes, ("alloc", "free")):
+        for label in sorted({r["_label"] for r in t1}):
+            pts = sorted((r["size"], r["ops_per_s"]) for r in t1 if r["_label"] == label and r["op"] == op)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=label, color=colour(label))
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("allocation size (bytes)")
+        ax.set_title(f"T1 {op}")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("operations / s")
+    axes[0].legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    path = os.path.join(out, "throughput.png")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_scaling(rows, out, title):
+    t4 = [r for r in rows if r["case"] == "T4" and r["op"] == "alloc" and r["median_ms"] is not None]
+    if not t4:
+        return None
+    sizes = sorted({r["size"] for r in t4})
+    fig, axes = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes), 4), squeeze=False)
+    for ax, s in zip(axes[0], sizes):
+        for label in sorted({r["_label"] for r in t4}):
+            pts = sorted((r["threads"], r["median_ms"]) for r in t4 if r["_label"] == label and r["size"] == s)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=label, color=colour(label))
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("threads")
+        ax.set_title(f"T4 alloc, {fmt_bytes(s)}")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("kernel ms (median)")
+    axes[0][0].legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    path = os.path.join(out, "scaling.png")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def bars(rows, value, ylabel, name, case_title, out, title, log=False):
+    if not rows:
+        return None
+    sizes = sorted({r["size"] for r in rows})
+    labels = sorted({r["_label"] for r in rows})
+    width = 0.8 / len(labels)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, label in enumerate(labels):
+        xs, ys = [], []
+        for j, s in enumerate(sizes):
+            v = [value(r) for r in rows if r["_label"] == label and r["size"] == s and value(r) is not None]
+            if v:
+                xs.append(j + i * width)
+                ys.append(v[0])
+        ax.bar(xs, ys, width, label=label, color=colour(label))
+    ax.set_xticks([j + width * (len(labels) - 1) / 2 for j in range(len(sizes))])
+    ax.set_xticklabels([fmt_bytes(s) for s in sizes])
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{case_title} - {title}")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path = os.path.join(out, name)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_graph(rows, out, title):
+    t11 = [r for r in rows if r["case"] == "T11" and r["ms"]]
+    if not t11:
+        return None
+    graphs = sorted({r["param"] for r in t11})
+    fig, axes = plt.subplots(1, len(graphs), figsize=(4.2 * len(graphs), 4), squeeze=False)
+    for ax, g in zip(axes[0], graphs):
+        for label in sorted({r["_label"] for r in t11}):
+            for op, style in (("insert", "-"), ("delete", "--")):
+                rs = [r for r in t11 if r["_label"] == label and r["param"] == g and r["op"] == op]
+                if rs:
+                    ax.plot(range(1, len(rs[0]["ms"]) + 1), rs[0]["ms"], style, label=f"{label} {op}", color=colour(label))
+        ax.set_yscale("log")
+        ax.set_xlabel("round")
+        ax.set_title(f"T11 {g}")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("ms per round")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path = os.path.join(out, "graph.png")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("json", nargs="+", help="toga-bench --json output files")
+    ap.add_argument("--out", default=".", help="folder for the PNG files")
+    ap.add_argument("--prefix", default="", help="prefix of the PNG file names, e.g. h200-")
+    a = ap.parse_args()
+    rows, gpus = load(a.json)
+    os.makedirs(a.out, exist_ok=True)
+    title = ", ".join(gpus)
+    made = [
+        plot_throughput(rows, a.out, title),
+        plot_scaling(rows, a.out, title),
+        bars([r for r in rows if r["case"] == "T5" and r["ops_per_s"]], lambda r: r["ops_per_s"], "pairs / s",
+             "churn.png", "T5 churn (malloc + write + free)", a.out, title, log=True),
+        bars([r for r in rows if r["case"] == "T8" and "utilisation" in r["metrics"]],
+             lambda r: 100 * r["metrics"]["utilisation"], "% of the heap obtained", "utilisation.png",
+             "T8 out-of-memory utilisation", a.out, title),
+        plot_graph(rows, a.out, title),
+    ]
+    for p in made:
+        if p:
+            final = os.path.join(os.path.dirname(p), a.prefix + os.path.basename(p))
+            if final != p:
+                os.replace(p, final)
+            print(final)
+
+
+if __name__ == "__main__":
+    main()

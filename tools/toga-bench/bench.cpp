@@ -1,0 +1,42 @@
+// The case table and the row figures of toga-bench; see bench.hpp.
+#include "bench.hpp"
+
+#include <algorithm>
+
+namespace toga::bench {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double row::median_ms() const { return median(ms); }
+double row::min_ms() const { return ms.empty() ? 0 : *std::min_element(ms.begin(), ms.end()); }
+double row::max_ms() const { return ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end()); }
+double row::ops_per_s() const {
+  const double m = median_ms();
+  return m > 0 ? static_cast<double>(ops_per_rep) / (m * 1e-3) : 0;
+}
+
+const std::vector<case_info>& all_cases() {
+  static const std::vector<case_info> cases = {
+      {"T1", "alloc / free", "2^20 threads each allocate S, a separate kernel frees; S in {16..8192}; alloc/free ms, allocations/s"},
+      {"T2", "one allocation per warp", "32,768 warps, lane 0 allocates S in {16, 4096}; ms"},
+      {"T3", "mixed sizes", "2^20 threads, S uniform in [16, hi] per thread, hi in {64, 512, 4096, 8192}; alloc/free ms"},
+      {"T4", "scaling", "threads 2^0..2^20, S in {16, 256, 4096}; ms per thread count"},
+      {"T5", "churn", "2^18 threads x 16 iterations of malloc + write + free, S in {16, 256, 4096}; pairs/s"},
+      {"T6", "warp-cooperative", "T1 through the warp-aggregated API; allocations/s"},
+      {"T7", "large blocks", "S in {16 KiB, 64 KiB, 512 KiB, 4 MiB}, threads sized to half the heap; ms, failures"},
+      {"T8", "out-of-memory / utilisation", "1 GiB heap, rounds of 100,000 allocations until one fails; S in {16, 256, 4096}; bytes obtained / heap"},
+      {"T9", "fragmentation", "100,000 live allocations, 100 rounds of random frees and re-allocations; address range / (N*S)"},
+      {"T10", "dynamic graph: build", "per-vertex adjacency arrays (degree rounded to a power of two, >= 16 B) of real graphs; ms"},
+      {"T11", "dynamic graph: updates", "rounds of 10,000 edge insertions (grow by reallocate-and-copy), then deletions (shrink); ms per round"},
+      {"T12", "init", "construct and destroy an 8 GiB heap; ms"},
+      {"T13", "registers", "registers of the alloc and free kernels (cudaFuncGetAttributes)"},
+  };
+  return cases;
+}
+
+}  // namespace toga::bench

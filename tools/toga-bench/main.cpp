@@ -1,0 +1,390 @@
+// toga-bench: runs the benchmark protocol (docs/benchmarks.md; ../shared/docs/benchmarks.md) on
+// the GPU (toga, cuda-malloc, bump) or in the fiber simulator (toga-sim, bump-sim) and prints the
+// table; --json writes every repetition with the GPU, driver, commit and command line.
+//
+//   toga-bench list
+//   toga-bench run [--allocators toga,cuda-malloc,bump,toga-sim] [--cases T1,T3] [--sizes 16,4K]
+//                  [--threads 1024,1M] [--reps 5] [--heap 16G] [--profile quick|full] [--json F]
+//                  [--graphs PATH...] [--sweep] [--seed N]
+//
+// The references are always measured in the same run: cuda-malloc and bump with any GPU
+// allocator, bump-sim with toga-sim. Without --allocators, the GPU allocators run when a GPU is
+// present, else the simulator's. Exit status: 0 when every case ran and no block was corrupt,
+// 1 when a case failed to run, 2 for a usage error (e.g. an allocator that cannot run here),
+// 3 when a corrupt or overlapping block was seen.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "bench.hpp"
+#include "report.hpp"
+
+#ifndef TOGA_BENCH_SOURCE_DIR
+#define TOGA_BENCH_SOURCE_DIR "."
+#endif
+
+namespace fs = std::filesystem;
+using namespace toga::bench;
+
+#if !TOGA_BENCH_GPU
+std::unique_ptr<backend> toga::bench::make_gpu_backend() { return nullptr; }
+#endif
+#if !TOGA_BENCH_SIM
+std::unique_ptr<backend> toga::bench::make_sim_backend() { return nullptr; }
+#endif
+
+namespace {
+
+// "16", "4K", "4KiB", "1M", "8G" -> bytes / counts (binary multiples).
+std::uint64_t parse_quantity(std::string s) {
+  std::string t;
+  for (char c : s)
+    if (c != '_' && c != ' ') t += c;
+  if (t.ends_with("iB") || t.ends_with("ib")) t.resize(t.size() - 2);
+  else if (t.ends_with("B") || t.ends_with("b")) t.resize(t.size() - 1);
+  std::uint64_t mul = 1;
+  if (!t.empty()) {
+    switch (t.back()) {
+      case 'k': case 'K': mul = 1ull << 10; t.pop_back(); break;
+      case 'm': case 'M': mul = 1ull << 20; t.pop_back(); break;
+      case 'g': case 'G': mul = 1ull << 30; t.pop_back(); break;
+      default: break;
+    }
+  }
+  std::size_t used = 0;
+  std::uint64_t v = 0;
+  try {
+    v = std::stoull(t, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (t.empty() || used != t.size()) throw CLI::ValidationError("'" + s + "' is not a number (examples: 256, 4K, 1M, 8G)");
+  return v * mul;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::string shell(const std::string& cmd) {
+  std::string out;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[256];
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+bool is_graph_file(const fs::path& p) {
+  const std::string n = p.filename().string();
+  for (const char* ext : {".txt", ".txt.gz", ".mtx", ".mtx.gz", ".el", ".el.gz"})
+    if (n.ends_with(ext)) return true;
+  return false;
+}
+
+// Files and directories -> graph files, smallest first (directories: their graph files).
+std::vector<std::string> expand_graphs(const std::vector<std::string>& paths) {
+  std::vector<std::pair<std::uintmax_t, std::string>> found;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
+      for (const auto& e : fs::directory_iterator(p, ec))
+        if (e.is_regular_file() && is_graph_file(e.path())) found.emplace_back(e.file_size(), e.path().string());
+    } else if (fs::exists(p, ec)) {
+      found.emplace_back(fs::file_size(p, ec), p);
+    } else {
+      throw CLI::ValidationError("--graphs: '" + p + "' does not exist (give graph files or directories holding them)");
+    }
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(f.second);
+  return out;
+}
+
+// Progress on a terminal: one rewritten line; otherwise a line per case.
+class console_sink final : public sink {
+ public:
+  explicit console_sink(bool show) : tty_(show && isatty(fileno(stderr))) {}
+  void add(row r) override { rows.push_back(std::move(r)); }
+  void progress(const std::string& what) override {
+    if (!tty_) return;
+    std::fprintf(stderr, "\r\033[K  %s", what.c_str());
+    std::fflush(stderr);
+    dirty_ = true;
+  }
+  void done_line(const std::string& line) {
+    if (dirty_) std::fprintf(stderr, "\r\033[K");
+    dirty_ = false;
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+  std::vector<row> rows;
+
+ private:
+  bool tty_;
+  bool dirty_ = false;
+};
+
+int cmd_list() {
+  std::printf("cases (../shared/docs/benchmarks.md):\n");
+  for (const auto& c : all_cases()) std::printf("  %-4s %-28s %s\n", c.id.c_str(), c.name.c_str(), c.what.c_str());
+  std::printf("\nallocators:\n");
+  auto gpu = make_gpu_backend();
+  auto sim = make_sim_backend();
+  auto show = [](const char* what, const std::unique_ptr<backend>& b, const char* missing) {
+    if (!b) {
+      std::printf("  %-32s not built (%s)\n", what, missing);
+      return;
+    }
+    std::string names;
+    for (const auto& a : b->allocators()) names += (names.empty() ? "" : ", ") + a;
+    const auto why = b->unavailable();
+    std::printf("  %-32s %s\n", names.c_str(), why ? ("cannot run here: " + *why).c_str() : "available");
+  };
+  show("gpu", gpu, "CUDA was not found when toga was configured");
+  show("sim", sim, "Boost.Fiber 1.81 / oneTBB were not found when toga was configured");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"toga-bench: the toga benchmark protocol (cases T1-T13) on the GPU or in the simulator"};
+  app.require_subcommand(1);
+  auto* list = app.add_subcommand("list", "List the cases and which allocators can run here");
+  auto* run = app.add_subcommand("run", "Run cases and print the table");
+
+  std::string allocators_arg, cases_arg, sizes_arg, threads_arg, heap_arg, json_path, profile_arg = "quick";
+  std::vector<std::string> graph_args;
+  options opt;
+  bool no_progress = false;
+  run->add_option("--allocators", allocators_arg,
+                  "Comma list of toga, cuda-malloc, bump (GPU) and toga-sim, bump-sim (simulator). Default: the GPU "
+                  "ones when a GPU is present, else the simulator's. References are always added.");
+  run->add_option("--cases", cases_arg, "Comma list of case ids (T1..T13); default: all");
+  run->add_option("--sizes", sizes_arg, "Comma list of allocation sizes in bytes (suffixes K, M, G); overrides the case's");
+  run->add_option("--threads", threads_arg, "Comma list of thread counts (T1-T6); overrides the case's");
+  run->add_option("--reps", opt.reps, "Timed repetitions after one warm-up (median reported)")->check(CLI::Range(1u, 1000u));
+  run->add_option("--heap", heap_arg, "toga heap in bytes for T1-T7 and T9 (suffixes K, M, G); default: the backend's");
+  run->add_option("--profile", profile_arg, "quick (fewer points, two smallest graphs, 10 rounds) or full (the protocol)")
+      ->check(CLI::IsMember({"quick", "full"}));
+  run->add_option("--json", json_path, "Write every repetition, the environment and the command line to this file");
+  run->add_option("--graphs", graph_args,
+                  "Graph files or directories for T10/T11 (SNAP .txt[.gz], Matrix Market .mtx[.gz]); default: "
+                  "$TOGA_GRAPHS or ../shared/data/graphs beside the source tree");
+  run->add_flag("--sweep", opt.sweep, "T1: every size 4..8192 step 4");
+  run->add_option("--seed", opt.seed, "Seed of sizes, frees, edges and simulator schedules");
+  run->add_option("--slow-budget-ms", opt.slow_budget_ms,
+                  "Cut the thread count of an allocator whose repetition would take longer than this (rows show the count used)");
+  run->add_flag("--no-progress", no_progress, "No progress line on the terminal");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (*list) return cmd_list();
+
+  try {
+    opt.prof = profile_arg == "full" ? profile::full : profile::quick;
+    for (const auto& s : split(sizes_arg)) {
+      const auto v = parse_quantity(s);
+      if (v == 0) throw CLI::ValidationError("--sizes: 0 is not a size");
+      opt.sizes.push_back(v);
+    }
+    for (const auto& s : split(threads_arg)) {
+      const auto v = parse_quantity(s);
+      if (v == 0) throw CLI::ValidationError("--threads: 0 threads");
+      opt.threads.push_back(v);
+    }
+    if (!heap_arg.empty()) opt.heap_bytes = parse_quantity(heap_arg);
+  } catch (const CLI::ValidationError& e) {
+    std::fprintf(stderr, "toga-bench: %s\n", e.what());
+    return 2;
+  }
+
+  // Cases.
+  std::vector<std::string> cases;
+  if (cases_arg.empty() || cases_arg == "all") {
+    for (const auto& c : all_cases()) cases.push_back(c.id);
+  } else {
+    for (auto c : split(cases_arg)) {
+      if (c[0] == 't') c[0] = 'T';
+      if (std::none_of(all_cases().begin(), all_cases().end(), [&](const case_info& i) { return i.id == c; })) {
+        std::fprintf(stderr, "toga-bench: unknown case '%s' (toga-bench list shows T1..T13)\n", c.c_str());
+        return 2;
+      }
+      cases.push_back(c);
+    }
+  }
+
+  // Backends and allocators.
+  auto gpu = make_gpu_backend();
+  auto sim = make_sim_backend();
+  const std::set<std::string> gpu_names = {"toga", "cuda-malloc", "bump"}, sim_names = {"toga-sim", "bump-sim"};
+  std::vector<std::string> want = split(allocators_arg);
+  if (want.empty()) {
+    if (gpu && !gpu->unavailable()) want = {"toga"};
+    else if (sim) want = {"toga-sim"};
+    else {
+      std::fprintf(stderr, "toga-bench: no backend can run here: %s, and the simulator was not built (install "
+                           "libboost-fiber1.81-dev and libtbb-dev, then reconfigure)\n",
+                   gpu ? gpu->unavailable()->c_str() : "built without CUDA");
+      return 2;
+    }
+  }
+  std::vector<std::string> gpu_allocs, sim_allocs;
+  auto add = [](std::vector<std::string>& v, const std::string& a) {
+    if (std::find(v.begin(), v.end(), a) == v.end()) v.push_back(a);
+  };
+  for (const auto& a : want) {
+    if (gpu_names.count(a)) {
+      if (!gpu) {
+        std::fprintf(stderr, "toga-bench: allocator '%s' needs the GPU backend, but toga-bench was built without CUDA "
+                             "(no nvcc at configure time). Use --allocators toga-sim to run in the simulator.\n", a.c_str());
+        return 2;
+      }
+      if (auto why = gpu->unavailable()) {
+        std::fprintf(stderr, "toga-bench: allocator '%s' cannot run here: %s\n", a.c_str(), why->c_str());
+        return 2;
+      }
+      add(gpu_allocs, a);
+    } else if (sim_names.count(a)) {
+      if (!sim) {
+        std::fprintf(stderr, "toga-bench: allocator '%s' needs the simulator, which was not built (Boost.Fiber 1.81 and "
+                             "oneTBB were not found at configure time)\n", a.c_str());
+        return 2;
+      }
+      add(sim_allocs, a);
+    } else {
+      std::fprintf(stderr, "toga-bench: unknown allocator '%s' (known: toga, cuda-malloc, bump, toga-sim, bump-sim)\n",
+                   a.c_str());
+      return 2;
+    }
+  }
+  // The references, always in the same run.
+  if (!gpu_allocs.empty()) {
+    for (const char* r : {"cuda-malloc", "bump"}) add(gpu_allocs, r);
+    std::stable_partition(gpu_allocs.begin(), gpu_allocs.end(), [](const std::string& a) { return a == "toga"; });
+  }
+  if (!sim_allocs.empty()) add(sim_allocs, "bump-sim");
+
+  // Graphs for T10/T11.
+  const bool wants_graphs = std::any_of(cases.begin(), cases.end(), [](const std::string& c) { return c == "T10" || c == "T11"; });
+  if (wants_graphs) {
+    std::vector<std::string> paths = graph_args;
+    const bool explicit_graphs = !paths.empty();
+    if (paths.empty()) {
+      if (const char* env = std::getenv("TOGA_GRAPHS"); env && *env) paths.push_back(env);
+      else paths.push_back(std::string(TOGA_BENCH_SOURCE_DIR) + "/../shared/data/graphs");
+    }
+    try {
+      opt.graphs = expand_graphs(paths);
+    } catch (const CLI::ValidationError& e) {
+      std::fprintf(stderr, "toga-bench: %s\n", e.what());
+      return 2;
+    }
+    if (opt.graphs.empty()) {
+      std::fprintf(stderr, "toga-bench: T10/T11 need graphs, and none were found in %s (pass --graphs PATH)\n",
+                   paths.front().c_str());
+      return 2;
+    }
+    if (!explicit_graphs && opt.prof == profile::quick && opt.graphs.size() > 2) opt.graphs.resize(2);
+  }
+
+  // The header of the JSON document.
+  nlohmann::json header;
+  {
+    std::string cmd;
+    for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
+    header["command"] = cmd;
+    header["profile"] = profile_arg;
+    header["reps"] = opt.reps;
+    header["seed"] = opt.seed;
+    const std::string src = TOGA_BENCH_SOURCE_DIR;
+    std::string commit = shell("git -C '" + src + "' rev-parse HEAD 2>/dev/null");
+    if (!commit.empty() && !shell("git -C '" + src + "' status --porcelain --untracked-files=no 2>/dev/null").empty())
+      commit += "-dirty";
+    header["commit"] = commit.empty() ? "unknown" : commit;
+    const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    char when[64];
+    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    header["date"] = when;
+    header["graphs"] = opt.graphs;
+    if (!gpu_allocs.empty()) header["environment"]["gpu"] = gpu->environment();
+    if (!sim_allocs.empty()) header["environment"]["sim"] = sim->environment();
+  }
+
+  console_sink out(!no_progress);
+  int status = 0;
+  nlohmann::json errors = nlohmann::json::array();
+  const auto t_start = std::chrono::steady_clock::now();
+  for (const auto& c : cases) {
+    for (auto [b, allocs] : {std::pair{gpu.get(), &gpu_allocs}, std::pair{sim.get(), &sim_allocs}}) {
+      if (allocs->empty()) continue;
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::size_t before = out.rows.size();
+      try {
+        b->run_case(c, *allocs, opt, out);
+      } catch (const std::exception& e) {
+        out.done_line("toga-bench: " + c + " on the " + b->name() + " backend failed: " + e.what());
+        errors.push_back({{"case", c}, {"backend", b->name()}, {"error", e.what()}});
+        status = 1;
+        continue;
+      }
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      char line[160];
+      std::snprintf(line, sizeof line, "  %-4s %-28s %3zu rows  %7.1f s  (%s)", c.c_str(),
+                    std::find_if(all_cases().begin(), all_cases().end(), [&](const case_info& i) { return i.id == c; })->name.c_str(),
+                    out.rows.size() - before, s, b->name().c_str());
+      out.done_line(line);
+    }
+  }
+  const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+
+  const auto rows = with_ratios(out.rows);
+  std::printf("\n");
+  print_table(stdout, rows);
+  std::uint64_t corrupt = 0, failures = 0;
+  for (const auto& r : rows) {
+    corrupt += r.r.corrupt;
+    if (r.r.allocator == "toga" || r.r.allocator == "toga-sim") failures += r.r.failures;
+  }
+  std::printf("\n%zu rows in %.1f s; toga failures (nullptr where memory was available): %llu; corrupt or overlapping "
+              "blocks (all allocators): %llu%s\n",
+              rows.size(), total_s, static_cast<unsigned long long>(failures), static_cast<unsigned long long>(corrupt),
+              errors.empty() ? "" : "; some cases failed to run (above)");
+  if (!json_path.empty()) {
+    header["seconds"] = total_s;
+    header["errors"] = errors;
+    std::ofstream f(json_path);
+    f << to_json(rows, header).dump(1) << "\n";
+    if (!f) {
+      std::fprintf(stderr, "toga-bench: cannot write %s\n", json_path.c_str());
+      return 1;
+    }
+    std::printf("JSON: %s\n", json_path.c_str());
+  }
+  if (corrupt) return 3;
+  return status;
+}
