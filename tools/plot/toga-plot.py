@@ -34,7 +34,7 @@ def load(paths):
             doc = json.load(f)
         if doc.get("schema") != "toga-bench/1":
             sys.exit(f"toga-plot: {p}: not a toga-bench/1 JSON file (schema={doc.get('schema')!r})")
-        gpu = doc.get("environment", {}).get("gpu", {}).get("name") or "simulator"
+        gpu = doc.get("environment", {}).get("gpu", {}).get("gpu") or "simulator"
         gpus.add(gpu)
         for r in doc["rows"]:
             r["_gpu"] = gpu

@@ -2,7 +2,6 @@
 #include "graph_plan.hpp"
 
 #include <algorithm>
-#include <random>
 #include <stdexcept>
 
 namespace toga::bench {
@@ -65,10 +64,14 @@ graph_plan make_graph_plan(const graph& g, unsigned rounds, unsigned edges_per_r
   p.peak_bytes = total;
 
   // Insertions.
-  std::mt19937_64 rng(mix64(seed ^ 0x7467726170680000ull));
-  std::uniform_int_distribution<std::uint64_t> pick_edge(0, g.edges.size() - 1);
-  std::uniform_int_distribution<std::uint32_t> pick_vertex(0, p.vertices - 1);
-  std::uniform_int_distribution<int> coin(0, 1);
+  // A portable generator (splitmix64 over a counter; style.md: no std distributions, whose output
+  // differs between standard libraries). The modulo bias is below 2^-32 for these ranges.
+  std::uint64_t counter = mix64(seed ^ 0x7467726170680000ull);
+  auto draw = [&](std::uint64_t n) { return mix64(counter++) % n; };
+  auto pick_edge = [&](auto&) { return draw(g.edges.size()); };
+  auto pick_vertex = [&](auto&) { return static_cast<std::uint32_t>(draw(p.vertices)); };
+  auto coin = [&](auto&) { return draw(2) != 0; };
+  int rng = 0;
   std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> round_pairs(rounds);
   p.digest_peak = p.digest_initial;
   for (unsigned r = 0; r < rounds; ++r) {

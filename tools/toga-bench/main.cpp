@@ -321,8 +321,15 @@ int main(int argc, char** argv) {
     header["profile"] = profile_arg;
     header["reps"] = opt.reps;
     header["seed"] = opt.seed;
-    const std::string src = TOGA_BENCH_SOURCE_DIR;
-    std::string commit = shell("git -C '" + src + "' rev-parse HEAD 2>/dev/null");
+    // The source tree's commit; where the binary was carried elsewhere, the working directory's.
+    std::string commit, src;
+    for (std::string dir : {std::string(TOGA_BENCH_SOURCE_DIR), std::string(".")}) {
+      commit = shell("git -C '" + dir + "' rev-parse HEAD 2>/dev/null");
+      if (!commit.empty()) {
+        src = dir;
+        break;
+      }
+    }
     if (!commit.empty() && !shell("git -C '" + src + "' status --porcelain --untracked-files=no 2>/dev/null").empty())
       commit += "-dirty";
     header["commit"] = commit.empty() ? "unknown" : commit;
@@ -331,8 +338,8 @@ int main(int argc, char** argv) {
     std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
     header["date"] = when;
     header["graphs"] = opt.graphs;
-    if (!gpu_allocs.empty()) header["environment"]["gpu"] = gpu->environment();
-    if (!sim_allocs.empty()) header["environment"]["sim"] = sim->environment();
+    if (!gpu_allocs.empty() && gpu) header["environment"]["gpu"] = gpu->environment();
+    if (!sim_allocs.empty() && sim) header["environment"]["sim"] = sim->environment();
   }
 
   console_sink out(!no_progress);

@@ -1,0 +1,1644 @@
+// toga-bench GPU backend: cases T1-T13 of docs/benchmarks.md on one CUDA device, for three
+// allocators measured in the same process:
+//
+//   toga         toga::cuda::heap_ref (allocate / deallocate; the warp-cooperative overloads with
+//                cooperative_groups::coalesced_threads() in T6).
+//   cuda-malloc  CUDA's device malloc / free. Its heap is fixed for the process before the first
+//                kernel launch: cudaDeviceSetLimit(cudaLimitMallocHeapSize, max(16 GiB, toga
+//                heap)) runs once, on the first run_case. It has no warp API (T6 uses plain
+//                malloc; the row says so).
+//   bump         a cudaMalloc'd buffer and a 64-bit counter: allocate = one atomicAdd of the size
+//                rounded up to 16 B, nullptr past the end; free does nothing; the counter is reset
+//                between repetitions. T6 uses the warp-aggregated form ("bumpw": the group's
+//                leader adds the group's total, lanes take their offsets from a scan).
+//
+// Memory (sized for an 80 GB H100): the toga heap for T1-T7 and T9 is 16 GiB (options::heap_bytes
+// overrides), the bump buffer and the cuda-malloc heap are max(16 GiB, toga heap); the three are
+// made lazily and kept across cases. T8 uses a fresh 1 GiB heap / buffer, T10/T11 a fresh heap
+// per graph, T12 constructs 8 GiB heaps. Before every repetition the toga heap is reset
+// (heap::reset, every block freed), the bump counter set to 0; cuda-malloc frees every block in
+// the free kernel, so every measurement starts from an empty allocator.
+//
+// Timing: CUDA events around exactly one kernel launch; one untimed warm-up before
+// options::reps timed repetitions (for round-based cases, T8, T9, T11, the rounds are the
+// samples; see there). Every launch is followed by cudaGetLastError and a synchronisation; every
+// CUDA call is checked and a failure throws std::runtime_error naming the call and the error.
+// Kernels use 256-thread blocks.
+//
+// Slow allocators (T1-T7): a case point of N > 16384 threads is first probed (untimed, twice:
+// the first launch also loads the module) with 16384 threads; if N threads would take longer
+// than options::slow_budget_ms per repetition (linear projection of the probe; the alloc and
+// free kernels together), the point runs with the largest power of two >= 256 threads that fits.
+// row::threads is the count used, row::note says "cut from N threads (slow)". The same rule holds
+// for every allocator; throughput (ops/s) stays comparable.
+//
+// Verification (every case; a nullptr where memory should have been available counts in
+// row::failures; everything below in row::corrupt):
+//   * after a timed allocation kernel, an untimed kernel writes a per-allocation pattern into the
+//     whole block (4-byte word w of allocation `id`: uint32(mix64(id ^ mix64(seed))) ^ w; one warp
+//     per block) and a second untimed kernel verifies it before the free kernel runs: each block
+//     that does not read back counts;
+//   * on the first timed repetition the pointers are copied to the host and sorted: a block that
+//     overlaps the next one, a block not aligned to 16 B, and (toga: heap_ref::contains; bump: the
+//     buffer) a block outside the allocator's memory count.
+// For independent repetitions (T1-T7, T10) failures and corrupt are those of the worst
+// repetition, comparable with ops_per_rep; for sequences of rounds (T8, T9, T11) they are totals.
+//
+// Cases (S: bytes per allocation; options::sizes / options::threads override the defaults):
+//   T1  N = 2^20 threads each allocate S in {16, 64, 256, 1024, 4096, 8192} (--sweep: 4..8192
+//       step 4); a separate kernel frees. Rows alloc / free, ops_per_rep = threads.
+//   T2  2^20 threads, lane 0 of each of the 32,768 warps allocates S in {16, 4096}; free likewise.
+//       ops_per_rep = warps.
+//   T3  N = 2^20, S = mixed_size(tid, hi, seed), hi in {64, 512, 4096, 8192} (options::sizes
+//       gives hi). Rows size 0, param "hi=64".
+//   T4  scaling: threads {1, 32, 1024, 32768, 2^20} (full: every 2^0..2^20), S in {16, 256,
+//       4096}; rows alloc / free with threads set.
+//   T5  churn: N = 2^18 threads, 16 iterations each of (allocate S, write the first and last
+//       word with a tag, read both back through volatile loads: a mismatch is corrupt, free);
+//       S in {16, 256, 4096}; op "churn", ops_per_rep = N * 16 pairs; one kernel timed.
+//   T6  T1 through the warp-cooperative API (param "warp").
+//   T7  S in {16, 64, 512, 4096} KiB, threads = toga heap capacity / 2 / S for every allocator.
+//   T8  out of memory: a fresh 1 GiB toga heap (bump: 1 GiB buffer); rounds of 100,000 threads
+//       allocate S in {16, 256, 4096} without freeing (one slot per allocation kept on the device)
+//       until a round sees a nullptr, then one more round (exhaustion must still answer nullptr
+//       cleanly; metric "extra_round_allocations" counts what it still got). After each round an
+//       untimed kernel writes the pattern of the round's blocks; at the end every live block is
+//       verified and the host checks overlaps and bounds. op "oom", ms = one entry, the sum of
+//       the round kernels; metrics "utilisation" = successful allocations * S / 2^30, "rounds"
+//       (including the extra one); failures = 0 by design. cuda-malloc: not measured (its heap
+//       is fixed for the process).
+//   T9  fragmentation: N = 100,000 live blocks of S in {16, 256, 4096}; rounds (quick 20, full
+//       100, after one untimed warm-up round): each slot is freed and allocated again with
+//       probability 1/2 (mix64 of seed, round, slot), one timed kernel per round. After each
+//       round: the new blocks get their pattern, every live block is verified, the host copies the
+//       pointers, checks overlaps and bounds and takes the address range max(p + S) - min(p).
+//       op "rounds", ms = per-round times, ops_per_rep = mean allocations + frees of a round;
+//       metrics "range_ratio" (largest range / (N * S)) and "range_ratio_final". bump stops (with
+//       a note) before a round would overflow its buffer: it never frees, its range only grows.
+//   T10 for each graph of options::graphs: the plan of graph_plan.hpp (rounds quick 10, full
+//       100, 10,000 edges per round); a fresh toga heap of max(64 MiB, 4 * peak_bytes) rounded up
+//       to a power of two (bump: the same, or what its never-freed total needs); one thread per
+//       vertex allocates capacity_bytes(degree) and copies its CSR neighbours. Timed per
+//       repetition; after each, a digest kernel compares every vertex with plan.digest_initial
+//       (a mismatch is corrupt; a vertex whose allocation failed mismatches too) and a kernel
+//       frees every array. op "build", param = graph name, ops_per_rep = vertices.
+//   T11 after an untimed build: each insert round is one kernel (one thread per item: a vertex
+//       that outgrows its array allocates capacity_bytes(degree + k), copies, frees the old one,
+//       then appends), then each delete round (remove one occurrence of each listed neighbour by
+//       swapping with the last, a neighbour not found is corrupt; if the degree fits a smaller
+//       capacity: allocate it, copy, free the old one). Digests are checked after all inserts
+//       (digest_peak) and after all deletes (digest_initial). One untimed warm-up pass of the
+//       whole sequence, then one timed pass: rows "insert" / "delete", ms = per-round times,
+//       ops_per_rep = edges per round (the mean over rounds); the insert row's failures include
+//       the untimed build's. Metrics heap_bytes, peak_bytes on T10 and T11 rows.
+//   T12 toga: construct an 8 GiB heap, synchronise, host clock from before the constructor until
+//       the heap is ready; destroying it is timed separately (metric destroy_ms, the median;
+//       device_init_ms = heap::init_ms). bump: cudaMalloc of 8 GiB + cudaMemset of the counter
+//       (cudaFree as destroy). cuda-malloc: not measurable. op "init".
+//   T13 cudaFuncGetAttributes of the T1 alloc and free kernels of each allocator (and the
+//       warp-cooperative alloc kernels, param "warp"): metrics registers, local_bytes; no ms.
+//
+// Kernel instantiations are kept few (this is the only CUDA translation unit of the tool): one
+// alloc kernel per allocator with runtime parameters (fixed or mixed size, every thread or lane 0
+// only) plus its warp-cooperative form for toga and bump; one free kernel per allocator (runtime:
+// warp API, pointer stride); one churn, one fragmentation-round and one graph-update kernel per
+// allocator (the graph build is an insert into empty arrays); pattern and digest kernels are not
+// templates.
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "bench.hpp"
+#include "graph.hpp"
+#include "graph_plan.hpp"
+#include "toga/cuda/heap.cuh"
+
+namespace toga::bench {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr unsigned block_threads = 256;
+constexpr std::uint64_t KiB = 1024;
+constexpr std::uint64_t MiB = 1024 * KiB;
+constexpr std::uint64_t GiB = 1024 * MiB;
+constexpr std::uint64_t default_heap_bytes = 16 * GiB;  // toga heap for T1-T7, T9
+constexpr std::uint64_t probe_threads = 16384;          // slow-allocator probe
+constexpr std::uint64_t min_cut_threads = 256;
+
+// ---- errors and device memory -----------------------------------------------------------------
+
+std::string cuda_text(cudaError_t e) { return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")"; }
+
+//! Throws std::runtime_error naming `call` unless `e` is cudaSuccess.
+void check(cudaError_t e, const std::string& call) {
+  if (e == cudaSuccess) return;
+  (void)cudaGetLastError();  // clear a non-sticky error
+  throw std::runtime_error("toga-bench gpu: " + call + ": " + cuda_text(e));
+}
+#define BENCH_CUDA(call) check((call), #call)
+
+//! Checks a launch and waits for the kernel; `what` names the kernel in the error.
+void finish_launch(const std::string& what) {
+  check(cudaGetLastError(), "launching " + what);
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after " + what);
+}
+
+//! Owning device array of n T's (cudaMalloc / cudaFree). Move-only.
+template <class T>
+class dev_array {
+ public:
+  dev_array() = default;
+  dev_array(std::size_t n, const std::string& what) : n_(n) {
+    if (n == 0) return;
+    const cudaError_t e = cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T));
+    if (e != cudaSuccess) {
+      p_ = nullptr;
+      check(e, "cudaMalloc of " + std::to_string(n * sizeof(T)) + " B for " + what);
+    }
+  }
+  ~dev_array() {
+    if (p_ != nullptr) (void)cudaFree(p_);
+  }
+  dev_array(dev_array&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  dev_array& operator=(dev_array&& o) noexcept {
+    if (this != &o) {
+      if (p_ != nullptr) (void)cudaFree(p_);
+      p_ = std::exchange(o.p_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+  dev_array(const dev_array&) = delete;
+  dev_array& operator=(const dev_array&) = delete;
+  T* get() const { return p_; }
+  std::size_t size() const { return n_; }
+
+ private:
+  T* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+template <class T>
+dev_array<T> upload(const std::vector<T>& v, const std::string& what) {
+  dev_array<T> d(v.size(), what);
+  if (!v.empty()) check(cudaMemcpy(d.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy of " + what + " to the device");
+  return d;
+}
+
+template <class T>
+std::vector<T> download(const T* d, std::size_t n, const std::string& what) {
+  std::vector<T> v(n);
+  if (n != 0) check(cudaMemcpy(v.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy of " + what + " to the host");
+  return v;
+}
+
+std::uint64_t pow2_at_least(std::uint64_t x) {
+  std::uint64_t p = 1;
+  while (p < x) p <<= 1;
+  return p;
+}
+
+std::uint64_t round16(std::uint64_t b) { return (b + 15) & ~std::uint64_t{15}; }
+
+std::string size_text(std::uint64_t b) {
+  if (b >= GiB && b % GiB == 0) return std::to_string(b / GiB) + " GiB";
+  if (b >= MiB && b % MiB == 0) return std::to_string(b / MiB) + " MiB";
+  if (b >= KiB && b % KiB == 0) return std::to_string(b / KiB) + " KiB";
+  return std::to_string(b) + " B";
+}
+
+std::string join_note(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  return a + "; " + b;
+}
+
+// ---- shared device helpers ----------------------------------------------------------------------
+
+//! Bytes of allocation `id`: fixed, or T3's mixed_size.
+struct size_rule {
+  std::uint64_t size = 0;  //!< bytes, when hi == 0
+  std::uint64_t hi = 0;    //!< > 0: mixed_size(id, hi, seed)
+  std::uint64_t seed = 0;
+  __host__ __device__ std::uint64_t of(std::uint64_t id) const { return hi != 0 ? mixed_size(id, hi, seed) : size; }
+};
+
+//! First word of allocation `id`'s pattern; word w holds pattern_base ^ w.
+__host__ __device__ inline std::uint32_t pattern_base(std::uint64_t id, std::uint64_t seed) {
+  return static_cast<std::uint32_t>(mix64(id ^ mix64(seed)));
+}
+
+//! T9: whether slot `slot` is freed and allocated again in round `round`.
+__host__ __device__ inline bool frag_chosen(std::uint64_t seed, std::uint32_t round, std::uint64_t slot) {
+  return (mix64(mix64(seed ^ 0x6672616700000000ull) ^ ((std::uint64_t{round} << 32) | slot)) & 1u) != 0;
+}
+
+__device__ inline std::uint64_t global_thread() { return std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; }
+
+// ---- allocator policies (device side, passed by value) ------------------------------------------
+
+struct toga_policy {
+  static constexpr bool has_warp = true;
+  toga::cuda::heap_ref ref;
+  __device__ void* allocate(std::uint64_t b) const { return ref.allocate(b); }
+  __device__ void deallocate(void* p) const { ref.deallocate(p); }
+  __device__ void* allocate_warp(std::uint64_t b) const { return ref.allocate(cg::coalesced_threads(), b); }
+  __device__ void deallocate_warp(void* p) const { ref.deallocate(cg::coalesced_threads(), p); }
+};
+
+struct malloc_policy {
+  static constexpr bool has_warp = false;  // no warp API: T6 launches the plain alloc kernel
+  __device__ void* allocate(std::uint64_t b) const { return malloc(b); }
+  __device__ void deallocate(void* p) const { free(p); }
+  __device__ void deallocate_warp(void* p) const { free(p); }  // the free kernel's warp flag
+};
+
+struct bump_policy {
+  static constexpr bool has_warp = true;
+  char* base;
+  std::uint64_t capacity;
+  unsigned long long* counter;
+  __device__ void* allocate(std::uint64_t b) const {
+    const std::uint64_t r = (b + 15) & ~std::uint64_t{15};
+    const std::uint64_t off = atomicAdd(counter, static_cast<unsigned long long>(r));
+    return off + r <= capacity ? base + off : nullptr;
+  }
+  __device__ void deallocate(void*) const {}
+  //! Warp-aggregated: one atomicAdd of the group's total by its first lane; each lane's offset
+  //! is the exclusive prefix sum of the rounded sizes.
+  __device__ void* allocate_warp(std::uint64_t b) const {
+    const cg::coalesced_group g = cg::coalesced_threads();
+    const std::uint64_t r = (b + 15) & ~std::uint64_t{15};
+    std::uint64_t incl = r;
+    for (unsigned d = 1; d < g.size(); d <<= 1) {
+      const std::uint64_t y = g.shfl_up(incl, static_cast<int>(d));
+      if (g.thread_rank() >= d) incl += y;
+    }
+    const std::uint64_t total = g.shfl(incl, g.size() - 1);
+    std::uint64_t first = 0;
+    if (g.thread_rank() == 0) first = atomicAdd(counter, static_cast<unsigned long long>(total));
+    first = g.shfl(first, 0);
+    const std::uint64_t off = first + incl - r;
+    return off + r <= capacity ? base + off : nullptr;
+  }
+  __device__ void deallocate_warp(void*) const {}
+};
+
+// ---- kernels ---------------------------------------------------------------------------------------
+
+struct alloc_args {
+  void** ptrs;                   //!< out: slot i gets allocation i (nullptr on failure)
+  std::uint64_t threads;         //!< threads taking part (the grid is rounded up to 256)
+  size_rule sizes;               //!< bytes of allocation id_base + i
+  std::uint64_t id_base;         //!< T8: the round's first slot
+  int lane0;                     //!< 1: only lane 0 of each warp allocates (T2); slot = tid / 32
+  unsigned long long* failures;  //!< nullptrs returned
+};
+
+//! T1-T4, T6, T7, T8 rounds, T9 population: one allocation per taking-part thread.
+template <class P, bool Warp>
+__global__ void alloc_kernel(P pol, alloc_args a) {
+  const std::uint64_t tid = global_thread();
+  if (tid >= a.threads) return;
+  if (a.lane0 && (threadIdx.x & 31u) != 0) return;
+  const std::uint64_t i = a.lane0 ? tid >> 5 : tid;
+  const std::uint64_t bytes = a.sizes.of(a.id_base + i);
+  void* p;
+  if constexpr (Warp) {
+    p = pol.allocate_warp(bytes);
+  } else {
+    p = pol.allocate(bytes);
+  }
+  if (p == nullptr) atomicAdd(a.failures, 1ull);
+  a.ptrs[i] = p;
+}
+
+struct free_args {
+  const char* ptrs;           //!< pointer of item i at ptrs + i * stride_bytes
+  std::uint64_t stride_bytes;  //!< sizeof(void*), or the T10 vertex record
+  std::uint64_t threads;
+  int lane0;  //!< as in alloc_args
+  int warp;   //!< 1: the warp-cooperative deallocate
+};
+
+template <class P>
+__global__ void free_kernel(P pol, free_args a) {
+  const std::uint64_t tid = global_thread();
+  if (tid >= a.threads) return;
+  if (a.lane0 && (threadIdx.x & 31u) != 0) return;
+  const std::uint64_t i = a.lane0 ? tid >> 5 : tid;
+  void* p = *reinterpret_cast<void* const*>(a.ptrs + i * a.stride_bytes);
+  if (a.warp) {
+    pol.deallocate_warp(p);
+  } else {
+    pol.deallocate(p);
+  }
+}
+
+struct churn_args {
+  std::uint64_t threads;
+  std::uint64_t size;
+  unsigned iterations;
+  std::uint64_t seed;
+  unsigned long long* failures;
+  unsigned long long* corrupt;
+};
+
+//! T5: allocate, tag the first and last word, read them back, free; `iterations` times.
+template <class P>
+__global__ void churn_kernel(P pol, churn_args a) {
+  const std::uint64_t tid = global_thread();
+  if (tid >= a.threads) return;
+  const std::uint64_t words = a.size / 4;
+  for (unsigned it = 0; it < a.iterations; ++it) {
+    void* p = pol.allocate(a.size);
+    if (p == nullptr) {
+      atomicAdd(a.failures, 1ull);
+      continue;
+    }
+    if (words != 0) {
+      volatile std::uint32_t* q = static_cast<volatile std::uint32_t*>(p);
+      const std::uint32_t tag = static_cast<std::uint32_t>(mix64((tid * a.iterations + it) ^ a.seed));
+      q[words - 1] = tag ^ 0x5a5a5a5au;
+      q[0] = tag;
+      const bool ok = q[0] == tag && (words == 1 || q[words - 1] == (tag ^ 0x5a5a5a5au));
+      if (!ok) atomicAdd(a.corrupt, 1ull);
+    }
+    pol.deallocate(p);
+  }
+}
+
+struct frag_args {
+  void** slots;
+  std::uint64_t n;
+  std::uint64_t size;
+  std::uint64_t seed;
+  std::uint32_t round;
+  unsigned long long* failures;
+};
+
+//! T9: one round; a chosen slot frees its block and allocates a new one.
+template <class P>
+__global__ void frag_kernel(P pol, frag_args a) {
+  const std::uint64_t i = global_thread();
+  if (i >= a.n || !frag_chosen(a.seed, a.round, i)) return;
+  pol.deallocate(a.slots[i]);
+  void* p = pol.allocate(a.size);
+  if (p == nullptr) atomicAdd(a.failures, 1ull);
+  a.slots[i] = p;
+}
+
+//! T10/T11: a vertex's adjacency array (16 B: the free kernel reads `data` at stride 16).
+struct vstate {
+  std::uint32_t* data;
+  std::uint32_t degree;
+  std::uint32_t cap_bytes;
+};
+static_assert(sizeof(vstate) == 16 && offsetof(vstate, data) == 0, "the free kernel reads vstate::data at a 16 B stride");
+
+struct update_args {
+  vstate* state;
+  const std::uint32_t* vertex;   //!< item i's vertex; nullptr: vertex i (the build)
+  const std::uint32_t* offsets;  //!< items + 1 entries into nbr
+  const std::uint32_t* nbr;
+  std::uint32_t items;
+  int del;                       //!< 0: insert (and build), 1: delete
+  unsigned long long* failures;  //!< nullptr from allocate
+  unsigned long long* missing;   //!< a neighbour to delete was not found
+};
+
+//! T10 build (insert into empty arrays), T11 insert and delete rounds; one thread per item.
+template <class P>
+__global__ void graph_update_kernel(P pol, update_args a) {
+  const std::uint64_t i = global_thread();
+  if (i >= a.items) return;
+  const std::uint32_t v = a.vertex != nullptr ? a.vertex[i] : static_cast<std::uint32_t>(i);
+  const std::uint32_t b = a.offsets[i];
+  const std::uint32_t e = a.offsets[i + 1];
+  vstate s = a.state[v];
+  std::uint64_t want = 0;
+  if (a.del) {
+    for (std::uint32_t j = b; j < e; ++j) {
+      const std::uint32_t x = a.nbr[j];
+      std::uint32_t k = 0;
+      while (k < s.degree && s.data[k] != x) ++k;
+      if (k == s.degree) {
+        atomicAdd(a.missing, 1ull);
+        continue;
+      }
+      s.data[k] = s.data[s.degree - 1];
+      --s.degree;
+    }
+    const std::uint64_t c = capacity_bytes(s.degree);
+    if (c < s.cap_bytes) want = c;
+  } else {
+    const std::uint64_t nd = std::uint64_t{s.degree} + (e - b);
+    if (s.data == nullptr || nd * 4 > s.cap_bytes) want = capacity_bytes(nd);
+  }
+  if (want != 0) {
+    std::uint32_t* q = static_cast<std::uint32_t*>(pol.allocate(want));
+    if (q == nullptr) {
+      atomicAdd(a.failures, 1ull);
+      if (!a.del) return;  // the neighbours are not added: the vertex's digest will not match
+    } else {
+      for (std::uint32_t k = 0; k < s.degree; ++k) q[k] = s.data[k];
+      pol.deallocate(s.data);
+      s.data = q;
+      s.cap_bytes = static_cast<std::uint32_t>(want);
+    }
+  }
+  if (!a.del) {
+    for (std::uint32_t j = b; j < e; ++j) s.data[s.degree++] = a.nbr[j];
+  }
+  a.state[v] = s;
+}
+
+//! Counts vertices whose neighbour digest differs from `expect`.
+__global__ void digest_kernel(const vstate* state, std::uint32_t n, const std::uint64_t* expect, unsigned long long* bad) {
+  const std::uint64_t v = global_thread();
+  if (v >= n) return;
+  const vstate s = state[v];
+  std::uint64_t d = 0;
+  for (std::uint32_t k = 0; k < s.degree; ++k) d += neighbour_digest(s.data[k]);
+  if (d != expect[v]) atomicAdd(bad, 1ull);
+}
+
+struct pattern_args {
+  void* const* ptrs;
+  std::uint64_t count;
+  size_rule sizes;
+  std::uint64_t id_base;
+  std::uint64_t seed;
+  std::int64_t only_round;  //!< >= 0: only the slots frag_chosen in that round (T9's new blocks)
+  int verify;               //!< 0: write the pattern, 1: count blocks that do not hold it
+  unsigned long long* bad;
+};
+
+//! One warp per block (grid-stride over blocks), lanes stride over its words.
+__global__ void pattern_kernel(pattern_args a) {
+  const unsigned lane = threadIdx.x & 31u;
+  const std::uint64_t warps = (std::uint64_t{gridDim.x} * blockDim.x) / 32;
+  for (std::uint64_t i = global_thread() / 32; i < a.count; i += warps) {
+    std::uint32_t* q = static_cast<std::uint32_t*>(a.ptrs[i]);
+    if (q == nullptr) continue;
+    if (a.only_round >= 0 && !frag_chosen(a.seed, static_cast<std::uint32_t>(a.only_round), i)) continue;
+    const std::uint64_t id = a.id_base + i;
+    const std::uint64_t words = a.sizes.of(id) / 4;
+    const std::uint32_t base = pattern_base(id, a.seed);
+    bool bad = false;
+    for (std::uint64_t w = lane; w < words; w += 32) {
+      const std::uint32_t want = base ^ static_cast<std::uint32_t>(w);
+      if (a.verify) {
+        bad = bad || q[w] != want;
+      } else {
+        q[w] = want;
+      }
+    }
+    if (a.verify && __any_sync(0xffffffffu, bad) && lane == 0) atomicAdd(a.bad, 1ull);
+  }
+}
+
+// ---- host side ----------------------------------------------------------------------------------
+
+unsigned grid_for(std::uint64_t threads) {
+  const std::uint64_t blocks = std::max<std::uint64_t>(1, (threads + block_threads - 1) / block_threads);
+  if (blocks > static_cast<std::uint64_t>(INT_MAX)) throw std::runtime_error("toga-bench gpu: " + std::to_string(threads) + " threads do not fit one grid");
+  return static_cast<unsigned>(blocks);
+}
+
+enum class akind { toga, cuda_malloc, bump };
+
+akind parse_allocator(const std::string& a) {
+  if (a == "toga") return akind::toga;
+  if (a == "cuda-malloc") return akind::cuda_malloc;
+  if (a == "bump") return akind::bump;
+  throw std::invalid_argument("toga-bench gpu: unknown allocator '" + a + "' (this backend measures toga, cuda-malloc, bump)");
+}
+
+const char* kind_name(akind k) {
+  switch (k) {
+    case akind::toga: return "toga";
+    case akind::cuda_malloc: return "cuda-malloc";
+    case akind::bump: return "bump";
+  }
+  return "?";
+}
+
+//! A bump allocator's memory: the buffer and its counter.
+struct bump_buffer {
+  dev_array<char> mem;
+  dev_array<unsigned long long> counter;
+  bump_buffer() = default;
+  bump_buffer(std::uint64_t bytes, const std::string& what)
+      : mem(bytes, "the bump buffer (" + what + ")"), counter(1, "the bump counter") {
+    BENCH_CUDA(cudaMemset(counter.get(), 0, sizeof(unsigned long long)));
+  }
+};
+
+//! What one measurement allocates from.
+struct target {
+  akind kind = akind::toga;
+  toga::cuda::heap* heap = nullptr;  // toga
+  bump_buffer* bump = nullptr;       // bump
+};
+
+//! Calls f(policy) with the policy of `t` (instantiates f for each policy).
+template <class F>
+void with_policy(const target& t, F&& f) {
+  switch (t.kind) {
+    case akind::toga: f(toga_policy{t.heap->ref()}); return;
+    case akind::cuda_malloc: f(malloc_policy{}); return;
+    case akind::bump: f(bump_policy{t.bump->mem.get(), t.bump->mem.size(), t.bump->counter.get()}); return;
+  }
+}
+
+//! Empties the allocator: toga heap::reset, bump counter = 0 (cuda-malloc: its free kernels did it).
+void reset_target(const target& t) {
+  if (t.kind == akind::toga) {
+    t.heap->reset();
+  } else if (t.kind == akind::bump) {
+    BENCH_CUDA(cudaMemset(t.bump->counter.get(), 0, sizeof(unsigned long long)));
+    BENCH_CUDA(cudaDeviceSynchronize());
+  }
+}
+
+std::unique_ptr<toga::cuda::heap> make_heap(std::uint64_t bytes, const std::string& what) {
+  try {
+    return std::make_unique<toga::cuda::heap>(bytes);
+  } catch (const toga::bad_alloc& e) {
+    throw std::runtime_error("toga-bench gpu: cannot construct the " + size_text(bytes) + " toga heap for " + what + ": " + e.what());
+  }
+}
+
+//! Whether block [addr, addr + size) lies in the allocator's memory (empty function: unknown).
+using bounds_fn = std::function<bool(std::uintptr_t, std::uint64_t)>;
+
+bounds_fn bounds_of(const target& t) {
+  if (t.kind == akind::toga) {
+    const toga::cuda::heap_ref ref = t.heap->ref();
+    return [ref](std::uintptr_t a, std::uint64_t s) {
+      return ref.contains(reinterpret_cast<const void*>(a)) && ref.contains(reinterpret_cast<const void*>(a + (s ? s : 1) - 1));
+    };
+  }
+  if (t.kind == akind::bump) {
+    const auto lo = reinterpret_cast<std::uintptr_t>(t.bump->mem.get());
+    const std::uint64_t cap = t.bump->mem.size();
+    return [lo, cap](std::uintptr_t a, std::uint64_t s) { return a >= lo && a - lo + s <= cap; };
+  }
+  return {};
+}
+
+//! Sorts `blocks` by address and counts blocks that overlap the next one, are not 16 B aligned
+//! or lie outside `in`.
+template <class Block, class Addr, class Size>
+std::uint64_t check_blocks(std::vector<Block>& blocks, Addr addr, Size size, const bounds_fn& in) {
+  std::sort(blocks.begin(), blocks.end(), [&](const Block& x, const Block& y) { return addr(x) < addr(y); });
+  std::uint64_t bad = 0;
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const std::uintptr_t a = addr(blocks[i]);
+    const std::uint64_t s = size(blocks[i]);
+    if (i + 1 < blocks.size() && a + s > addr(blocks[i + 1])) ++bad;
+    if (a % 16 != 0) ++bad;
+    if (in && !in(a, s)) ++bad;
+  }
+  return bad;
+}
+
+//! Host check of slots [0, count) with sizes `sizes.of(id_base + i)` (nullptr slots skipped).
+std::uint64_t check_slots(void* const* dslots, std::uint64_t count, const size_rule& sizes, std::uint64_t id_base, const bounds_fn& in) {
+  const std::vector<void*> p = download(dslots, count, "the block pointers");
+  if (sizes.hi == 0) {
+    std::vector<std::uintptr_t> v;
+    v.reserve(count);
+    for (void* x : p)
+      if (x != nullptr) v.push_back(reinterpret_cast<std::uintptr_t>(x));
+    const std::uint64_t s = sizes.size;
+    return check_blocks(v, [](std::uintptr_t a) { return a; }, [s](std::uintptr_t) { return s; }, in);
+  }
+  std::vector<std::pair<std::uintptr_t, std::uint64_t>> v;
+  v.reserve(count);
+  for (std::uint64_t i = 0; i < count; ++i)
+    if (p[i] != nullptr) v.emplace_back(reinterpret_cast<std::uintptr_t>(p[i]), sizes.of(id_base + i));
+  return check_blocks(v, [](const auto& b) { return b.first; }, [](const auto& b) { return b.second; }, in);
+}
+
+//! The largest power of two >= 256 threads (below n) whose projected time fits the budget, or n.
+std::uint64_t cut_threads(std::uint64_t n, std::uint64_t probed, double probe_ms, double budget_ms) {
+  if (budget_ms <= 0 || probe_ms <= 0) return n;
+  const double projected = probe_ms * static_cast<double>(n) / static_cast<double>(probed);
+  if (projected <= budget_ms) return n;
+  const double fit = budget_ms / probe_ms * static_cast<double>(probed);
+  std::uint64_t c = min_cut_threads;
+  while (static_cast<double>(c * 2) <= fit && c * 2 < n) c *= 2;
+  return std::min(c, n);
+}
+
+//! One allocation-case point (T1-T4, T6, T7).
+struct pair_point {
+  std::string case_id;
+  std::string param;
+  std::string label;  //!< for progress: "256 B", "hi=512"
+  std::uint64_t row_size = 0;
+  size_rule sizes;
+  std::uint64_t threads = 0;
+  bool lane0 = false;
+  bool warp = false;
+  std::string note;
+};
+
+struct rep_result {
+  double alloc_ms = 0;
+  double free_ms = 0;
+  std::uint64_t failures = 0;
+  std::uint64_t corrupt = 0;
+};
+
+std::string version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
+
+// ---- the backend ----------------------------------------------------------------------------------
+
+class gpu_backend final : public backend {
+ public:
+  gpu_backend() = default;
+  ~gpu_backend() override {
+    heap_.reset();
+    bump_.reset();
+    if (ev_start_ != nullptr) (void)cudaEventDestroy(ev_start_);
+    if (ev_stop_ != nullptr) (void)cudaEventDestroy(ev_stop_);
+  }
+  gpu_backend(const gpu_backend&) = delete;
+  gpu_backend& operator=(const gpu_backend&) = delete;
+
+  std::string name() const override { return "gpu"; }
+  std::vector<std::string> allocators() const override { return {"toga", "cuda-malloc", "bump"}; }
+
+  std::optional<std::string> unavailable() const override {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      return "no CUDA device (cudaGetDeviceCount: " + cuda_text(e) +
+             "); run on a machine with an NVIDIA GPU or use --allocators toga-sim";
+    }
+    if (n == 0)
+      return std::string("no CUDA device (cudaGetDeviceCount returned 0); run on a machine with an NVIDIA GPU or use --allocators toga-sim");
+    return std::nullopt;
+  }
+
+  std::map<std::string, std::string> environment() const override {
+    std::map<std::string, std::string> env;
+    int rt = 0;
+    if (cudaRuntimeGetVersion(&rt) == cudaSuccess) env["cuda_runtime"] = version_text(rt);
+    int drv = 0;
+    if (cudaDriverGetVersion(&drv) == cudaSuccess) env["driver"] = drv ? version_text(drv) : "none";
+    (void)cudaGetLastError();
+    if (const auto why = unavailable()) {
+      env["gpu"] = "none: " + *why;
+      return env;
+    }
+    int dev = 0;
+    cudaDeviceProp p{};
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      env["gpu"] = "unknown (cudaGetDeviceProperties failed)";
+      return env;
+    }
+    env["gpu"] = p.name;
+    env["device"] = std::to_string(dev);
+    env["sms"] = std::to_string(p.multiProcessorCount);
+    env["cc"] = std::to_string(p.major) + "." + std::to_string(p.minor);
+    char mem[32];
+    std::snprintf(mem, sizeof mem, "%.1f", static_cast<double>(p.totalGlobalMem) / static_cast<double>(GiB));
+    env["memory_gib"] = mem;
+    return env;
+  }
+
+  void run_case(const std::string& id, const std::vector<std::string>& allocs, const options& o, sink& out) override {
+    static const std::map<std::string, void (gpu_backend::*)(const std::vector<akind>&, const options&, sink&)> cases = {
+        {"T1", &gpu_backend::t1},   {"T2", &gpu_backend::t2},   {"T3", &gpu_backend::t3},   {"T4", &gpu_backend::t4},
+        {"T5", &gpu_backend::t5},   {"T6", &gpu_backend::t6},   {"T7", &gpu_backend::t7},   {"T8", &gpu_backend::t8},
+        {"T9", &gpu_backend::t9},   {"T10", &gpu_backend::t10}, {"T11", &gpu_backend::t11}, {"T12", &gpu_backend::t12},
+        {"T13", &gpu_backend::t13},
+    };
+    const auto c = cases.find(id);
+    if (c == cases.end()) throw std::invalid_argument("toga-bench gpu: unknown case '" + id + "' (T1 .. T13)");
+    std::vector<akind> kinds;
+    for (const std::string& a : allocs) kinds.push_back(parse_allocator(a));
+    ensure_ready(o);
+    (this->*(c->second))(kinds, o, out);
+  }
+
+ private:
+  // ---- state ----
+  bool ready_ = false;
+  std::uint64_t malloc_limit_ = 0;
+  cudaEvent_t ev_start_ = nullptr;
+  cudaEvent_t ev_stop_ = nullptr;
+  std::unique_ptr<toga::cuda::heap> heap_;
+  std::unique_ptr<bump_buffer> bump_;
+  dev_array<void*> slots_;
+  dev_array<unsigned long long> counters_;  // 0 failures, 1 corrupt, 2 missing, 3 digest
+  std::map<std::string, std::shared_ptr<const graph_plan>> plans_;
+
+  static std::uint64_t toga_capacity(const options& o) {
+    return std::max<std::uint64_t>(4 * KiB, pow2_at_least(o.heap_bytes ? o.heap_bytes : default_heap_bytes));
+  }
+  static std::uint64_t big_bytes(const options& o) { return std::max(default_heap_bytes, toga_capacity(o)); }
+
+  //! First use: the device must exist; the cuda-malloc heap limit is set before any launch.
+  void ensure_ready(const options& o) {
+    if (ready_) return;
+    if (const auto why = unavailable()) throw std::runtime_error("toga-bench gpu: " + *why);
+    const std::uint64_t limit = big_bytes(o);
+    BENCH_CUDA(cudaDeviceSetLimit(cudaLimitMallocHeapSize, limit));
+    std::size_t got = 0;
+    BENCH_CUDA(cudaDeviceGetLimit(&got, cudaLimitMallocHeapSize));
+    malloc_limit_ = got;
+    BENCH_CUDA(cudaEventCreate(&ev_start_));
+    BENCH_CUDA(cudaEventCreate(&ev_stop_));
+    counters_ = dev_array<unsigned long long>(8, "the counters");
+    ready_ = true;
+  }
+
+  target big_target(akind k, const options& o) {
+    target t;
+    t.kind = k;
+    if (k == akind::toga) {
+      const std::uint64_t cap = toga_capacity(o);
+      if (!heap_ || heap_->capacity() != cap) {
+        heap_.reset();
+        heap_ = make_heap(cap, "T1-T7 and T9");
+      }
+      t.heap = heap_.get();
+    } else if (k == akind::bump) {
+      const std::uint64_t bytes = big_bytes(o);
+      if (!bump_ || bump_->mem.size() != bytes) {
+        bump_.reset();
+        bump_ = std::make_unique<bump_buffer>(bytes, size_text(bytes));
+      }
+      t.bump = bump_.get();
+    }
+    return t;
+  }
+
+  void ensure_slots(std::uint64_t n) {
+    if (slots_.size() < n) {
+      slots_ = dev_array<void*>();
+      slots_ = dev_array<void*>(n, "the block pointers");
+    }
+  }
+
+  void zero_counters() { BENCH_CUDA(cudaMemset(counters_.get(), 0, 8 * sizeof(unsigned long long))); }
+  std::vector<unsigned long long> read_counters() { return download(counters_.get(), 8, "the counters"); }
+  unsigned long long* counter(int i) const { return counters_.get() + i; }
+
+  //! Milliseconds of exactly one launch (events around it); checks and synchronises.
+  template <class Launch>
+  double timed(const std::string& what, Launch&& launch) {
+    BENCH_CUDA(cudaEventRecord(ev_start_));
+    launch();
+    check(cudaGetLastError(), "launching " + what);
+    BENCH_CUDA(cudaEventRecord(ev_stop_));
+    check(cudaEventSynchronize(ev_stop_), "cudaEventSynchronize after " + what);
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize after " + what);
+    float ms = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, ev_start_, ev_stop_));
+    return ms;
+  }
+
+  //! Writes (verify = false) or checks the pattern of slots [0, count); returns the bad blocks.
+  std::uint64_t pattern(void* const* slots, std::uint64_t count, const size_rule& sizes, std::uint64_t id_base, std::uint64_t seed,
+                        bool verify, std::int64_t only_round = -1) {
+    if (count == 0) return 0;
+    BENCH_CUDA(cudaMemset(counter(1), 0, sizeof(unsigned long long)));
+    const pattern_args a{slots, count, sizes, id_base, seed, only_round, verify ? 1 : 0, counter(1)};
+    const std::uint64_t warps = std::min<std::uint64_t>(count, std::uint64_t{1} << 18);
+    pattern_kernel<<<grid_for(warps * 32), block_threads>>>(a);
+    finish_launch(verify ? "the pattern verify kernel" : "the pattern fill kernel");
+    return verify ? read_counters()[1] : 0;
+  }
+
+  // -- alloc / free kernels, dispatched by allocator --
+
+  template <class P>
+  static void launch_alloc(const P& pol, const alloc_args& a, bool warp) {
+    if constexpr (P::has_warp) {
+      if (warp) {
+        alloc_kernel<P, true><<<grid_for(a.threads), block_threads>>>(pol, a);
+        return;
+      }
+    }
+    alloc_kernel<P, false><<<grid_for(a.threads), block_threads>>>(pol, a);
+  }
+
+  void run_alloc(const target& t, const alloc_args& a, bool warp, double* ms) {
+    const std::string what = std::string("the ") + kind_name(t.kind) + " alloc kernel";
+    with_policy(t, [&](const auto& pol) {
+      if (ms != nullptr) {
+        *ms = timed(what, [&] { launch_alloc(pol, a, warp); });
+      } else {
+        launch_alloc(pol, a, warp);
+        finish_launch(what);
+      }
+    });
+  }
+
+  void run_free(const target& t, const free_args& a, double* ms) {
+    const std::string what = std::string("the ") + kind_name(t.kind) + " free kernel";
+    with_policy(t, [&](const auto& pol) {
+      using P = std::decay_t<decltype(pol)>;
+      auto launch = [&] { free_kernel<P><<<grid_for(a.threads), block_threads>>>(pol, a); };
+      if (ms != nullptr) {
+        *ms = timed(what, launch);
+      } else {
+        launch();
+        finish_launch(what);
+      }
+    });
+  }
+
+  free_args slot_free_args(std::uint64_t threads, bool lane0, bool warp) const {
+    return free_args{reinterpret_cast<const char*>(slots_.get()), sizeof(void*), threads, lane0 ? 1 : 0, warp ? 1 : 0};
+  }
+
+  //! One repetition of an alloc / free point with n threads.
+  rep_result alloc_free_rep(const target& t, const pair_point& pt, std::uint64_t n, std::uint64_t seed, bool verify, bool host_check) {
+    rep_result r;
+    reset_target(t);
+    zero_counters();
+    const std::uint64_t ops = pt.lane0 ? (n + 31) / 32 : n;
+    const alloc_args a{slots_.get(), n, pt.sizes, 0, pt.lane0 ? 1 : 0, counter(0)};
+    run_alloc(t, a, pt.warp, &r.alloc_ms);
+    r.failures = read_counters()[0];
+    if (verify) {
+      pattern(slots_.get(), ops, pt.sizes, 0, seed, false);
+      r.corrupt = pattern(slots_.get(), ops, pt.sizes, 0, seed, true);
+      if (host_check) r.corrupt += check_slots(slots_.get(), ops, pt.sizes, 0, bounds_of(t));
+    }
+    run_free(t, slot_free_args(n, pt.lane0, pt.warp), &r.free_ms);
+    return r;
+  }
+
+  //! The slow-allocator rule: probe with 16384 threads, cut n to fit the budget.
+  template <class Probe>
+  std::uint64_t choose_threads(std::uint64_t n, const options& o, std::string& note, Probe&& probe) {
+    if (n <= probe_threads) return n;
+    (void)probe(probe_threads);  // also loads the module
+    const double ms = probe(probe_threads);
+    const std::uint64_t c = cut_threads(n, probe_threads, ms, o.slow_budget_ms);
+    if (c < n) note = join_note(note, "cut from " + std::to_string(n) + " threads (slow)");
+    return c;
+  }
+
+  void run_pair_point(akind k, const pair_point& pt, const options& o, sink& out) {
+    const target t = big_target(k, o);
+    const std::uint64_t ops_max = pt.lane0 ? (pt.threads + 31) / 32 : pt.threads;
+    ensure_slots(std::max<std::uint64_t>(ops_max, 1));
+    std::string note = pt.note;
+    if (pt.warp && k == akind::bump) note = join_note(note, "bumpw");
+    if (pt.warp && k == akind::cuda_malloc) note = join_note(note, "no warp API: plain malloc / free");
+    const std::uint64_t n = choose_threads(pt.threads, o, note, [&](std::uint64_t m) {
+      const rep_result r = alloc_free_rep(t, pt, m, o.seed, false, false);
+      return r.alloc_ms + r.free_ms;
+    });
+    const std::uint64_t ops = pt.lane0 ? (n + 31) / 32 : n;
+    row ra;
+    ra.allocator = kind_name(k);
+    ra.case_id = pt.case_id;
+    ra.op = "alloc";
+    ra.param = pt.param;
+    ra.size = pt.row_size;
+    ra.threads = n;
+    ra.ops_per_rep = ops;
+    ra.note = note;
+    row rf = ra;
+    rf.op = "free";
+    out.progress(pt.case_id + " " + kind_name(k) + " " + pt.label + (pt.case_id == "T4" ? " x " + std::to_string(n) + " threads" : ""));
+    (void)alloc_free_rep(t, pt, n, o.seed, false, false);  // warm-up
+    for (unsigned rep = 0; rep < o.reps; ++rep) {
+      const rep_result r = alloc_free_rep(t, pt, n, o.seed, true, rep == 0);
+      ra.ms.push_back(r.alloc_ms);
+      rf.ms.push_back(r.free_ms);
+      ra.failures = std::max(ra.failures, r.failures);
+      ra.corrupt = std::max(ra.corrupt, r.corrupt);
+    }
+    reset_target(t);
+    out.add(std::move(ra));
+    out.add(std::move(rf));
+  }
+
+  // ---- cases ----
+
+  static std::vector<std::uint64_t> t1_sizes(const options& o) {
+    if (!o.sizes.empty()) return o.sizes;
+    if (o.sweep) {
+      std::vector<std::uint64_t> v;
+      for (std::uint64_t s = 4; s <= 8192; s += 4) v.push_back(s);
+      return v;
+    }
+    return {16, 64, 256, 1024, 4096, 8192};
+  }
+  static std::vector<std::uint64_t> thread_list(const options& o, std::vector<std::uint64_t> dflt) {
+    return o.threads.empty() ? dflt : o.threads;
+  }
+
+  void t1_like(const std::string& id, bool warp, const std::vector<akind>& kinds, const options& o, sink& out) {
+    for (std::uint64_t n : thread_list(o, {std::uint64_t{1} << 20}))
+      for (std::uint64_t s : t1_sizes(o))
+        for (akind k : kinds) {
+          pair_point pt;
+          pt.case_id = id;
+          pt.param = warp ? "warp" : "";
+          pt.label = size_text(s) + (warp ? " (warp)" : "");
+          pt.row_size = s;
+          pt.sizes.size = s;
+          pt.threads = n;
+          pt.warp = warp;
+          run_pair_point(k, pt, o, out);
+        }
+  }
+
+  void t1(const std::vector<akind>& kinds, const options& o, sink& out) { t1_like("T1", false, kinds, o, out); }
+  void t6(const std::vector<akind>& kinds, const options& o, sink& out) { t1_like("T6", true, kinds, o, out); }
+
+  void t2(const std::vector<akind>& kinds, const options& o, sink& out) {
+    const std::vector<std::uint64_t> sizes = o.sizes.empty() ? std::vector<std::uint64_t>{16, 4096} : o.sizes;
+    for (std::uint64_t n : thread_list(o, {std::uint64_t{1} << 20}))
+      for (std::uint64_t s : sizes)
+        for (akind k : kinds) {
+          pair_point pt;
+          pt.case_id = "T2";
+          pt.label = size_text(s) + " (lane 0)";
+          pt.row_size = s;
+          pt.sizes.size = s;
+          pt.threads = n;
+          pt.lane0 = true;
+          run_pair_point(k, pt, o, out);
+        }
+  }
+
+  void t3(const std::vector<akind>& kinds, const options& o, sink& out) {
+    const std::vector<std::uint64_t> his = o.sizes.empty() ? std::vector<std::uint64_t>{64, 512, 4096, 8192} : o.sizes;
+    for (std::uint64_t hi : his)
+      if (hi < 16) throw std::invalid_argument("toga-bench gpu: T3 needs hi >= 16 (got " + std::to_string(hi) + ")");
+    for (std::uint64_t n : thread_list(o, {std::uint64_t{1} << 20}))
+      for (std::uint64_t hi : his)
+        for (akind k : kinds) {
+          pair_point pt;
+          pt.case_id = "T3";
+          pt.param = "hi=" + std::to_string(hi);
+          pt.label = pt.param;
+          pt.sizes.hi = hi;
+          pt.sizes.seed = o.seed;
+          pt.threads = n;
+          run_pair_point(k, pt, o, out);
+        }
+  }
+
+  void t4(const std::vector<akind>& kinds, const options& o, sink& out) {
+    std::vector<std::uint64_t> ns;
+    if (o.prof == profile::full) {
+      for (unsigned e = 0; e <= 20; ++e) ns.push_back(std::uint64_t{1} << e);
+    } else {
+      ns = {1, 32, 1024, 32768, std::uint64_t{1} << 20};
+    }
+    const std::vector<std::uint64_t> sizes = o.sizes.empty() ? std::vector<std::uint64_t>{16, 256, 4096} : o.sizes;
+    for (std::uint64_t s : sizes)
+      for (std::uint64_t n : thread_list(o, ns))
+        for (akind k : kinds) {
+          pair_point pt;
+          pt.case_id = "T4";
+          pt.param = "threads=" + std::to_string(n);  // the requested count: rows of one point compare even when cut
+          pt.label = size_text(s);
+          pt.row_size = s;
+          pt.sizes.size = s;
+          pt.threads = n;
+          run_pair_point(k, pt, o, out);
+        }
+  }
+
+  void t5(const std::vector<akind>& kinds, const options& o, sink& out) {
+    const std::vector<std::uint64_t> sizes = o.sizes.empty() ? std::vector<std::uint64_t>{16, 256, 4096} : o.sizes;
+    constexpr unsigned iterations = 16;
+    for (std::uint64_t n0 : thread_list(o, {std::uint64_t{1} << 18}))
+      for (std::uint64_t s : sizes)
+        for (akind k : kinds) {
+          const target t = big_target(k, o);
+          auto rep = [&](std::uint64_t n, double* ms) {
+            reset_target(t);
+            zero_counters();
+            const churn_args a{n, s, iterations, o.seed, counter(0), counter(1)};
+            const std::string what = std::string("the ") + kind_name(k) + " churn kernel";
+            with_policy(t, [&](const auto& pol) {
+              using P = std::decay_t<decltype(pol)>;
+              auto launch = [&] { churn_kernel<P><<<grid_for(n), block_threads>>>(pol, a); };
+              if (ms != nullptr) {
+                *ms = timed(what, launch);
+              } else {
+                launch();
+                finish_launch(what);
+              }
+            });
+            return read_counters();
+          };
+          std::string note;
+          const std::uint64_t n = choose_threads(n0, o, note, [&](std::uint64_t m) {
+            double ms = 0;
+            rep(m, &ms);
+            return ms;
+          });
+          row r;
+          r.allocator = kind_name(k);
+          r.case_id = "T5";
+          r.op = "churn";
+          r.size = s;
+          r.threads = n;
+          r.ops_per_rep = n * iterations;
+          r.note = note;
+          out.progress("T5 " + std::string(kind_name(k)) + " " + size_text(s));
+          rep(n, nullptr);  // warm-up
+          for (unsigned i = 0; i < o.reps; ++i) {
+            double ms = 0;
+            const auto c = rep(n, &ms);
+            r.ms.push_back(ms);
+            r.failures = std::max<std::uint64_t>(r.failures, c[0]);
+            r.corrupt = std::max<std::uint64_t>(r.corrupt, c[1]);
+          }
+          reset_target(t);
+          out.add(std::move(r));
+        }
+  }
+
+  void t7(const std::vector<akind>& kinds, const options& o, sink& out) {
+    const std::vector<std::uint64_t> sizes = o.sizes.empty() ? std::vector<std::uint64_t>{16 * KiB, 64 * KiB, 512 * KiB, 4 * MiB} : o.sizes;
+    const std::uint64_t cap = toga_capacity(o);
+    for (std::uint64_t s : sizes)
+      for (akind k : kinds) {
+        const std::uint64_t n = s == 0 ? 0 : cap / 2 / s;
+        if (n == 0) {
+          row r;
+          r.allocator = kind_name(k);
+          r.case_id = "T7";
+          r.op = "alloc";
+          r.size = s;
+          r.note = "not measured: " + size_text(s) + " is more than half the " + size_text(cap) + " heap";
+          out.add(std::move(r));
+          continue;
+        }
+        pair_point pt;
+        pt.case_id = "T7";
+        pt.label = size_text(s);
+        pt.row_size = s;
+        pt.sizes.size = s;
+        pt.threads = n;
+        run_pair_point(k, pt, o, out);
+      }
+  }
+
+  void t8(const std::vector<akind>& kinds, const options& o, sink& out) {
+    const std::vector<std::uint64_t> sizes = o.sizes.empty() ? std::vector<std::uint64_t>{16, 256, 4096} : o.sizes;
+    constexpr std::uint64_t round_threads = 100000;
+    constexpr std::uint64_t bytes = GiB;
+    for (std::uint64_t s : sizes)
+      for (akind k : kinds) {
+        row r;
+        r.allocator = kind_name(k);
+        r.case_id = "T8";
+        r.op = "oom";
+        r.size = s;
+        r.threads = round_threads;
+        if (k == akind::cuda_malloc) {
+          r.note = "not measured: cuda-malloc's heap size is fixed for the process at first use (" + size_text(malloc_limit_) +
+                   " here), T8 needs 1 GiB";
+          out.add(std::move(r));
+          continue;
+        }
+        if (s == 0) throw std::invalid_argument("toga-bench gpu: T8 needs sizes > 0");
+        out.progress("T8 " + std::string(kind_name(k)) + " " + size_text(s));
+        std::unique_ptr<toga::cuda::heap> h;
+        std::unique_ptr<bump_buffer> bb;
+        target t;
+        t.kind = k;
+        if (k == akind::toga) {
+          h = make_heap(bytes, "T8");
+          t.heap = h.get();
+        } else {
+          bb = std::make_unique<bump_buffer>(bytes, "T8, 1 GiB");
+          t.bump = bb.get();
+        }
+        const std::uint64_t max_rounds = (bytes / s + round_threads - 1) / round_threads + 2;
+        dev_array<void*> slots(max_rounds * round_threads, "T8's block pointers");
+        size_rule sizes_rule;
+        sizes_rule.size = s;
+        // load the kernel's module outside the timed rounds (a launch with no taking-part thread)
+        run_alloc(t, alloc_args{slots.get(), 0, sizes_rule, 0, 0, counter(0)}, false, nullptr);
+        double total_ms = 0;
+        std::uint64_t ok = 0, rounds = 0, extra_ok = 0;
+        bool exhausted = false, extra_done = false;
+        while (rounds < max_rounds) {
+          zero_counters();
+          const alloc_args a{slots.get() + rounds * round_threads, round_threads, sizes_rule, rounds * round_threads, 0, counter(0)};
+          double ms = 0;
+          run_alloc(t, a, false, &ms);
+          total_ms += ms;
+          const std::uint64_t f = read_counters()[0];
+          const std::uint64_t got = round_threads - std::min(f, round_threads);
+          pattern(a.ptrs, round_threads, sizes_rule, a.id_base, o.seed, false);
+          ++rounds;
+          ok += got;
+          if (exhausted) {
+            extra_ok = got;
+            extra_done = true;
+            break;
+          }
+          if (f > 0) exhausted = true;
+        }
+        const std::uint64_t live = rounds * round_threads;
+        r.corrupt = pattern(slots.get(), live, sizes_rule, 0, o.seed, true);
+        r.corrupt += check_slots(slots.get(), live, sizes_rule, 0, bounds_of(t));
+        if (!extra_done) r.note = "no nullptr after " + std::to_string(rounds) + " rounds: more blocks than the heap holds";
+        r.ms = {total_ms};
+        r.ops_per_rep = ok;
+        r.metrics["utilisation"] = static_cast<double>(ok) * static_cast<double>(s) / static_cast<double>(bytes);
+        r.metrics["rounds"] = static_cast<double>(rounds);
+        r.metrics["extra_round_allocations"] = static_cast<double>(extra_ok);
+        out.add(std::move(r));
+      }
+  }
+
+  void t9(const std::vector<akind>& kinds, const options& o, sink& out) {
+    const std::vector<std::uint64_t> sizes = o.sizes.empty() ? std::vector<std::uint64_t>{16, 256, 4096} : o.sizes;
+    constexpr std::uint64_t n = 100000;
+    const unsigned rounds = o.prof == profile::full ? 100 : 20;
+    for (std::uint64_t s : sizes)
+      for (akind k : kinds) {
+        const target t = big_target(k, o);
+        ensure_slots(n);
+        size_rule rule;
+        rule.size = s;
+        const bounds_fn in = bounds_of(t);
+        row r;
+        r.allocator = kind_name(k);
+        r.case_id = "T9";
+        r.op = "rounds";
+        r.size = s;
+        r.threads = n;
+        out.progress("T9 " + std::string(kind_name(k)) + " " + size_text(s));
+        reset_target(t);
+        zero_counters();
+        run_alloc(t, alloc_args{slots_.get(), n, rule, 0, 0, counter(0)}, false, nullptr);  // the live population
+        r.failures += read_counters()[0];
+        pattern(slots_.get(), n, rule, 0, o.seed, false);
+        double worst = 0, last = 0, ops_sum = 0;
+        unsigned timed_rounds = 0;
+        for (unsigned round = 0; round <= rounds; ++round) {  // round 0: untimed warm-up
+          std::uint64_t chosen = 0;
+          for (std::uint64_t i = 0; i < n; ++i) chosen += frag_chosen(o.seed, round, i) ? 1 : 0;
+          if (k == akind::bump) {
+            const unsigned long long used = download(t.bump->counter.get(), 1, "the bump counter")[0];
+            if (used + chosen * round16(s) > t.bump->mem.size()) {
+              r.note = "stopped after " + std::to_string(timed_rounds) + " rounds: the " + size_text(t.bump->mem.size()) +
+                       " bump buffer would overflow (bump never frees)";
+              break;
+            }
+          }
+          zero_counters();
+          const frag_args a{slots_.get(), n, s, o.seed, round, counter(0)};
+          const std::string what = std::string("the ") + kind_name(k) + " fragmentation kernel";
+          double ms = 0;
+          with_policy(t, [&](const auto& pol) {
+            using P = std::decay_t<decltype(pol)>;
+            auto launch = [&] { frag_kernel<P><<<grid_for(n), block_threads>>>(pol, a); };
+            if (round == 0) {
+              launch();
+              finish_launch(what);
+            } else {
+              ms = timed(what, launch);
+            }
+          });
+          r.failures += read_counters()[0];
+          pattern(slots_.get(), n, rule, 0, o.seed, false, round);
+          r.corrupt += pattern(slots_.get(), n, rule, 0, o.seed, true);
+          if (round == 0) continue;
+          r.ms.push_back(ms);
+          ops_sum += 2.0 * static_cast<double>(chosen);
+          ++timed_rounds;
+          // address range and host check
+          const std::vector<void*> p = download(slots_.get(), n, "T9's block pointers");
+          std::vector<std::uintptr_t> v;
+          v.reserve(n);
+          for (void* x : p)
+            if (x != nullptr) v.push_back(reinterpret_cast<std::uintptr_t>(x));
+          r.corrupt += check_blocks(v, [](std::uintptr_t x) { return x; }, [s](std::uintptr_t) { return s; }, in);
+          if (!v.empty()) {
+            const double range = static_cast<double>(v.back() + s - v.front());
+            last = range / (static_cast<double>(n) * static_cast<double>(s));
+            worst = std::max(worst, last);
+          }
+        }
+        if (k != akind::bump) run_free(t, slot_free_args(n, false, false), nullptr);
+        reset_target(t);
+        r.ops_per_rep = timed_rounds ? static_cast<std::uint64_t>(ops_sum / timed_rounds + 0.5) : 0;
+        r.metrics["range_ratio"] = worst;
+        r.metrics["range_ratio_final"] = last;
+        out.add(std::move(r));
+      }
+  }
+
+  // -- T10 / T11: dynamic graphs --
+
+  struct graph_device {
+    std::uint32_t vertices = 0;
+    dev_array<std::uint32_t> offsets, adj;
+    dev_array<vstate> state;
+    dev_array<std::uint64_t> digest_initial, digest_peak;
+    // every round's batch, concatenated: item offsets point into the concatenated nbr arrays
+    dev_array<std::uint32_t> ins_vertex, ins_offsets, ins_nbr, del_vertex, del_offsets, del_nbr;
+    std::vector<std::size_t> ins_vstart, ins_ostart, del_vstart, del_ostart;
+    std::vector<std::uint32_t> ins_items, del_items;
+  };
+
+  static void concat_batches(const std::vector<graph_batch>& bs, std::vector<std::uint32_t>& vertex, std::vector<std::uint32_t>& offsets,
+                             std::vector<std::uint32_t>& nbr, std::vector<std::size_t>& vstart, std::vector<std::size_t>& ostart,
+                             std::vector<std::uint32_t>& items) {
+    for (const graph_batch& b : bs) {
+      vstart.push_back(vertex.size());
+      ostart.push_back(offsets.size());
+      items.push_back(static_cast<std::uint32_t>(b.vertex.size()));
+      const std::uint64_t base = nbr.size();
+      if (base + b.nbr.size() > UINT32_MAX) throw std::runtime_error("toga-bench gpu: the graph update batches exceed 2^32 entries");
+      vertex.insert(vertex.end(), b.vertex.begin(), b.vertex.end());
+      for (std::uint32_t x : b.offsets) offsets.push_back(static_cast<std::uint32_t>(base + x));
+      if (b.offsets.empty()) offsets.push_back(static_cast<std::uint32_t>(base));
+      nbr.insert(nbr.end(), b.nbr.begin(), b.nbr.end());
+    }
+  }
+
+  static graph_device upload_graph(const graph_plan& p) {
+    graph_device g;
+    g.vertices = p.vertices;
+    g.offsets = upload(p.offsets, "the graph's CSR offsets");
+    g.adj = upload(p.adj, "the graph's CSR neighbours");
+    g.state = dev_array<vstate>(p.vertices, "the vertex records");
+    g.digest_initial = upload(p.digest_initial, "the initial digests");
+    g.digest_peak = upload(p.digest_peak, "the peak digests");
+    std::vector<std::uint32_t> v, off, nb;
+    concat_batches(p.inserts, v, off, nb, g.ins_vstart, g.ins_ostart, g.ins_items);
+    g.ins_vertex = upload(v, "the insert batches");
+    g.ins_offsets = upload(off, "the insert batches");
+    g.ins_nbr = upload(nb, "the insert batches");
+    v.clear();
+    off.clear();
+    nb.clear();
+    concat_batches(p.deletes, v, off, nb, g.del_vstart, g.del_ostart, g.del_items);
+    g.del_vertex = upload(v, "the delete batches");
+    g.del_offsets = upload(off, "the delete batches");
+    g.del_nbr = upload(nb, "the delete batches");
+    return g;
+  }
+
+  //! Bytes a never-freeing allocator hands out over build + inserts + deletes (the kernels' rule).
+  static std::uint64_t bump_total(const graph_plan& p) {
+    std::vector<std::uint64_t> deg(p.vertices), cap(p.vertices);
+    std::uint64_t total = 0;
+    for (std::uint32_t v = 0; v < p.vertices; ++v) {
+      deg[v] = p.offsets[v + 1] - p.offsets[v];
+      cap[v] = capacity_bytes(deg[v]);
+      total += cap[v];
+    }
+    for (const graph_batch& b : p.inserts)
+      for (std::size_t i = 0; i < b.vertex.size(); ++i) {
+        const std::uint32_t v = b.vertex[i];
+        deg[v] += b.offsets[i + 1] - b.offsets[i];
+        if (deg[v] * 4 > cap[v]) {
+          cap[v] = capacity_bytes(deg[v]);
+          total += cap[v];
+        }
+      }
+    for (const graph_batch& b : p.deletes)
+      for (std::size_t i = 0; i < b.vertex.size(); ++i) {
+        const std::uint32_t v = b.vertex[i];
+        const std::uint64_t k = b.offsets[i + 1] - b.offsets[i];
+        deg[v] -= std::min(deg[v], k);
+        const std::uint64_t c = capacity_bytes(deg[v]);
+        if (c < cap[v]) {
+          cap[v] = c;
+          total += c;
+        }
+      }
+    return total;
+  }
+
+  std::shared_ptr<const graph_plan> plan_for(const std::string& path, const options& o) {
+    const unsigned rounds = o.prof == profile::full ? 100 : 10;
+    const std::string key = path + "|" + std::to_string(rounds) + "|" + std::to_string(o.seed);
+    const auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second;
+    const graph g = load_graph(path);
+    auto p = std::make_shared<const graph_plan>(make_graph_plan(g, rounds, 10000, o.seed));
+    plans_[key] = p;
+    return p;
+  }
+
+  //! The memory of one graph measurement (fresh toga heap / bump buffer; cuda-malloc: global).
+  struct graph_memory {
+    std::unique_ptr<toga::cuda::heap> heap;
+    std::unique_ptr<bump_buffer> bump;
+    target t;
+    std::uint64_t bytes = 0;
+  };
+
+  graph_memory graph_target(akind k, const graph_plan& p) {
+    graph_memory m;
+    m.t.kind = k;
+    const std::uint64_t h = std::max<std::uint64_t>(64 * MiB, pow2_at_least(4 * p.peak_bytes));
+    if (k == akind::toga) {
+      m.heap = make_heap(h, "T10/T11 (" + p.name + ")");
+      m.t.heap = m.heap.get();
+      m.bytes = m.heap->capacity();
+    } else if (k == akind::bump) {
+      m.bytes = std::max(h, pow2_at_least(bump_total(p)));
+      m.bump = std::make_unique<bump_buffer>(m.bytes, "T10/T11, " + p.name);
+      m.t.bump = m.bump.get();
+    } else {
+      m.bytes = malloc_limit_;
+    }
+    return m;
+  }
+
+  void launch_update(const target& t, const update_args& a, double* ms) {
+    const std::string what = std::string("the ") + kind_name(t.kind) + " graph update kernel";
+    with_policy(t, [&](const auto& pol) {
+      using P = std::decay_t<decltype(pol)>;
+      auto launch = [&] { graph_update_kernel<P><<<grid_for(a.items), block_threads>>>(pol, a); };
+      if (ms != nullptr) {
+        *ms = timed(what, launch);
+      } else {
+        launch();
+        finish_launch(what);
+      }
+    });
+  }
+
+  //! Empties the vertex records and builds every array from the CSR (timed when ms != nullptr).
+  void graph_build(const target& t, graph_device& g, double* ms) {
+    if (g.vertices != 0) BENCH_CUDA(cudaMemset(g.state.get(), 0, std::size_t{g.vertices} * sizeof(vstate)));
+    const update_args a{g.state.get(), nullptr, g.offsets.get(), g.adj.get(), g.vertices, 0, counter(0), counter(2)};
+    launch_update(t, a, ms);
+  }
+
+  std::uint64_t graph_digest(const graph_device& g, const std::uint64_t* expect) {
+    BENCH_CUDA(cudaMemset(counter(3), 0, sizeof(unsigned long long)));
+    digest_kernel<<<grid_for(g.vertices), block_threads>>>(g.state.get(), g.vertices, expect, counter(3));
+    finish_launch("the digest kernel");
+    return read_counters()[3];
+  }
+
+  void graph_free_all(const target& t, const graph_device& g) {
+    if (t.kind != akind::bump)
+      run_free(t, free_args{reinterpret_cast<const char*>(g.state.get()), sizeof(vstate), g.vertices, 0, 0}, nullptr);
+    reset_target(t);
+  }
+
+  std::uint64_t graph_host_check(const target& t, const graph_device& g) {
+    std::vector<vstate> s = download(g.state.get(), g.vertices, "the vertex records");
+    s.erase(std::remove_if(s.begin(), s.end(), [](const vstate& x) { return x.data == nullptr; }), s.end());
+    return check_blocks(
+        s, [](const vstate& x) { return reinterpret_cast<std::uintptr_t>(x.data); }, [](const vstate& x) { return std::uint64_t{x.cap_bytes}; },
+        bounds_of(t));
+  }
+
+  void graph_rows_note(const std::vector<akind>& kinds, const std::string& id, const std::string& op, sink& out) {
+    for (akind k : kinds) {
+      row r;
+      r.allocator = kind_name(k);
+      r.case_id = id;
+      r.op = op;
+      r.note = "not measured: no graph files given (--graphs)";
+      out.add(std::move(r));
+    }
+  }
+
+  void t10(const std::vector<akind>& kinds, const options& o, sink& out) {
+    if (o.graphs.empty()) return graph_rows_note(kinds, "T10", "build", out);
+    for (const std::string& path : o.graphs) {
+      const auto plan = plan_for(path, o);
+      graph_device g = upload_graph(*plan);
+      for (akind k : kinds) {
+        graph_memory m = graph_target(k, *plan);
+        row r;
+        r.allocator = kind_name(k);
+        r.case_id = "T10";
+        r.op = "build";
+        r.param = plan->name;
+        r.threads = plan->vertices;
+        r.ops_per_rep = plan->vertices;
+        r.metrics["heap_bytes"] = static_cast<double>(m.bytes);
+        r.metrics["peak_bytes"] = static_cast<double>(plan->peak_bytes);
+        out.progress("T10 " + std::string(kind_name(k)) + " " + plan->name);
+        for (unsigned rep = 0; rep <= o.reps; ++rep) {  // rep 0: warm-up
+          reset_target(m.t);
+          zero_counters();
+          double ms = 0;
+          graph_build(m.t, g, rep == 0 ? nullptr : &ms);
+          const std::uint64_t failures = read_counters()[0];
+          std::uint64_t bad = graph_digest(g, g.digest_initial.get());
+          if (rep == 1) bad += graph_host_check(m.t, g);
+          graph_free_all(m.t, g);
+          if (rep == 0) continue;
+          r.ms.push_back(ms);
+          r.failures = std::max(r.failures, failures);
+          r.corrupt = std::max(r.corrupt, bad);
+        }
+        out.add(std::move(r));
+      }
+    }
+  }
+
+  void t11(const std::vector<akind>& kinds, const options& o, sink& out) {
+    if (o.graphs.empty()) {
+      graph_rows_note(kinds, "T11", "insert", out);
+      return graph_rows_note(kinds, "T11", "delete", out);
+    }
+    for (const std::string& path : o.graphs) {
+      const auto plan = plan_for(path, o);
+      graph_device g = upload_graph(*plan);
+      for (akind k : kinds) {
+        graph_memory m = graph_target(k, *plan);
+        row ri;
+        ri.allocator = kind_name(k);
+        ri.case_id = "T11";
+        ri.op = "insert";
+        ri.param = plan->name;
+        ri.metrics["heap_bytes"] = static_cast<double>(m.bytes);
+        ri.metrics["peak_bytes"] = static_cast<double>(plan->peak_bytes);
+        row rd = ri;
+        rd.op = "delete";
+        std::uint64_t ins_edges = 0, del_edges = 0;
+        for (const graph_batch& b : plan->inserts) ins_edges += b.edges;
+        for (const graph_batch& b : plan->deletes) del_edges += b.edges;
+        ri.ops_per_rep = plan->inserts.empty() ? 0 : (ins_edges + plan->inserts.size() / 2) / plan->inserts.size();
+        rd.ops_per_rep = plan->deletes.empty() ? 0 : (del_edges + plan->deletes.size() / 2) / plan->deletes.size();
+        for (std::uint32_t x : g.ins_items) ri.threads = std::max<std::uint64_t>(ri.threads, x);
+        for (std::uint32_t x : g.del_items) rd.threads = std::max<std::uint64_t>(rd.threads, x);
+        out.progress("T11 " + std::string(kind_name(k)) + " " + plan->name);
+        for (int pass = 0; pass < 2; ++pass) {  // pass 0: warm-up
+          const bool timing = pass == 1;
+          reset_target(m.t);
+          zero_counters();
+          graph_build(m.t, g, nullptr);
+          for (std::size_t round = 0; round < g.ins_items.size(); ++round) {
+            const update_args a{g.state.get(), g.ins_vertex.get() + g.ins_vstart[round], g.ins_offsets.get() + g.ins_ostart[round],
+                                g.ins_nbr.get(), g.ins_items[round], 0, counter(0), counter(2)};
+            double ms = 0;
+            if (a.items != 0) launch_update(m.t, a, timing ? &ms : nullptr);
+            if (timing) ri.ms.push_back(ms);
+          }
+          const auto ci = read_counters();
+          const std::uint64_t bad_peak = graph_digest(g, g.digest_peak.get());
+          const std::uint64_t overlap = timing ? graph_host_check(m.t, g) : 0;
+          zero_counters();
+          for (std::size_t round = 0; round < g.del_items.size(); ++round) {
+            const update_args a{g.state.get(), g.del_vertex.get() + g.del_vstart[round], g.del_offsets.get() + g.del_ostart[round],
+                                g.del_nbr.get(), g.del_items[round], 1, counter(0), counter(2)};
+            double ms = 0;
+            if (a.items != 0) launch_update(m.t, a, timing ? &ms : nullptr);
+            if (timing) rd.ms.push_back(ms);
+          }
+          const auto cd = read_counters();
+          const std::uint64_t bad_final = graph_digest(g, g.digest_initial.get());
+          graph_free_all(m.t, g);
+          if (!timing) continue;
+          ri.failures = ci[0];
+          ri.corrupt = bad_peak + overlap + ci[2];
+          rd.failures = cd[0];
+          rd.corrupt = bad_final + cd[2];
+        }
+        out.add(std::move(ri));
+        out.add(std::move(rd));
+      }
+    }
+  }
+
+  void t12(const std::vector<akind>& kinds, const options& o, sink& out) {
+    constexpr std::uint64_t bytes = 8 * GiB;
+    using clock = std::chrono::steady_clock;
+    auto ms_between = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+    for (akind k : kinds) {
+      row r;
+      r.allocator = kind_name(k);
+      r.case_id = "T12";
+      r.op = "init";
+      r.param = size_text(bytes);
+      r.ops_per_rep = 1;
+      if (k == akind::cuda_malloc) {
+        r.note = "not measurable: the heap is set once per process by cudaDeviceSetLimit";
+        out.add(std::move(r));
+        continue;
+      }
+      out.progress("T12 " + std::string(kind_name(k)) + " " + size_text(bytes));
+      std::vector<double> destroy, device_init;
+      for (unsigned rep = 0; rep <= o.reps; ++rep) {  // rep 0: warm-up
+        double make_ms = 0, destroy_ms = 0;
+        if (k == akind::toga) {
+          const auto t0 = clock::now();
+          std::unique_ptr<toga::cuda::heap> h = make_heap(bytes, "T12");
+          BENCH_CUDA(cudaDeviceSynchronize());
+          const auto t1 = clock::now();
+          const double init = h->init_ms();
+          const auto t2 = clock::now();
+          h.reset();
+          BENCH_CUDA(cudaDeviceSynchronize());
+          const auto t3 = clock::now();
+          make_ms = ms_between(t0, t1);
+          destroy_ms = ms_between(t2, t3);
+          if (rep != 0) device_init.push_back(init);
+        } else {
+          const auto t0 = clock::now();
+          char* p = nullptr;
+          check(cudaMalloc(reinterpret_cast<void**>(&p), bytes + 256), "cudaMalloc of the 8 GiB bump buffer (T12)");
+          const cudaError_t e = cudaMemset(p + bytes, 0, sizeof(unsigned long long));
+          const cudaError_t s = cudaDeviceSynchronize();
+          const auto t1 = clock::now();
+          if (e != cudaSuccess || s != cudaSuccess) {
+            (void)cudaFree(p);
+            check(e, "cudaMemset of the bump counter (T12)");
+            check(s, "cudaDeviceSynchronize after the bump buffer's cudaMemset (T12)");
+          }
+          const auto t2 = clock::now();
+          BENCH_CUDA(cudaFree(p));
+          BENCH_CUDA(cudaDeviceSynchronize());
+          const auto t3 = clock::now();
+          make_ms = ms_between(t0, t1);
+          destroy_ms = ms_between(t2, t3);
+        }
+        if (rep == 0) continue;
+        r.ms.push_back(make_ms);
+        destroy.push_back(destroy_ms);
+      }
+      r.metrics["destroy_ms"] = median(destroy);
+      if (k == akind::toga) r.metrics["device_init_ms"] = median(device_init);
+      out.add(std::move(r));
+    }
+  }
+
+  void t13(const std::vector<akind>& kinds, const options&, sink& out) {
+    auto add = [&](akind k, const std::string& op, const std::string& param, const cudaFuncAttributes& a, const std::string& note) {
+      row r;
+      r.allocator = kind_name(k);
+      r.case_id = "T13";
+      r.op = op;
+      r.param = param;
+      r.metrics["registers"] = a.numRegs;
+      r.metrics["local_bytes"] = static_cast<double>(a.localSizeBytes);
+      r.note = note;
+      out.add(std::move(r));
+    };
+    for (akind k : kinds) {
+      out.progress("T13 " + std::string(kind_name(k)));
+      cudaFuncAttributes al{}, wa{}, fr{};
+      switch (k) {
+        case akind::toga:
+          BENCH_CUDA(cudaFuncGetAttributes(&al, alloc_kernel<toga_policy, false>));
+          BENCH_CUDA(cudaFuncGetAttributes(&wa, alloc_kernel<toga_policy, true>));
+          BENCH_CUDA(cudaFuncGetAttributes(&fr, free_kernel<toga_policy>));
+          break;
+        case akind::cuda_malloc:
+          BENCH_CUDA(cudaFuncGetAttributes(&al, alloc_kernel<malloc_policy, false>));
+          BENCH_CUDA(cudaFuncGetAttributes(&fr, free_kernel<malloc_policy>));
+          break;
+        case akind::bump:
+          BENCH_CUDA(cudaFuncGetAttributes(&al, alloc_kernel<bump_policy, false>));
+          BENCH_CUDA(cudaFuncGetAttributes(&wa, alloc_kernel<bump_policy, true>));
+          BENCH_CUDA(cudaFuncGetAttributes(&fr, free_kernel<bump_policy>));
+          break;
+      }
+      add(k, "alloc", "", al, "");
+      add(k, "free", "", fr, "");
+      if (k != akind::cuda_malloc) add(k, "alloc", "warp", wa, k == akind::bump ? "bumpw" : "");
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<backend> make_gpu_backend() { return std::make_unique<gpu_backend>(); }
+
+}  // namespace toga::bench
