@@ -15,9 +15,10 @@
 // Memory (sized for an 80 GB H100): the toga heap for T1-T7 and T9 is 16 GiB (options::heap_bytes
 // overrides), the bump buffer and the cuda-malloc heap are max(16 GiB, toga heap); the three are
 // made lazily and kept across cases. T8 uses a fresh 1 GiB heap / buffer, T10/T11 a fresh heap
-// per graph, T12 constructs 8 GiB heaps. Before every repetition the toga heap is reset
-// (heap::reset, every block freed), the bump counter set to 0; cuda-malloc frees every block in
-// the free kernel, so every measurement starts from an empty allocator.
+// per graph, T12 constructs 8 GiB heaps. Every case point starts from an empty allocator: the toga
+// heap is reset (heap::reset) before its warm-up; between repetitions only the bump counter is set
+// to 0, while toga and cuda-malloc keep the state their free kernels left (every block freed), so
+// the timed repetitions see warm allocators, as in the protocol's "warm-up, then repetitions".
 //
 // Timing: CUDA events around exactly one kernel launch; one untimed warm-up before
 // options::reps timed repetitions (for round-based cases, T8, T9, T11, the rounds are the
@@ -579,6 +580,12 @@ void reset_target(const target& t) {
   }
 }
 
+//! Between the repetitions of one point: bump starts over (it never frees); toga and cuda-malloc
+//! keep their state, so that the warm-up warms them (their free kernels emptied them).
+void rewind_bump(const target& t) {
+  if (t.kind == akind::bump) reset_target(t);
+}
+
 std::unique_ptr<toga::cuda::heap> make_heap(std::uint64_t bytes, const std::string& what) {
   try {
     return std::make_unique<toga::cuda::heap>(bytes);
@@ -881,7 +888,7 @@ class gpu_backend final : public backend {
   //! One repetition of an alloc / free point with n threads.
   rep_result alloc_free_rep(const target& t, const pair_point& pt, std::uint64_t n, std::uint64_t seed, bool verify, bool host_check) {
     rep_result r;
-    reset_target(t);
+    rewind_bump(t);
     zero_counters();
     const std::uint64_t ops = pt.lane0 ? (n + 31) / 32 : n;
     const alloc_args a{slots_.get(), n, pt.sizes, 0, pt.lane0 ? 1 : 0, counter(0)};
@@ -1042,7 +1049,7 @@ class gpu_backend final : public backend {
         for (akind k : kinds) {
           const target t = big_target(k, o);
           auto rep = [&](std::uint64_t n, double* ms) {
-            reset_target(t);
+            rewind_bump(t);
             zero_counters();
             const churn_args a{n, s, iterations, o.seed, counter(0), counter(1)};
             const std::string what = std::string("the ") + kind_name(k) + " churn kernel";
@@ -1414,7 +1421,7 @@ class gpu_backend final : public backend {
   void graph_free_all(const target& t, const graph_device& g) {
     if (t.kind != akind::bump)
       run_free(t, free_args{reinterpret_cast<const char*>(g.state.get()), sizeof(vstate), g.vertices, 0, 0}, nullptr);
-    reset_target(t);
+    rewind_bump(t);
   }
 
   std::uint64_t graph_host_check(const target& t, const graph_device& g) {

@@ -9,21 +9,30 @@
 //
 // What the figures mean. Every "kernel launch" is one toga::sim::world run: every GPU thread is a
 // fiber on ONE host thread, and every atomic, fence, backoff and warp intrinsic is a scheduling
-// point. The timed figure is host wall-clock time (std::chrono::steady_clock) around world::run,
-// that is, simulated operations per second of host time. It follows the number of platform
-// operations (atomics, intrinsics, spins) and the number of lanes, so it is good for trends and
-// regressions of the core's code paths; it says nothing about GPU speed (no memory latency, no
-// parallel hardware). Never compare these figures with the GPU backend's.
+// point. The timed figure is host wall-clock time (std::chrono::steady_clock) around world::run
+// (fiber start-up included), that is, simulated operations per second of host time. It follows
+// the number of platform operations (atomics, intrinsics, spins), the lane switches and the
+// number of lanes, so it is good for trends and regressions of the core's code paths on one
+// machine; it says nothing about GPU speed (no memory latency, no parallel hardware): never
+// compare these figures with the GPU backend's. Rows that time launches also carry the metric
+// "sim_steps_per_op": scheduling points of the timed launches per operation (every platform
+// operation plus a start and an exit per lane). It is exact, host-independent and deterministic
+// for a seed: the figure to watch for regressions in the number of atomics and spins.
 //
-// Launches. Blocks of 256 threads (32 for fewer than 256 threads; one block of n for n <= 32),
-// blocks round-robin on the SMs, at least `base_sms` (8) SMs and as many more as the 2048
-// resident threads per SM require. toga's heap has one UAlloc arena per simulated SM of its case.
-// A launch has at most `lane_cap` lanes; larger thread counts are run grid-stride (lane i serves
-// items i, i + lanes, ...). Schedules: random strategy (uniform over the runnable lanes at every
-// point) for the first `fair_after` points, then the fair tail (a lane runs until it backs off,
-// blocks or exits); every launch has its own schedule seed derived from options::seed and a
-// per-case launch counter, so a run is deterministic. A verdict other than pass (livelock,
-// crash, cuda-rule, ...) throws std::runtime_error naming the verdict, its message and the seeds.
+// Launches. Blocks of 256 threads (32 below 256 threads; one block of n for n <= 32), blocks
+// round-robin on the SMs: `base_sms` (8) SMs, more if the 2048 resident threads per SM require
+// it. toga's heap has one UAlloc arena per simulated SM of its case. A launch has at most
+// `lane_cap` (4096) lanes; larger counts run grid-stride (lane i serves items i, i + lanes, ...),
+// and row::threads is the count of items. Schedules: the random strategy (uniform over the
+// runnable lanes at every point) for the first `fair_after_per_lane` (8) x lanes points, so that
+// the lanes start together and the first half of a small allocation runs interleaved with the
+// others (contention), then the fair tail (a lane runs until it backs off, blocks or exits),
+// which keeps a launch cheap (a fully random schedule costs 10-1000x more host time: spinning
+// lanes are picked as often as the lanes they wait for). Every launch has its own schedule seed, derived from options::seed and a per-case
+// launch counter, so a run is deterministic. A verdict other than pass (livelock, crash,
+// cuda-rule, invariant) throws std::runtime_error with the verdict, its message, the seed and
+// the launch. The livelock cap is 10^7 + 20,000 points per item and operation (a 16 B toga
+// allocation takes about 30 points, a 4 KiB one about 70).
 //
 // Memory lives in host memory that persists across launches (anonymous mappings, lazily
 // committed). Each repetition starts from an empty heap: toga's metadata is zeroed and
@@ -34,32 +43,40 @@
 // blocks are freed (mismatching blocks: corrupt); nullptr where memory should have been available
 // counts in row::failures. failures and corrupt are summed over the warm-up and the timed
 // repetitions. One untimed warm-up, then options::reps timed repetitions (row::ms, one per rep).
+// Lanes that write into their blocks themselves (T5, T10, T11) first check that the block lies
+// inside the heap (else: corrupt, and the block is not touched).
 //
-// Scale (the GPU protocol scaled down so that the quick profile of every case for both
-// allocators runs in about a minute on one core; numbers are quick / full):
-//   T1  threads 512 / 1024, S in {16, 64, 256, 1024, 4096, 8192} (--sweep: 4..8192 step 4);
-//       rows alloc and free.
-//   T2  warps 32 / 64, lane 0 of each warp allocates S in {16, 4096}; rows alloc and free
-//       (threads = lanes launched, ops = warps).
-//   T3  threads 512 / 1024, S = mixed_size(tid, hi, seed), hi in {64, 512, 4096, 8192}
-//       (options::sizes, if given, are the hi values); size 0, param "hi=64"; alloc and free.
-//   T4  threads {1, 4, 16, 64, 256} / {1, 4, 16, 64, 256, 1024}, S in {16, 256, 4096};
-//       alloc and free rows, param "threads=N".
-//   T5  churn: 256 threads x 4 / 16 iterations of allocate + write the first and last 4-byte
-//       word + (after the next allocation) read them back + free; op "churn", ops = pairs.
+// Scale: the GPU protocol scaled down (numbers are quick / full). On one core of an AMD EPYC
+// host, T1-T9 and T12-T13 for both allocators take about 3 s / 14 s, T10 + T11 over the five
+// graphs of shared/data/graphs about 8 s / 11 s (mostly loading and planning), T1 --sweep about
+// 70 s (quick).
+//   T1  threads 1024 / 4096, S in {16, 64, 256, 1024, 4096, 8192} (--sweep: 4..8192 step 4);
+//       rows alloc and free (param "threads=N" when several thread counts are given).
+//   T2  warps 64 / 256, lane 0 of each warp allocates S in {16, 4096}; rows alloc and free
+//       (threads = lanes launched, ops = warps; --threads T means T / 32 warps).
+//   T3  threads 1024 / 4096, S = mixed_size(tid, hi, seed), hi in {64, 512, 4096, 8192}
+//       (--sizes, if given, are the hi values); size 0, param "hi=64"; alloc and free.
+//   T4  threads {1, 4, 16, 64, 256, 1024} / {..., 4096}, S in {16, 256, 4096}; alloc and free
+//       rows, param "threads=N".
+//   T5  churn: 256 / 512 threads x 4 / 16 iterations of allocate + write the first and last
+//       4-byte word + (after the next allocation, so that other lanes run in between) read them
+//       back + free; op "churn", ops = pairs.
 //   T6  T1 through allocator::allocate_coalesced / deallocate_coalesced, param "warp"; bump-sim
 //       aggregates per warp.
 //   T7  S in {16 KiB, 64 KiB, 512 KiB, 4 MiB}, threads = heap / 2 / S capped at 2048.
-//   T8  heap 2 MiB on 2 SMs (2 arenas, 4 chunks), rounds of 512 / 1024 lanes allocating S in
-//       {16, 256, 4096} without freeing until a round sees nullptr, then one more round (whose
-//       successes are reported as metric "late_successes"); op "oom", ms = all rounds, ops =
-//       attempts; metrics "utilisation" (requested bytes obtained / heap bytes) and "rounds"
-//       (medians over the repetitions). The exhaustion nullptrs are not failures.
-//   T9  N = 1000 live blocks of S in {16, 256, 4096}; 10 / 100 rounds, each frees every block
-//       with probability 1/2 (mix64 of seed, round, slot) and reallocates it in the same lane;
-//       op "rounds", ms per round, ops = reallocations per round; metrics "range_ratio" (the
-//       largest (max(p + S) - min(p)) / (N S) over the rounds) and "range_ratio_final"
-//       (medians over the repetitions). bump-sim never frees: its buffer runs out by design.
+//   T8  heap 2 MiB on 2 SMs (2 arenas, 4 chunks: 16 B needs 128 Ki allocations to exhaust it),
+//       rounds of 512 / 1024 lanes allocating S in {16, 256, 4096} without freeing until a
+//       round sees nullptr, then one more round (its successes: metric "late_successes"); op
+//       "oom", ms = all rounds of a repetition, ops = attempts; metrics "utilisation" (requested
+//       bytes obtained / heap bytes) and "rounds" (medians over the repetitions). The
+//       exhaustion nullptrs are not failures. No block is freed (the next repetition resets).
+//   T9  N = 1000 live blocks of S in {16, 256, 4096} (the first allocation is untimed); 10 / 100
+//       rounds, each frees every block with probability 1/2 (mix64 of seed, round, slot) and
+//       reallocates it in the same lane; op "rounds", ms per round, ops = reallocations per
+//       round; metrics "range_ratio" (the largest (max(p + S) - min(p)) / (N S) over the rounds)
+//       and "range_ratio_final" (medians over the repetitions). With 4 blocks of 256 lanes on 4
+//       SMs, toga serves 16 B from 4 arenas' chunks: a range of ~3 chunks for 16 KB (ratio ~100).
+//       bump-sim never frees: its buffer runs out in the full profile (failures by design).
 //   T10 per graph of options::graphs: make_graph_plan(load_graph(path), 2 / 10 rounds,
 //       200 / 1000 edges per round, seed); heap max(next_pow2(4 peak_bytes), 16 MiB); one lane per
 //       vertex (grid-stride beyond lane_cap) allocates capacity_bytes(degree) and copies its
@@ -69,8 +86,10 @@
 //       the delete rounds (remove one occurrence per neighbour by swapping with the last, shrink
 //       when the capacity of the new degree is smaller); ops "insert" and "delete", ms per round,
 //       ops = edges per round; digests checked after the inserts (peak) and after the deletes.
+//       A vertex whose allocation failed is left out of the digests (it counts as a failure).
 //   T12 host time to construct and destroy the allocator for an 8 GiB heap: an untouched,
-//       lazily committed mapping, the zeroed metadata, allocator::make, init_after_zero; op "init".
+//       lazily committed mapping (MAP_NORESERVE), the zeroed metadata (32 MiB), allocator::make,
+//       init_after_zero, unmap; op "init" (1 GiB, with a note, if the mapping is refused).
 //   T13 registers are a GPU figure: one row per allocator with a note, nothing timed.
 #include <sys/mman.h>
 
