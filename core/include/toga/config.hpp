@@ -28,3 +28,35 @@
 //! `noexcept` exactly when `P::noexcept_ops` is true (CUDA, native threads) and not in the
 //! simulator.
 #define TOGA_NOEXCEPT(P) noexcept(P::noexcept_ops)
+
+//! Profiling hook: TOGA_PROFILE_COUNT(event) marks algorithm events (TBuddy search steps, lock
+//! spins, splits, ...) with an id from toga::profile_event. It expands to nothing unless a
+//! profiling build defines it before including toga (tools/gpu/tbuddy-profile.cu counts them with
+//! device atomics), so production code pays nothing.
+#ifndef TOGA_PROFILE_COUNT
+#define TOGA_PROFILE_COUNT(event) ((void)0)
+#endif
+// TOGA_PROFILE_START opens a phase clock in a function; TOGA_PROFILE_PHASE(event) charges the time
+// since the last mark to `event`. Nothing unless a profiling build defines them.
+#ifndef TOGA_PROFILE_START
+#define TOGA_PROFILE_START ((void)0)
+#define TOGA_PROFILE_PHASE(event) ((void)0)
+#endif
+namespace toga {
+enum profile_event : unsigned {
+  prof_tbuddy_alloc,     //!< tbuddy::alloc calls
+  prof_tbuddy_climb,     //!< levels climbed after GROW
+  prof_tbuddy_visit,     //!< nodes visited by the depth-first search
+  prof_tbuddy_restart,   //!< full searches that found nothing (a promised node not yet published)
+  prof_tbuddy_claim_lost,//!< try_claim found the node taken
+  prof_tbuddy_lock_spin, //!< failed lock attempts (node locks)
+  prof_tbuddy_split,     //!< splits
+  prof_tbuddy_propagate, //!< propagate_up steps that changed a state and climbed
+  prof_tbuddy_free,      //!< tbuddy::free calls
+  prof_tbuddy_merge,     //!< merges
+  prof_tbuddy_t_stage1,  //!< time: semaphore waits and climbing (stage 1)
+  prof_tbuddy_t_search,  //!< time: search and claim (stage 2)
+  prof_tbuddy_t_split,   //!< time: splits down to the order
+  prof_event_count
+};
+}  // namespace toga

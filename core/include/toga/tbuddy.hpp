@@ -93,6 +93,8 @@ struct tbuddy {
   //! has no such block (never blocks forever).
   TOGA_DEVICE std::uint64_t alloc(unsigned order) const TOGA_NOEXCEPT(P) {
     if (order > top()) return no_block;
+    TOGA_PROFILE_COUNT(prof_tbuddy_alloc);
+    TOGA_PROFILE_START;
     if (limit && !charge(geom::page_bytes << order)) return no_block;
     unsigned k = order;
     for (;;) {
@@ -107,10 +109,14 @@ struct tbuddy {
         return no_block;
       }
       if (sem[k].wait(1, 2) == sem_result::ok) break;
+      TOGA_PROFILE_COUNT(prof_tbuddy_climb);
       ++k;  // GROW at level k: we promised one unit there, delivered by a split from above
     }
+    TOGA_PROFILE_PHASE(prof_tbuddy_t_stage1);
     std::uint64_t v = search_and_claim(k);
+    TOGA_PROFILE_PHASE(prof_tbuddy_t_search);
     for (unsigned j = k; j > order; --j) v = split(v, j);
+    TOGA_PROFILE_PHASE(prof_tbuddy_t_split);
     return offset_of(v);
   }
 
@@ -122,6 +128,7 @@ struct tbuddy {
       v >>= 1;
     }
     unsigned n = height(v);
+    TOGA_PROFILE_COUNT(prof_tbuddy_free);
     if (limit) uncharge(geom::page_bytes << n);
     if (v == 1) {
       lock_node(1);
@@ -153,6 +160,7 @@ struct tbuddy {
         }
       }
       if (merged) {
+        TOGA_PROFILE_COUNT(prof_tbuddy_merge);
         set_state(v, node_busy);  // v and y are covered; we own p (order n + 1)
         sem[n + 1].promise(1);    // move our promise up (announce first, then withdraw below)
         sem[n].signal(0, 1);
@@ -217,6 +225,7 @@ struct tbuddy {
     for (unsigned attempt = 0;; ++attempt) {
       std::uint32_t expected = 0;
       if (P::compare_exchange(&lock[v], expected, 1u, acquire, device_scope)) return;
+      TOGA_PROFILE_COUNT(prof_tbuddy_lock_spin);
       P::backoff(attempt);
     }
   }
@@ -239,6 +248,7 @@ struct tbuddy {
         return;
       }
       const std::uint64_t g = p >> 1;
+      TOGA_PROFILE_COUNT(prof_tbuddy_propagate);
       lock_node(g);
       set_state(p, n);
       unlock_node(p);
@@ -257,6 +267,7 @@ struct tbuddy {
     }
     lock_node(p);
     if (load_state(c) != node_available) {
+      TOGA_PROFILE_COUNT(prof_tbuddy_claim_lost);
       unlock_node(p);
       return false;
     }
@@ -274,6 +285,7 @@ struct tbuddy {
       for (;;) {
         const unsigned h = height(v);
         const std::uint32_t s = load_state(v);
+        TOGA_PROFILE_COUNT(prof_tbuddy_visit);
         bool descend = false;
         if (h == k) {
           if (s == node_available && try_claim(v)) return v;
@@ -297,6 +309,7 @@ struct tbuddy {
         }
         if (!moved) break;  // searched everything: restart after a backoff
       }
+      TOGA_PROFILE_COUNT(prof_tbuddy_restart);
       P::backoff(attempt);
     }
   }
@@ -311,6 +324,7 @@ struct tbuddy {
   // Split v (owned, ALLOCATED, height h >= 1): keep the left half, publish the right half and
   // pay the promise at level h-1 (made when the climb got GROW there).
   TOGA_DEVICE std::uint64_t split(std::uint64_t v, unsigned h) const TOGA_NOEXCEPT(P) {
+    TOGA_PROFILE_COUNT(prof_tbuddy_split);
     lock_node(v);
     set_state(2 * v, node_allocated);
     set_state(2 * v + 1, node_available);

@@ -283,7 +283,11 @@ struct platform {
   // ---------------------------------------------------------------------------------------
 
   //! Maximum backoff sleep, in nanoseconds.
+#ifdef TOGA_CUDA_BACKOFF_CAP_NS
+  static constexpr unsigned backoff_cap_ns = TOGA_CUDA_BACKOFF_CAP_NS;
+#else
   static constexpr unsigned backoff_cap_ns = 2048;
+#endif
   //! Backoff growth per attempt, in nanoseconds.
   static constexpr unsigned backoff_step_ns = 32;
 

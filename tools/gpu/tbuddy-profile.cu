@@ -1,0 +1,93 @@
+// Counts TBuddy's algorithm events (config.hpp's TOGA_PROFILE_COUNT) during allocation kernels,
+// to see where the time of large-block allocation goes (docs/benchmarks.md, "what limits toga").
+// Not part of the CMake build; on a machine with nvcc and a GPU:
+//   nvcc -std=c++20 -O3 -gencode=arch=compute_90,code=sm_90 --expt-relaxed-constexpr \
+//        -Icore/include -Ibackends/cuda/include tools/gpu/tbuddy-profile.cu -o tbuddy-profile
+//   ./tbuddy-profile [size_bytes ...]
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+__device__ unsigned long long toga_prof[32];
+#define TOGA_PROFILE_COUNT(e) atomicAdd(&toga_prof[(e)], 1ull)
+#define TOGA_PROFILE_START long long toga_t0 = clock64()
+#define TOGA_PROFILE_PHASE(e)                                   \
+  do {                                                          \
+    const long long now_ = clock64();                           \
+    atomicAdd(&toga_prof[(e)], (unsigned long long)(now_ - toga_t0)); \
+    toga_t0 = now_;                                             \
+  } while (0)
+
+#include "../../backends/cuda/src/heap.cu"
+
+#define CK(x)                                                                                      \
+  do {                                                                                             \
+    cudaError_t e_ = (x);                                                                          \
+    if (e_ != cudaSuccess) {                                                                       \
+      std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #x, cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(1);                                                                                \
+    }                                                                                              \
+  } while (0)
+
+__global__ void alloc_kernel(toga::cuda::heap_ref h, void** out, unsigned n, unsigned size, unsigned* fails) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  void* p = h.allocate(size);
+  if (!p) atomicAdd(fails, 1u);
+  out[i] = p;
+}
+__global__ void free_kernel(toga::cuda::heap_ref h, void** in, unsigned n) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) h.deallocate(in[i]);
+}
+
+int main(int argc, char** argv) {
+  std::vector<unsigned> sizes;
+  for (int i = 1; i < argc; ++i) sizes.push_back(static_cast<unsigned>(std::atoi(argv[i])));
+  if (sizes.empty()) sizes = {4096};
+  const char* names[] = {"alloc", "climb", "visit", "restart", "claim_lost", "lock_spin", "split", "propagate", "free", "merge"};
+  void** ptrs;
+  unsigned* fails;
+  CK(cudaMalloc(&ptrs, sizeof(void*) << 20));
+  CK(cudaMalloc(&fails, sizeof(unsigned)));
+  toga::cuda::heap heap(16ull << 30);
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (unsigned size : sizes)
+    for (unsigned n : {1u, 32u, 1024u, 8192u, 65536u})
+      for (int warm = 0; warm < 2; ++warm) {
+        if (!warm) heap.reset();
+        unsigned long long zero[32] = {};
+        CK(cudaMemcpyToSymbol(toga_prof, zero, sizeof zero));
+        CK(cudaMemset(fails, 0, sizeof(unsigned)));
+        CK(cudaEventRecord(a));
+        alloc_kernel<<<(n + 255) / 256, 256>>>(heap.ref(), ptrs, n, size, fails);
+        CK(cudaEventRecord(b));
+        CK(cudaGetLastError());
+        CK(cudaEventSynchronize(b));
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        unsigned long long c[32];
+        CK(cudaMemcpyFromSymbol(c, toga_prof, sizeof c));
+        unsigned f = 0;
+        CK(cudaMemcpy(&f, fails, sizeof f, cudaMemcpyDeviceToHost));
+        std::printf("size %u threads %6u %s: %9.3f ms, %u failed; per allocation:", size, n, warm ? "warm" : "cold", ms, f);
+        for (int e = 0; e < 8; ++e) std::printf(" %s=%.1f", names[e], double(c[e]) / n);
+        std::printf(" | us: stage1=%.1f search=%.1f split=%.1f", c[10] / 1980.0 / n, c[11] / 1980.0 / n, c[12] / 1980.0 / n);
+        std::printf("\n");
+        CK(cudaMemcpyToSymbol(toga_prof, zero, sizeof zero));
+        CK(cudaEventRecord(a));
+        free_kernel<<<(n + 255) / 256, 256>>>(heap.ref(), ptrs, n);
+        CK(cudaEventRecord(b));
+        CK(cudaGetLastError());
+        CK(cudaEventSynchronize(b));
+        CK(cudaEventElapsedTime(&ms, a, b));
+        CK(cudaMemcpyFromSymbol(c, toga_prof, sizeof c));
+        std::printf("      free %9.3f ms; per free: merge=%.1f lock_spin=%.1f propagate=%.1f\n", ms, double(c[9]) / n,
+                    double(c[5]) / n, double(c[7]) / n);
+      }
+  return 0;
+}
