@@ -279,20 +279,28 @@ struct ualloc {
 
   TOGA_DEVICE static std::uint32_t try_dec_positive(std::uint32_t* f) TOGA_NOEXCEPT(P) {
     std::uint32_t cur = P::load(f, relaxed, device_scope);
-    for (;;) {
+    for (unsigned lost = 0;; ++lost) {
       if (static_cast<std::int32_t>(cur) <= 0) return cur;
       if (P::compare_exchange(f, cur, cur - 1, acquire, device_scope)) return cur;
+      P::backoff(lost);  // no lock-step retries by the many lanes that share a bin
+      cur = P::load(f, relaxed, device_scope);
     }
   }
   // A reservation guarantees a zero bit below capacity exists (U1); find and set one.
   TOGA_DEVICE static unsigned claim_zero_bit(bin_header* h) TOGA_NOEXCEPT(P) {
     const unsigned start = (P::thread_id() * 7u + P::block_id()) % geom::bitmap_words;
+    // Each lane looks for a zero bit from its own position in the word, not from bit 0: lanes
+    // that share a bin would otherwise all fetch_or the same lowest free bit, and all but one
+    // retry, so filling a 16 B bin (248 slots) cost thousands of atomics instead of ~248.
+    const unsigned rot = (P::thread_id() * 37u + P::block_id() * 11u) & 63u;
     for (unsigned attempt = 0;; ++attempt) {
       for (unsigned k = 0; k < geom::bitmap_words; ++k) {
         const unsigned w = (start + k) % geom::bitmap_words;
         std::uint64_t cur = P::load(&h->bitmap[w], relaxed, device_scope);
         while (~cur != 0) {
-          const unsigned b = bits::cto(cur);
+          const std::uint64_t zeros = ~cur;
+          const std::uint64_t ahead = zeros & (~std::uint64_t{0} << rot);
+          const unsigned b = bits::ctz(ahead != 0 ? ahead : zeros);
           const std::uint64_t bit = std::uint64_t{1} << b;
           const std::uint64_t was = P::fetch_or(&h->bitmap[w], bit, acq_rel, device_scope);
           if (!(was & bit)) return w * 64 + b;
