@@ -61,7 +61,7 @@ TEST(BenchJson, RowSchema) {
 
 TEST(BenchJson, EveryCaseForTogaSimAndItsReference) {
   std::set<std::pair<std::string, std::string>> seen;
-  for (const auto& r : doc().at("rows")) seen.insert({r.at("case"), r.at("allocator")});
+  for (const auto& r : doc().at("rows")) seen.insert({r.at("case").get<std::string>(), r.at("allocator").get<std::string>()});
   for (int t = 1; t <= 13; ++t) {
     const std::string c = "T" + std::to_string(t);
     EXPECT_TRUE(seen.count({c, "toga-sim"})) << c << " has no toga-sim row";

@@ -332,6 +332,7 @@ int main(int argc, char** argv) {
     }
     if (!commit.empty() && !shell("git -C '" + src + "' status --porcelain --untracked-files=no 2>/dev/null").empty())
       commit += "-dirty";
+    if (const char* c = std::getenv("TOGA_COMMIT"); c && *c) commit = c;  // a copy without .git (the GPU machine)
     header["commit"] = commit.empty() ? "unknown" : commit;
     const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
     char when[64];
