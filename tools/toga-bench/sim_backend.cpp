@@ -877,22 +877,9 @@ class graph_run {
       if (s.lost) return;
       const std::uint32_t k = b.offsets[i + 1] - b.offsets[i];
       const std::uint64_t need = capacity_bytes(std::uint64_t{s.deg} + k);
-      if (need > s.cap) {
-        auto* a = static_cast<std::uint32_t*>(st_.alloc(need));
-        if (!a) {
-          ++s.fail;
-          s.lost = 1;
-          return;
-        }
-        if (!inside(reinterpret_cast<char*>(a), need, base, heap)) {
-          ++s.bad;
-          s.lost = 1;
-          return;
-        }
-        std::memcpy(a, s.data, std::uint64_t{s.deg} * 4);
-        st_.free(s.data);
-        s.data = a;
-        s.cap = need;
+      if (need > s.cap && !relocate(s, need, base, heap)) {
+        s.lost = 1;  // no room for the new neighbours
+        return;
       }
       std::memcpy(s.data + s.deg, b.nbr.data() + b.offsets[i], std::uint64_t{k} * 4);
       s.deg += k;
@@ -918,23 +905,29 @@ class graph_run {
         --s.deg;
       }
       const std::uint64_t need = capacity_bytes(s.deg);
-      if (need < s.cap) {
-        auto* a = static_cast<std::uint32_t*>(st_.alloc(need));
-        if (!a) {
-          ++s.fail;  // keeps the larger array
-          return;
-        }
-        if (!inside(reinterpret_cast<char*>(a), need, base, heap)) {
-          ++s.bad;
-          s.lost = 1;
-          return;
-        }
-        std::memcpy(a, s.data, std::uint64_t{s.deg} * 4);
-        st_.free(s.data);
-        s.data = a;
-        s.cap = need;
-      }
+      if (need < s.cap) relocate(s, need, base, heap);  // on failure it keeps the larger array
     });
+  }
+
+  //! Reallocate-and-copy (grow or shrink) of a vertex's array to `need` bytes. False when the
+  //! allocation failed (counted in fail) or the block lies outside the heap (counted in bad;
+  //! the vertex is lost).
+  bool relocate(vstate& s, std::uint64_t need, const char* base, std::uint64_t heap) {
+    auto* a = static_cast<std::uint32_t*>(st_.alloc(need));
+    if (!a) {
+      ++s.fail;
+      return false;
+    }
+    if (!inside(reinterpret_cast<char*>(a), need, base, heap)) {
+      ++s.bad;
+      s.lost = 1;
+      return false;
+    }
+    std::memcpy(a, s.data, std::uint64_t{s.deg} * 4);
+    st_.free(s.data);
+    s.data = a;
+    s.cap = need;
+    return true;
   }
 
   //! Failures and bad blocks since the last call, plus digest mismatches against `digest` and
