@@ -829,16 +829,6 @@ class gpu_backend final : public backend {
     BENCH_CUDA(cudaEventElapsedTime(&ms, ev_start_, ev_stop_));
     return ms;
   }
-  //! One launch, timed into *ms when ms is not null, else only checked and synchronised.
-  template <class Launch>
-  void launch_maybe_timed(const std::string& what, Launch&& launch, double* ms) {
-    if (ms != nullptr) {
-      *ms = timed(what, launch);
-    } else {
-      launch();
-      finish_launch(what);
-    }
-  }
 
   //! Writes (verify = false) or checks the pattern of slots [0, count); returns the bad blocks.
   std::uint64_t pattern(void* const* slots, std::uint64_t count, const size_rule& sizes, std::uint64_t id_base, std::uint64_t seed,
@@ -867,7 +857,14 @@ class gpu_backend final : public backend {
 
   void run_alloc(const target& t, const alloc_args& a, bool warp, double* ms) {
     const std::string what = std::string("the ") + kind_name(t.kind) + " alloc kernel";
-    with_policy(t, [&](const auto& pol) { launch_maybe_timed(what, [&] { launch_alloc(pol, a, warp); }, ms); });
+    with_policy(t, [&](const auto& pol) {
+      if (ms != nullptr) {
+        *ms = timed(what, [&] { launch_alloc(pol, a, warp); });
+      } else {
+        launch_alloc(pol, a, warp);
+        finish_launch(what);
+      }
+    });
   }
 
   void run_free(const target& t, const free_args& a, double* ms) {
@@ -875,7 +872,12 @@ class gpu_backend final : public backend {
     with_policy(t, [&](const auto& pol) {
       using P = std::decay_t<decltype(pol)>;
       auto launch = [&] { free_kernel<P><<<grid_for(a.threads), block_threads>>>(pol, a); };
-      launch_maybe_timed(what, launch, ms);
+      if (ms != nullptr) {
+        *ms = timed(what, launch);
+      } else {
+        launch();
+        finish_launch(what);
+      }
     });
   }
 
@@ -1054,7 +1056,12 @@ class gpu_backend final : public backend {
             with_policy(t, [&](const auto& pol) {
               using P = std::decay_t<decltype(pol)>;
               auto launch = [&] { churn_kernel<P><<<grid_for(n), block_threads>>>(pol, a); };
-              launch_maybe_timed(what, launch, ms);
+              if (ms != nullptr) {
+                *ms = timed(what, launch);
+              } else {
+                launch();
+                finish_launch(what);
+              }
             });
             return read_counters();
           };
@@ -1388,7 +1395,12 @@ class gpu_backend final : public backend {
     with_policy(t, [&](const auto& pol) {
       using P = std::decay_t<decltype(pol)>;
       auto launch = [&] { graph_update_kernel<P><<<grid_for(a.items), block_threads>>>(pol, a); };
-      launch_maybe_timed(what, launch, ms);
+      if (ms != nullptr) {
+        *ms = timed(what, launch);
+      } else {
+        launch();
+        finish_launch(what);
+      }
     });
   }
 
