@@ -109,13 +109,16 @@ TEST(BenchJson, CaseFigures) {
       EXPECT_GE(m.at("range_ratio").get<double>(), 1.0);
       range = true;
     }
-    if (r.at("case") == "T10" || r.at("case") == "T11") {
+    if ((r.at("case") == "T10" || r.at("case") == "T11") && !r.at("ms").empty()) {
       EXPECT_FALSE(r.at("param").get<std::string>().empty()) << "graph rows name their graph";
       graph = true;
     }
     if (r.at("case") == "T13") EXPECT_FALSE(r.at("note").get<std::string>().empty()) << "registers need the GPU: say so";
   }
-  EXPECT_TRUE(util && range && graph);
+  EXPECT_TRUE(util && range);
+  // Without ../shared/data/graphs the fixture runs T10/T11 without a graph (rows say so).
+  const char* expect_graphs = std::getenv("TOGA_BENCH_EXPECT_GRAPHS");
+  if (!expect_graphs || std::string(expect_graphs) != "0") EXPECT_TRUE(graph) << "no T10/T11 row with a graph";
 }
 
 }  // namespace
