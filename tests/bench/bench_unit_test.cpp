@@ -146,10 +146,20 @@ TEST(Report, JsonRowsCarryEveryRepetitionAndTheRatios) {
   const auto& r = j["rows"][0];
   EXPECT_EQ(r["ms"].size(), 3u);
   EXPECT_DOUBLE_EQ(r["median_ms"].get<double>(), 0.1);
-  EXPECT_DOUBLE_EQ(r["ratio_bump"].get<double>(), 1.0);
+  EXPECT_TRUE(r["ratio_bump"].is_null()) << "a row with failures did less work: no throughput ratio";
   EXPECT_TRUE(r["ratio_cuda_malloc"].is_null());
   EXPECT_EQ(r["failures"], 2);
   EXPECT_EQ(r["metrics"]["registers"], 56);
+  EXPECT_DOUBLE_EQ(j["rows"][1]["ratio_bump"].get<double>(), 1.0);
+}
+
+TEST(Report, NoRatioAgainstAReferenceThatFailed) {
+  std::vector<row> rows = {make_row("toga", "alloc", 16, 0.1, 1000), make_row("bump", "alloc", 16, 0.1, 1000)};
+  rows[1].failures = 1;
+  const auto rr = with_ratios(rows);
+  EXPECT_FALSE(rr[0].ratio_bump);
+  rows[1].failures = 0;
+  EXPECT_TRUE(with_ratios(rows)[0].ratio_bump);
 }
 
 }  // namespace

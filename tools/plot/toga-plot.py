@@ -155,7 +155,7 @@ def plot_graph(rows, out, title):
                 if rs:
                     ax.plot(range(1, len(rs[0]["ms"]) + 1), rs[0]["ms"], style, label=f"{label} {op}", color=colour(label))
         ax.set_yscale("log")
-        ax.set_xlabel("round")
+        ax.set_xlabel("round" if not any(r["allocator"].endswith("-sim") for r in t11) else "repetition (simulator)")
         ax.set_title(f"T11 {g}")
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].set_ylabel("ms per round")

@@ -921,8 +921,13 @@ class gpu_backend final : public backend {
     std::string note = pt.note;
     if (pt.warp && k == akind::bump) note = join_note(note, "bumpw");
     if (pt.warp && k == akind::cuda_malloc) note = join_note(note, "no warp API: plain malloc / free");
+    // The probe and the warm-up are the first allocations on a fresh heap: verified too, and
+    // their failures and corrupt blocks count (worst single pass, like the repetitions).
+    std::uint64_t cold_failures = 0, cold_corrupt = 0;
     const std::uint64_t n = choose_threads(pt.threads, o, note, [&](std::uint64_t m) {
-      const rep_result r = alloc_free_rep(t, pt, m, o.seed, false, false);
+      const rep_result r = alloc_free_rep(t, pt, m, o.seed, true, false);
+      cold_failures = std::max(cold_failures, r.failures);
+      cold_corrupt = std::max(cold_corrupt, r.corrupt);
       return r.alloc_ms + r.free_ms;
     });
     const std::uint64_t ops = pt.lane0 ? (n + 31) / 32 : n;
@@ -938,7 +943,11 @@ class gpu_backend final : public backend {
     row rf = ra;
     rf.op = "free";
     out.progress(pt.case_id + " " + kind_name(k) + " " + pt.label + (pt.case_id == "T4" ? " x " + std::to_string(n) + " threads" : ""));
-    (void)alloc_free_rep(t, pt, n, o.seed, false, false);  // warm-up
+    {
+      const rep_result w = alloc_free_rep(t, pt, n, o.seed, true, true);  // warm-up, verified
+      ra.failures = std::max(cold_failures, w.failures);
+      ra.corrupt = std::max(cold_corrupt, w.corrupt);
+    }
     for (unsigned rep = 0; rep < o.reps; ++rep) {
       const rep_result r = alloc_free_rep(t, pt, n, o.seed, true, rep == 0);
       ra.ms.push_back(r.alloc_ms);
@@ -1080,7 +1089,11 @@ class gpu_backend final : public backend {
           r.ops_per_rep = n * iterations;
           r.note = note;
           out.progress("T5 " + std::string(kind_name(k)) + " " + size_text(s));
-          rep(n, nullptr);  // warm-up
+          {
+            const auto c = rep(n, nullptr);  // warm-up: its failures and corrupt blocks count too
+            r.failures = c[0];
+            r.corrupt = c[1];
+          }
           for (unsigned i = 0; i < o.reps; ++i) {
             double ms = 0;
             const auto c = rep(n, &ms);

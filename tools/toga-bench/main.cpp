@@ -67,11 +67,12 @@ std::uint64_t parse_quantity(std::string s) {
   std::size_t used = 0;
   std::uint64_t v = 0;
   try {
-    v = std::stoull(t, &used);
+    if (!t.empty() && t[0] >= '0' && t[0] <= '9') v = std::stoull(t, &used);  // no sign, no blanks
   } catch (const std::exception&) {
     used = 0;
   }
   if (t.empty() || used != t.size()) throw CLI::ValidationError("'" + s + "' is not a number (examples: 256, 4K, 1M, 8G)");
+  if (v > (std::uint64_t{1} << 62) / mul) throw CLI::ValidationError("'" + s + "' is too large");
   return v * mul;
 }
 
@@ -207,17 +208,24 @@ int main(int argc, char** argv) {
 
   try {
     opt.prof = profile_arg == "full" ? profile::full : profile::quick;
+    // Bounds keep every product in range (threads x size < 2^57) and every heap constructible.
     for (const auto& s : split(sizes_arg)) {
       const auto v = parse_quantity(s);
-      if (v == 0) throw CLI::ValidationError("--sizes: 0 is not a size");
+      if (v == 0 || v > (std::uint64_t{1} << 33))
+        throw CLI::ValidationError("--sizes: " + s + " is outside 1 B .. 8 GiB");
       opt.sizes.push_back(v);
     }
     for (const auto& s : split(threads_arg)) {
       const auto v = parse_quantity(s);
-      if (v == 0) throw CLI::ValidationError("--threads: 0 threads");
+      if (v == 0 || v > (std::uint64_t{1} << 24))
+        throw CLI::ValidationError("--threads: " + s + " is outside 1 .. 16M (the protocol's largest is 1M)");
       opt.threads.push_back(v);
     }
-    if (!heap_arg.empty()) opt.heap_bytes = parse_quantity(heap_arg);
+    if (!heap_arg.empty()) {
+      opt.heap_bytes = parse_quantity(heap_arg);
+      if (opt.heap_bytes < 4096 || opt.heap_bytes > (std::uint64_t{1} << 46))
+        throw CLI::ValidationError("--heap: " + heap_arg + " is outside 4 KiB .. 64 TiB");
+    }
   } catch (const CLI::ValidationError& e) {
     std::fprintf(stderr, "toga-bench: %s\n", e.what());
     return 2;
@@ -323,7 +331,15 @@ int main(int argc, char** argv) {
   nlohmann::json header;
   {
     std::string cmd;
-    for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
+    for (int i = 0; i < argc; ++i) {  // shell-quoted where needed, so that it can be pasted back
+      std::string a = argv[i];
+      if (a.find_first_of(" \t'\"$`\\*?;&|<>()") != std::string::npos) {
+        std::string q = "'";
+        for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+        a = q + "'";
+      }
+      cmd += (i ? " " : "") + a;
+    }
     header["command"] = cmd;
     header["profile"] = profile_arg;
     header["reps"] = opt.reps;

@@ -16,6 +16,9 @@ key key_of(const row& r) { return {r.case_id, r.op, r.size, r.param}; }
 
 std::optional<double> ratio(const row& r, const row* ref) {
   if (!ref || r.ms.empty() || ref->ms.empty()) return std::nullopt;
+  // A row with failed requests did less work than ops_per_rep says (a nullptr can be fast): no
+  // throughput ratio for it or against it.
+  if (r.failures > 0 || ref->failures > 0) return std::nullopt;
   const double a = r.ops_per_s(), b = ref->ops_per_s();
   if (r.ops_per_rep > 0 && ref->ops_per_rep > 0) {
     if (a <= 0 || b <= 0) return std::nullopt;
