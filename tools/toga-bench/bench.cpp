@@ -12,6 +12,16 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+std::string format_bytes(std::uint64_t b) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  unsigned u = 0;
+  while (u < 4 && b >= 1024 && b % 1024 == 0) {
+    b /= 1024;
+    ++u;
+  }
+  return std::to_string(b) + " " + units[u];
+}
+
 double row::median_ms() const { return median(ms); }
 double row::min_ms() const { return ms.empty() ? 0 : *std::min_element(ms.begin(), ms.end()); }
 double row::max_ms() const { return ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end()); }

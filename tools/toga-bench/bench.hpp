@@ -100,6 +100,9 @@ std::unique_ptr<backend> make_gpu_backend();
 //! The simulator backend (nullptr when toga-bench was built without the simulator).
 std::unique_ptr<backend> make_sim_backend();
 
+//! Bytes as "16 B", "4 KiB", "8 GiB": the largest binary unit that divides them exactly.
+std::string format_bytes(std::uint64_t b);
+
 //! Median, min and max of a sample (0 for an empty one).
 double median(std::vector<double> v);
 

@@ -218,13 +218,6 @@ std::uint64_t pow2_at_least(std::uint64_t x) {
 
 std::uint64_t round16(std::uint64_t b) { return (b + 15) & ~std::uint64_t{15}; }
 
-std::string size_text(std::uint64_t b) {
-  if (b >= GiB && b % GiB == 0) return std::to_string(b / GiB) + " GiB";
-  if (b >= MiB && b % MiB == 0) return std::to_string(b / MiB) + " MiB";
-  if (b >= KiB && b % KiB == 0) return std::to_string(b / KiB) + " KiB";
-  return std::to_string(b) + " B";
-}
-
 std::string join_note(const std::string& a, const std::string& b) {
   if (a.empty()) return b;
   if (b.empty()) return a;
@@ -590,7 +583,7 @@ std::unique_ptr<toga::cuda::heap> make_heap(std::uint64_t bytes, const std::stri
   try {
     return std::make_unique<toga::cuda::heap>(bytes);
   } catch (const toga::bad_alloc& e) {
-    throw std::runtime_error("toga-bench gpu: cannot construct the " + size_text(bytes) + " toga heap for " + what + ": " + e.what());
+    throw std::runtime_error("toga-bench gpu: cannot construct the " + format_bytes(bytes) + " toga heap for " + what + ": " + e.what());
   }
 }
 
@@ -798,7 +791,7 @@ class gpu_backend final : public backend {
       const std::uint64_t bytes = big_bytes(o);
       if (!bump_ || bump_->mem.size() != bytes) {
         bump_.reset();
-        bump_ = std::make_unique<bump_buffer>(bytes, size_text(bytes));
+        bump_ = std::make_unique<bump_buffer>(bytes, format_bytes(bytes));
       }
       t.bump = bump_.get();
     }
@@ -982,7 +975,7 @@ class gpu_backend final : public backend {
           pair_point pt;
           pt.case_id = id;
           pt.param = warp ? "warp" : "";
-          pt.label = size_text(s) + (warp ? " (warp)" : "");
+          pt.label = format_bytes(s) + (warp ? " (warp)" : "");
           pt.row_size = s;
           pt.sizes.size = s;
           pt.threads = n;
@@ -1001,7 +994,7 @@ class gpu_backend final : public backend {
         for (akind k : kinds) {
           pair_point pt;
           pt.case_id = "T2";
-          pt.label = size_text(s) + " (lane 0)";
+          pt.label = format_bytes(s) + " (lane 0)";
           pt.row_size = s;
           pt.sizes.size = s;
           pt.threads = n;
@@ -1042,7 +1035,7 @@ class gpu_backend final : public backend {
           pair_point pt;
           pt.case_id = "T4";
           pt.param = "threads=" + std::to_string(n);  // the requested count: rows of one point compare even when cut
-          pt.label = size_text(s);
+          pt.label = format_bytes(s);
           pt.row_size = s;
           pt.sizes.size = s;
           pt.threads = n;
@@ -1088,7 +1081,7 @@ class gpu_backend final : public backend {
           r.threads = n;
           r.ops_per_rep = n * iterations;
           r.note = note;
-          out.progress("T5 " + std::string(kind_name(k)) + " " + size_text(s));
+          out.progress("T5 " + std::string(kind_name(k)) + " " + format_bytes(s));
           {
             const auto c = rep(n, nullptr);  // warm-up: its failures and corrupt blocks count too
             r.failures = c[0];
@@ -1118,13 +1111,13 @@ class gpu_backend final : public backend {
           r.case_id = "T7";
           r.op = "alloc";
           r.size = s;
-          r.note = "not measured: " + size_text(s) + " is more than half the " + size_text(cap) + " heap";
+          r.note = "not measured: " + format_bytes(s) + " is more than half the " + format_bytes(cap) + " heap";
           out.add(std::move(r));
           continue;
         }
         pair_point pt;
         pt.case_id = "T7";
-        pt.label = size_text(s);
+        pt.label = format_bytes(s);
         pt.row_size = s;
         pt.sizes.size = s;
         pt.threads = n;
@@ -1145,13 +1138,13 @@ class gpu_backend final : public backend {
         r.size = s;
         r.threads = round_threads;
         if (k == akind::cuda_malloc) {
-          r.note = "not measured: cuda-malloc's heap size is fixed for the process at first use (" + size_text(malloc_limit_) +
+          r.note = "not measured: cuda-malloc's heap size is fixed for the process at first use (" + format_bytes(malloc_limit_) +
                    " here), T8 needs 1 GiB";
           out.add(std::move(r));
           continue;
         }
         if (s == 0) throw std::invalid_argument("toga-bench gpu: T8 needs sizes > 0");
-        out.progress("T8 " + std::string(kind_name(k)) + " " + size_text(s));
+        out.progress("T8 " + std::string(kind_name(k)) + " " + format_bytes(s));
         std::unique_ptr<toga::cuda::heap> h;
         std::unique_ptr<bump_buffer> bb;
         target t;
@@ -1220,7 +1213,7 @@ class gpu_backend final : public backend {
         r.op = "rounds";
         r.size = s;
         r.threads = n;
-        out.progress("T9 " + std::string(kind_name(k)) + " " + size_text(s));
+        out.progress("T9 " + std::string(kind_name(k)) + " " + format_bytes(s));
         reset_target(t);
         zero_counters();
         run_alloc(t, alloc_args{slots_.get(), n, rule, 0, 0, counter(0)}, false, nullptr);  // the live population
@@ -1234,7 +1227,7 @@ class gpu_backend final : public backend {
           if (k == akind::bump) {
             const unsigned long long used = download(t.bump->counter.get(), 1, "the bump counter")[0];
             if (used + chosen * round16(s) > t.bump->mem.size()) {
-              r.note = "stopped after " + std::to_string(timed_rounds) + " rounds: the " + size_text(t.bump->mem.size()) +
+              r.note = "stopped after " + std::to_string(timed_rounds) + " rounds: the " + format_bytes(t.bump->mem.size()) +
                        " bump buffer would overflow (bump never frees)";
               break;
             }
@@ -1566,14 +1559,14 @@ class gpu_backend final : public backend {
       r.allocator = kind_name(k);
       r.case_id = "T12";
       r.op = "init";
-      r.param = size_text(bytes);
+      r.param = format_bytes(bytes);
       r.ops_per_rep = 1;
       if (k == akind::cuda_malloc) {
         r.note = "not measurable: the heap is set once per process by cudaDeviceSetLimit";
         out.add(std::move(r));
         continue;
       }
-      out.progress("T12 " + std::string(kind_name(k)) + " " + size_text(bytes));
+      out.progress("T12 " + std::string(kind_name(k)) + " " + format_bytes(bytes));
       std::vector<double> destroy, device_init;
       for (unsigned rep = 0; rep <= o.reps; ++rep) {  // rep 0: warm-up
         double make_ms = 0, destroy_ms = 0;

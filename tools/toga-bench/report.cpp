@@ -50,16 +50,6 @@ std::string sig(double v) {  // 3 significant figures, no exponent for the commo
 
 }  // namespace
 
-std::string format_bytes(std::uint64_t b) {
-  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  unsigned u = 0;
-  while (u < 4 && b >= 1024 && b % 1024 == 0) {
-    b /= 1024;
-    ++u;
-  }
-  return std::to_string(b) + " " + units[u];
-}
-
 std::vector<report_row> with_ratios(const std::vector<row>& rows) {
   std::map<key, const row*> malloc_rows, bump_rows, bump_sim_rows;
   for (const auto& r : rows) {

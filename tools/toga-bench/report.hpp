@@ -28,9 +28,6 @@ std::vector<report_row> with_ratios(const std::vector<row>& rows);
 //! failures (and corrupt blocks, metrics, notes).
 void print_table(std::FILE* out, const std::vector<report_row>& rows);
 
-//! Bytes as "16 B", "4 KiB", "8 GiB" (exact units only, else bytes).
-std::string format_bytes(std::uint64_t b);
-
 //! The JSON document (schema "toga-bench/1"; see docs/benchmarks.md).
 nlohmann::json to_json(const std::vector<report_row>& rows, const nlohmann::json& header);
 

@@ -133,13 +133,6 @@ constexpr std::uint64_t t8_heap_bytes = 2 * MiB;
 constexpr unsigned t8_sms = 2;
 constexpr std::uint64_t t12_heap_bytes = 8 * GiB;
 
-std::string fmt_bytes(std::uint64_t b) {
-  if (b >= GiB && b % GiB == 0) return std::to_string(b / GiB) + " GiB";
-  if (b >= MiB && b % MiB == 0) return std::to_string(b / MiB) + " MiB";
-  if (b >= KiB && b % KiB == 0) return std::to_string(b / KiB) + " KiB";
-  return std::to_string(b) + " B";
-}
-
 std::uint64_t next_pow2(std::uint64_t x) {
   std::uint64_t p = 1;
   while (p < x) p <<= 1;
@@ -153,7 +146,7 @@ class mapping {
  public:
   explicit mapping(std::uint64_t bytes) : bytes_(bytes) {
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) throw std::runtime_error("sim backend: cannot map " + fmt_bytes(bytes) + " of host memory for a heap");
+    if (p == MAP_FAILED) throw std::runtime_error("sim backend: cannot map " + format_bytes(bytes) + " of host memory for a heap");
     p_ = static_cast<char*>(p);
   }
   ~mapping() {
@@ -493,7 +486,7 @@ void case_t1_t6(const case_env& env, bool warp) {
       af_spec sp;
       sp.case_id = id;
       sp.param = join_param(warp ? "warp" : "", threads.size() > 1 ? "threads=" + std::to_string(t) : "");
-      sp.what = fmt_bytes(s) + (threads.size() > 1 ? " x " + std::to_string(t) : "");
+      sp.what = format_bytes(s) + (threads.size() > 1 ? " x " + std::to_string(t) : "");
       sp.row_size = s;
       sp.items = t;
       sp.warp = warp;
@@ -517,7 +510,7 @@ void case_t2(const case_env& env) {
       af_spec sp;
       sp.case_id = "T2";
       sp.param = warps.size() > 1 ? "warps=" + std::to_string(w) : "";
-      sp.what = fmt_bytes(s) + " x " + std::to_string(w) + " warps";
+      sp.what = format_bytes(s) + " x " + std::to_string(w) + " warps";
       sp.row_size = s;
       sp.items = w * 32;
       sp.stride = 32;
@@ -559,7 +552,7 @@ void case_t4(const case_env& env) {
       af_spec sp;
       sp.case_id = "T4";
       sp.param = "threads=" + std::to_string(t);
-      sp.what = fmt_bytes(s) + " x " + std::to_string(t);
+      sp.what = format_bytes(s) + " x " + std::to_string(t);
       sp.row_size = s;
       sp.items = t;
       sp.size_of = [s](std::uint64_t) { return s; };
@@ -576,13 +569,13 @@ void case_t7(const case_env& env) {
     const std::uint64_t t = std::min<std::uint64_t>(2048, st.bytes() / 2 / std::max<std::uint64_t>(s, 1));
     if (t == 0) {
       row r = make_row(S::name, "T7", "alloc", "", s, 0);
-      r.note = "S is larger than half the " + fmt_bytes(st.bytes()) + " heap: nothing to run (raise --heap)";
+      r.note = "S is larger than half the " + format_bytes(st.bytes()) + " heap: nothing to run (raise --heap)";
       env.out.add(std::move(r));
       continue;
     }
     af_spec sp;
     sp.case_id = "T7";
-    sp.what = fmt_bytes(s) + " x " + std::to_string(t);
+    sp.what = format_bytes(s) + " x " + std::to_string(t);
     sp.row_size = s;
     sp.items = t;
     sp.size_of = [s](std::uint64_t) { return s; };
@@ -605,7 +598,7 @@ void case_t5(const case_env& env) {
       row r = make_row(S::name, "T5", "churn", threads.size() > 1 ? "threads=" + std::to_string(t) : "", s, t);
       r.ops_per_rep = t * iters;
       r.metrics["iterations"] = static_cast<double>(iters);
-      const std::string what = fmt_bytes(s) + (threads.size() > 1 ? " x " + std::to_string(t) : "");
+      const std::string what = format_bytes(s) + (threads.size() > 1 ? " x " + std::to_string(t) : "");
       env.out.progress("T5 " + std::string(S::name) + " " + what);
       L.label(what);
       std::vector<std::uint64_t> fails(t), bad(t);
@@ -656,7 +649,7 @@ void case_t5(const case_env& env) {
         if (rep > 0) r.ms.push_back(ms);
       }
       sc.put(r);
-      if (!S::frees) r.note = "bump-sim never frees: churn consumes " + fmt_bytes(bump_state::rounded(s)) + " per pair";
+      if (!S::frees) r.note = "bump-sim never frees: churn consumes " + format_bytes(bump_state::rounded(s)) + " per pair";
       env.out.add(std::move(r));
     }
 }
@@ -669,8 +662,8 @@ void case_t8(const case_env& env) {
   launcher L(env.o.seed, st.sms, std::string("T8 ") + S::name);
   for (const std::uint64_t s : sizes) {
     row r = make_row(S::name, "T8", "oom", "", s, lanes);
-    env.out.progress("T8 " + std::string(S::name) + " " + fmt_bytes(s));
-    L.label(fmt_bytes(s));
+    env.out.progress("T8 " + std::string(S::name) + " " + format_bytes(s));
+    L.label(format_bytes(s));
     std::vector<double> util, rounds_v, late_v;
     std::vector<void*> ptr(lanes);
     std::vector<block> all;
@@ -726,7 +719,7 @@ void case_t8(const case_env& env) {
     r.metrics["late_successes"] = median_of(late_v);
     r.metrics["heap_bytes"] = static_cast<double>(st.bytes());
     sc.put(r);
-    r.note = "heap " + fmt_bytes(st.bytes()) + " on " + std::to_string(st.sms) + " SMs, rounds of " + std::to_string(lanes) +
+    r.note = "heap " + format_bytes(st.bytes()) + " on " + std::to_string(st.sms) + " SMs, rounds of " + std::to_string(lanes) +
              " allocations";
     if (never) r.note += "; the heap was never exhausted within " + std::to_string(max_rounds) + " rounds";
     env.out.add(std::move(r));
@@ -742,8 +735,8 @@ void case_t9(const case_env& env) {
   launcher L(env.o.seed, st.sms, std::string("T9 ") + S::name);
   for (const std::uint64_t s : sizes) {
     row r = make_row(S::name, "T9", "rounds", "", s, n);
-    env.out.progress("T9 " + std::string(S::name) + " " + fmt_bytes(s));
-    L.label(fmt_bytes(s));
+    env.out.progress("T9 " + std::string(S::name) + " " + format_bytes(s));
+    L.label(format_bytes(s));
     std::vector<double> ratio_max_v, ratio_final_v;
     std::vector<void*> ptr(n);
     std::vector<std::uint64_t> key(n);
@@ -820,7 +813,7 @@ void case_t9(const case_env& env) {
     r.metrics["range_ratio_final"] = median_of(ratio_final_v);
     r.metrics["rounds"] = static_cast<double>(rounds);
     sc.put(r);
-    if (!S::frees) r.note = "bump-sim never frees: its " + fmt_bytes(st.bytes()) + " buffer runs out (failures by design)";
+    if (!S::frees) r.note = "bump-sim never frees: its " + format_bytes(st.bytes()) + " buffer runs out (failures by design)";
     env.out.add(std::move(r));
   }
 }
@@ -1012,7 +1005,7 @@ void case_graph(const case_env& env, const std::vector<graph_plan>& plans, bool 
         rd.ms.push_back(td / static_cast<double>(plan.deletes.size()));
       }
     }
-    const std::string heap_note = "heap " + fmt_bytes(st.bytes());
+    const std::string heap_note = "heap " + format_bytes(st.bytes());
     if (!updates) {
       rb.metrics["vertices"] = plan.vertices;
       rb.metrics["edges"] = static_cast<double>(plan.edges);
@@ -1046,7 +1039,7 @@ template <class S>
 void case_t12(const case_env& env) {
   row r = make_row(S::name, "T12", "init", "", 0, 0);
   r.ops_per_rep = 1;
-  env.out.progress("T12 " + std::string(S::name) + " " + fmt_bytes(t12_heap_bytes));
+  env.out.progress("T12 " + std::string(S::name) + " " + format_bytes(t12_heap_bytes));
   std::uint64_t bytes = t12_heap_bytes;
   try {
     mapping probe(bytes);
@@ -1054,7 +1047,7 @@ void case_t12(const case_env& env) {
     bytes = 1 * GiB;
     r.note = "an 8 GiB mapping was refused: measured with a 1 GiB heap";
   }
-  r.param = "heap=" + fmt_bytes(bytes);
+  r.param = "heap=" + format_bytes(bytes);
   volatile std::uint64_t keep = 0;
   for (unsigned rep = 0; rep < env.total_reps(); ++rep) {
     const auto t0 = clock_type::now();
@@ -1141,7 +1134,7 @@ class sim_backend final : public backend {
         {"sim_threads_per_block", "256 (32 below 256 threads)"},
         {"sim_max_lanes_per_launch", std::to_string(lane_cap) + " (grid-stride beyond)"},
         {"sim_schedule", "random strategy for the first " + std::to_string(fair_after_per_lane) + " x lanes points of a launch, then the fair tail"},
-        {"sim_heap", fmt_bytes(default_heap_bytes) + " unless --heap (T8: " + fmt_bytes(t8_heap_bytes) +
+        {"sim_heap", format_bytes(default_heap_bytes) + " unless --heap (T8: " + format_bytes(t8_heap_bytes) +
                          ", T10/T11: max(4 x peak, 16 MiB), T12: 8 GiB)"},
         {"toga_checked", toga::checked_build ? "yes" : "no"},
     };
