@@ -13,14 +13,14 @@ Rows of several files are drawn together; the allocator label gets the file's GP
 files come from different GPUs. Needs matplotlib (Debian: python3-matplotlib).
 """
 import argparse
-import json
 import os
-import sys
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from toga_results import fmt_bytes, load_doc  # noqa: E402
 
 COLOURS = {"toga": "#1f77b4", "cuda-malloc": "#d62728", "bump": "#7f7f7f",
            "toga-sim": "#1f77b4", "bump-sim": "#7f7f7f"}
@@ -30,10 +30,7 @@ def load(paths):
     rows = []
     gpus = set()
     for p in paths:
-        with open(p) as f:
-            doc = json.load(f)
-        if doc.get("schema") != "toga-bench/1":
-            sys.exit(f"toga-plot: {p}: not a toga-bench/1 JSON file (schema={doc.get('schema')!r})")
+        doc = load_doc(p, "toga-plot")
         gpu = doc.get("environment", {}).get("gpu", {}).get("gpu") or "simulator"
         gpus.add(gpu)
         for r in doc["rows"]:
@@ -45,16 +42,15 @@ def load(paths):
     return rows, sorted(gpus)
 
 
-def series(rows, **match):
-    return [r for r in rows if all(r.get(k) == v for k, v in match.items())]
-
-
-def fmt_bytes(b):
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if b < 1024 or b % 1024:
-            return f"{b} {unit}"
-        b //= 1024
-    return f"{b} TiB"
+def save(fig, out, name, title=None):
+    """Writes the figure to `out` + `name` (out: folder and file-name prefix); returns the path."""
+    if title is not None:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path = out + name
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def colour(label):
@@ -78,12 +74,7 @@ def plot_throughput(rows, out, title):
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("operations / s")
     axes[0].legend()
-    fig.suptitle(title)
-    fig.tight_layout()
-    path = os.path.join(out, "throughput.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, out, "throughput.png", title)
 
 
 def plot_scaling(rows, out, title):
@@ -104,12 +95,7 @@ def plot_scaling(rows, out, title):
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].set_ylabel("kernel ms (median)")
     axes[0][0].legend()
-    fig.suptitle(title)
-    fig.tight_layout()
-    path = os.path.join(out, "scaling.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, out, "scaling.png", title)
 
 
 def bars(rows, value, ylabel, name, case_title, out, title, log=False):
@@ -135,11 +121,7 @@ def bars(rows, value, ylabel, name, case_title, out, title, log=False):
     ax.set_title(f"{case_title} - {title}")
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    path = os.path.join(out, name)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, out, name)
 
 
 def plot_graph(rows, out, title):
@@ -160,12 +142,7 @@ def plot_graph(rows, out, title):
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].set_ylabel("ms per round")
     axes[0][0].legend(fontsize=7)
-    fig.suptitle(title)
-    fig.tight_layout()
-    path = os.path.join(out, "graph.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, out, "graph.png", title)
 
 
 def main():
@@ -177,22 +154,20 @@ def main():
     rows, gpus = load(a.json)
     os.makedirs(a.out, exist_ok=True)
     title = ", ".join(gpus)
+    out = os.path.join(a.out, a.prefix)  # every chart is out + its name
     made = [
-        plot_throughput(rows, a.out, title),
-        plot_scaling(rows, a.out, title),
+        plot_throughput(rows, out, title),
+        plot_scaling(rows, out, title),
         bars([r for r in rows if r["case"] == "T5" and r["ops_per_s"]], lambda r: r["ops_per_s"], "pairs / s",
-             "churn.png", "T5 churn (malloc + write + free)", a.out, title, log=True),
+             "churn.png", "T5 churn (malloc + write + free)", out, title, log=True),
         bars([r for r in rows if r["case"] == "T8" and "utilisation" in r["metrics"]],
              lambda r: 100 * r["metrics"]["utilisation"], "% of the heap obtained", "utilisation.png",
-             "T8 out-of-memory utilisation", a.out, title),
-        plot_graph(rows, a.out, title),
+             "T8 out-of-memory utilisation", out, title),
+        plot_graph(rows, out, title),
     ]
     for p in made:
         if p:
-            final = os.path.join(os.path.dirname(p), a.prefix + os.path.basename(p))
-            if final != p:
-                os.replace(p, final)
-            print(final)
+            print(p)
 
 
 if __name__ == "__main__":

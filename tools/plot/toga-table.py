@@ -10,8 +10,8 @@ failures / corrupt blocks, and toga's case figures (utilisation, range_ratio, re
 Simulator files (toga-sim, bump-sim) are tabulated the same way against bump-sim.
 """
 import argparse
-import json
-import sys
+
+from toga_results import fmt_bytes, load_doc
 
 
 def fmt(v, digits=3):
@@ -31,16 +31,6 @@ def fmt(v, digits=3):
     return f"{v:.1e}"
 
 
-def size_text(b):
-    if not b:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if b < 1024 or b % 1024:
-            return f"{b} {unit}"
-        b //= 1024
-    return f"{b} TiB"
-
-
 def mops(r):
     return None if r["ops_per_s"] is None else r["ops_per_s"] / 1e6
 
@@ -50,9 +40,7 @@ def main():
     ap.add_argument("json")
     ap.add_argument("--cases", default="", help="comma list of case ids (default: all)")
     a = ap.parse_args()
-    doc = json.load(open(a.json))
-    if doc.get("schema") != "toga-bench/1":
-        sys.exit(f"toga-table: {a.json}: not a toga-bench/1 file")
+    doc = load_doc(a.json, "toga-table")
     rows = doc["rows"]
     sim = any(r["allocator"] == "toga-sim" for r in rows)
     me, ref_m, ref_b = ("toga-sim", None, "bump-sim") if sim else ("toga", "cuda-malloc", "bump")
@@ -77,7 +65,7 @@ def main():
         print("| " + " | ".join(head) + " |")
         print("|" + "---|" * len(head))
         for r in mine:
-            cells = [r["op"], size_text(r["size"]), r["param"] or "-",
+            cells = [r["op"], fmt_bytes(r["size"]), r["param"] or "-",
                      (fmt(r["median_ms"]) + f" ({r['threads']:,})") if r["median_ms"] is not None else "-",
                      fmt(mops(r))]
             if ref_m:
