@@ -146,6 +146,28 @@ class console_sink final : public sink {
   bool dirty_ = false;
 };
 
+// The command line, shell-quoted where needed so that it can be pasted back. With `only_case`,
+// --cases is replaced by that case: the command that replays one case (runs are deterministic
+// in --seed and the other options).
+std::string command_line(int argc, char** argv, const std::string& only_case) {
+  std::string cmd;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (!only_case.empty() && (a == "--cases" || a.starts_with("--cases="))) {
+      if (a == "--cases") ++i;  // skip its value too
+      continue;
+    }
+    if (a.find_first_of(" \t'\"$`\\*?;&|<>()") != std::string::npos) {
+      std::string q = "'";
+      for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      a = q + "'";
+    }
+    cmd += (i ? " " : "") + a;
+  }
+  if (!only_case.empty()) cmd += " --cases " + only_case;
+  return cmd;
+}
+
 int cmd_list() {
   std::printf("cases (../shared/docs/benchmarks.md):\n");
   for (const auto& c : all_cases()) std::printf("  %-4s %-28s %s\n", c.id.c_str(), c.name.c_str(), c.what.c_str());
@@ -330,17 +352,7 @@ int main(int argc, char** argv) {
   // The header of the JSON document.
   nlohmann::json header;
   {
-    std::string cmd;
-    for (int i = 0; i < argc; ++i) {  // shell-quoted where needed, so that it can be pasted back
-      std::string a = argv[i];
-      if (a.find_first_of(" \t'\"$`\\*?;&|<>()") != std::string::npos) {
-        std::string q = "'";
-        for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-        a = q + "'";
-      }
-      cmd += (i ? " " : "") + a;
-    }
-    header["command"] = cmd;
+    header["command"] = command_line(argc, argv, "");
     header["profile"] = profile_arg;
     header["reps"] = opt.reps;
     header["seed"] = opt.seed;
@@ -378,8 +390,9 @@ int main(int argc, char** argv) {
       try {
         b->run_case(c, *allocs, opt, out);
       } catch (const std::exception& e) {
-        out.done_line("toga-bench: " + c + " on the " + b->name() + " backend failed: " + e.what());
-        errors.push_back({{"case", c}, {"backend", b->name()}, {"error", e.what()}});
+        const std::string replay = command_line(argc, argv, c);
+        out.done_line("toga-bench: " + c + " on the " + b->name() + " backend failed: " + e.what() + "\n  replay: " + replay);
+        errors.push_back({{"case", c}, {"backend", b->name()}, {"error", e.what()}, {"replay", replay}});
         status = 1;
         continue;
       }
