@@ -26,6 +26,7 @@ const char* to_string(op k) {
     case op::fetch_sub: return "fetch_sub";
     case op::fetch_and: return "fetch_and";
     case op::fetch_or: return "fetch_or";
+    case op::fetch_max: return "fetch_max";
     case op::fence: return "fence";
     case op::backoff: return "backoff";
     case op::activemask: return "__activemask";
@@ -33,6 +34,7 @@ const char* to_string(op k) {
     case op::shfl: return "__shfl_sync";
     case op::match_any: return "__match_any_sync";
     case op::syncwarp: return "__syncwarp";
+    case op::reduce_or: return "__reduce_or_sync";
     case op::choice: return "choice";
     case op::exit: return "exit";
   }
@@ -435,6 +437,10 @@ bool world::try_complete(warp_rec& w, unsigned l, unsigned self_lane) {
       if (w.value[j]) vote |= 1u << j;
     }
     for (std::uint32_t q = need; q; q &= q - 1) w.result[std::countr_zero(q)] = vote;
+  } else if (k == op::reduce_or) {
+    std::uint64_t acc = 0;
+    for (std::uint32_t q = need; q; q &= q - 1) acc |= w.value[std::countr_zero(q)];
+    for (std::uint32_t q = need; q; q &= q - 1) w.result[std::countr_zero(q)] = acc;
   } else if (k == op::match_any) {
     for (std::uint32_t q = need; q; q &= q - 1) {
       const unsigned j = static_cast<unsigned>(std::countr_zero(q));

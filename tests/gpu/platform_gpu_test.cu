@@ -328,6 +328,8 @@ struct warp_result {
   std::uint32_t match32[32];
   std::uint32_t match64[32];
   std::uint32_t after_sync[32];
+  std::uint32_t reduce_or[32];
+  std::uint32_t max_old[32];
   std::uint32_t lanemask_lt[32];
   std::uint32_t lane_id[32];
 };
@@ -343,7 +345,9 @@ __host__ __device__ constexpr std::uint32_t sync_value(unsigned lane) { return 0
 
 __global__ void warp_kernel(warp_result* r) {
   __shared__ std::uint32_t smem[32];
+  __shared__ std::uint32_t maxw;
   const unsigned lane = P::lane_id();
+  if (lane == 0) maxw = 0;
   r->lane_id[lane] = lane;
   r->lanemask_lt[lane] = P::lanemask_lt();
   smem[lane] = 0;
@@ -356,6 +360,8 @@ __global__ void warp_kernel(warp_result* r) {
     r->shfl64[lane] = P::shfl(kEvenLanes, shfl_value64(lane), static_cast<int>((lane + 30) % 32));
     r->match32[lane] = P::match_any(kEvenLanes, static_cast<std::uint32_t>(lane % 3));
     r->match64[lane] = P::match_any(kEvenLanes, match_key64(lane));
+    r->reduce_or[lane] = P::reduce_or(kEvenLanes, 1u << (lane / 2));
+    r->max_old[lane] = P::fetch_max(&maxw, 100u + lane, toga::relaxed, toga::block_scope);
     // syncwarp orders the shared-memory writes of the mask's lanes before their reads.
     smem[lane] = sync_value(lane);
     P::syncwarp(kEvenLanes);
@@ -411,7 +417,15 @@ TEST(CudaPlatform, WarpCollectivesOverPartialMask) {
     EXPECT_EQ(r.match32[l], expect_m32);
     EXPECT_EQ(r.match64[l], expect_m64);
     EXPECT_EQ(r.after_sync[l], sync_value((l + 4) % 32));
+    EXPECT_EQ(r.reduce_or[l], 0xffffu);
+    // fetch_max: every old value is below 100 + 30 (the largest operand) or 0 (the first)
+    EXPECT_TRUE(r.max_old[l] == 0 || (r.max_old[l] >= 100u && r.max_old[l] < 130u)) << r.max_old[l];
   }
+  // exactly one lane saw the initial 0, and the lane with the largest operand never saw a
+  // larger old value than its own
+  unsigned zeros = 0;
+  for (unsigned l = 0; l < 32; l += 2) zeros += r.max_old[l] == 0;
+  EXPECT_EQ(zeros, 1u);
 }
 
 // -----------------------------------------------------------------------------------------

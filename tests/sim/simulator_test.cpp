@@ -151,7 +151,7 @@ namespace {
 // documented semantics.
 struct partial_mask_state final : ts::instance {
   explicit partial_mask_state(ts::world&) {}
-  std::uint32_t ballot[32]{}, shfl32[32]{}, match[32]{}, lt[32]{};
+  std::uint32_t ballot[32]{}, shfl32[32]{}, match[32]{}, lt[32]{}, ored[32]{};
   std::uint64_t shfl64[32]{};
   void lane() override {
     const unsigned l = P::lane_id();
@@ -162,6 +162,7 @@ struct partial_mask_state final : ts::instance {
     shfl32[l] = P::shfl(m, 1000u + l, static_cast<int>((l + 2) % 32));
     shfl64[l] = P::shfl(m, (std::uint64_t{l} << 40) | 7u, 4);
     match[l] = P::match_any(m, static_cast<std::uint32_t>(l % 3));
+    ored[l] = P::reduce_or(m, 1u << (l / 2));
     P::syncwarp(m);
   }
   std::optional<std::string> check_final() override {
@@ -175,6 +176,7 @@ struct partial_mask_state final : ts::instance {
       for (unsigned j = 0; j < 32; j += 2)
         if (j % 3 == l % 3) want |= 1u << j;
       if (match[l] != want) return "match_any of lane " + std::to_string(l);
+      if (ored[l] != 0xffffu) return "reduce_or of lane " + std::to_string(l) + " = " + std::to_string(ored[l]);
     }
     return std::nullopt;
   }

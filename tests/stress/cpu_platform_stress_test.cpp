@@ -337,6 +337,34 @@ TEST(CpuStress, BitOwnershipThroughFetchOrFetchAndExchange) {
   report("fetch_or/fetch_and/exchange", threads, sum_ops(stats));
 }
 
+TEST(CpuStress, FetchMaxKeepsTheLargestValueAndReturnsMonotoneOlds) {
+  // Every thread raises a shared maximum with increasing values; the olds each thread sees
+  // never decrease (the word only grows), and the final value is the largest operand.
+  constexpr unsigned threads = 16;
+  const unsigned per_thread_n = scaled(20'000);
+  alignas(64) std::uint64_t m64 = 0;
+  alignas(64) std::uint32_t m32 = 0;
+  std::vector<per_thread> stats(threads);
+  toga::cpu::launch(threads, 4, 2, [&] {
+    const unsigned g = P::global_thread_id();
+    per_thread& me = stats[g];
+    std::uint64_t last = 0;
+    for (unsigned i = 0; i < per_thread_n; ++i) {
+      const std::uint64_t v = std::uint64_t{i} * threads + g;
+      const std::uint64_t old = P::fetch_max(&m64, v, toga::relaxed, dev);
+      if (old < last) ++me.violations;
+      last = old;
+      P::fetch_max(&m32, static_cast<std::uint32_t>(v), toga::acq_rel, blk);
+      me.ops += 2;
+      churn(i, 256);
+    }
+  });
+  EXPECT_EQ(sum_violations(stats), 0u) << "fetch_max returned a smaller old value than before";
+  EXPECT_EQ(m64, std::uint64_t{per_thread_n - 1} * threads + threads - 1);
+  EXPECT_EQ(m32, (per_thread_n - 1) * threads + threads - 1);
+  report("fetch_max", threads, sum_ops(stats));
+}
+
 // ------------------------------------------------------------------------------------------
 // Synchronisation: lock, message passing, fences
 // ------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench.hpp"
+#include "toga/allocator.hpp"
 #include "report.hpp"
 
 #ifndef TOGA_BENCH_SOURCE_DIR
@@ -245,8 +246,8 @@ int main(int argc, char** argv) {
     }
     if (!heap_arg.empty()) {
       opt.heap_bytes = parse_quantity(heap_arg);
-      if (opt.heap_bytes < 4096 || opt.heap_bytes > (std::uint64_t{1} << 46))
-        throw CLI::ValidationError("--heap: " + heap_arg + " is outside 4 KiB .. 64 TiB");
+      if (opt.heap_bytes < 4096 || opt.heap_bytes > toga::heap_layout::max_heap_bytes)
+        throw CLI::ValidationError("--heap: " + heap_arg + " is outside 4 KiB .. 128 GiB (the largest toga heap)");
     }
   } catch (const CLI::ValidationError& e) {
     std::fprintf(stderr, "toga-bench: %s\n", e.what());

@@ -39,8 +39,9 @@ stats_region fetch_stats(const device_allocator& dev, const toga::heap_layout& l
 }  // namespace
 
 heap::heap(std::uint64_t bytes, heap_options options) : options_(options) {
-  if (bytes == 0 || bytes > (std::uint64_t{1} << 46))
-    throw std::invalid_argument("toga::cuda::heap: size " + std::to_string(bytes) + " B is not in [1, 2^46]");
+  if (bytes == 0 || bytes > toga::heap_layout::max_heap_bytes)
+    throw std::invalid_argument("toga::cuda::heap: size " + std::to_string(bytes) + " B is not in [1, " +
+                                std::to_string(toga::heap_layout::max_heap_bytes) + "] (128 GiB); ask for a smaller heap");
   if (options_.device < 0) TOGA_CUDA_TRY(cudaGetDevice(&options_.device));
   device_ = options_.device;
   TOGA_CUDA_TRY(cudaSetDevice(device_));

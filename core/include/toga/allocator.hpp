@@ -69,10 +69,18 @@ struct heap_layout {
   unsigned arenas = 0;
   std::uint64_t state_off = 0, lock_off = 0, sem_off = 0, arena_off = 0, globals_off = 0, bytes = 0;
 
-  //! Levels of the buddy tree for a heap of at least `heap_bytes` (rounded up to a power of two
-  //! >= one chunk).
+  //! Most levels of the buddy tree: 4 KiB x 2^25 = 128 GiB. The buddy semaphores' C field (26
+  //! bits, spec §2.4) must count every leaf of the tree.
+  static constexpr unsigned max_levels = 26;
+  //! Largest heap, in bytes (128 GiB).
+  static constexpr std::uint64_t max_heap_bytes = geom::page_bytes << (max_levels - 1);
+  //! Levels of the buddy tree for a heap of at least `heap_bytes` bytes (the heap is rounded up
+  //! to 4 KiB x 2^(levels-1); below one chunk, 512 KiB, only TBuddy can serve and small requests
+  //! fail). Returns 0 when `heap_bytes` exceeds max_heap_bytes: callers must reject such sizes
+  //! (the CUDA heap throws std::invalid_argument naming the limit).
   static constexpr unsigned levels_for(std::uint64_t heap_bytes) {
-    unsigned l = 1;  // below one chunk (512 KiB) only TBuddy can serve: small requests fail
+    if (heap_bytes > max_heap_bytes) return 0;
+    unsigned l = 1;
     while ((geom::page_bytes << (l - 1)) < heap_bytes) ++l;
     return l;
   }
@@ -160,7 +168,7 @@ struct allocator {
       arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
       const unsigned n_ok = bits::popc(ok);
       if (n_ok) count_alloc(st, n_ok, s * n_ok);
-      if (n_ok < g.size) P::fetch_add(&st.failed, std::uint64_t{g.size - n_ok}, relaxed, device_scope);
+      if (n_ok < g.size) count_failed(st, g.size - n_ok, geom::chunk_bytes);
     }
     return off == no_block ? nullptr : small.base + off;
   }
@@ -208,8 +216,15 @@ struct allocator {
 
  private:
   TOGA_DEVICE void* fail_too_large() const TOGA_NOEXCEPT(P) {
-    P::fetch_add(&small.arenas[P::sm_id() % small.num_arenas].stats.failed, std::uint64_t{1}, relaxed, device_scope);
+    P::fetch_add(&small.arenas[P::sm_id() % small.num_arenas].stats.failed_too_large, std::uint64_t{1}, relaxed, device_scope);
     return nullptr;
+  }
+  // Counts n failed requests that needed a TBuddy block of `block_bytes` (a chunk for UAlloc):
+  // refused by the byte limit if charging that block would exceed it now, else exhaustion.
+  TOGA_DEVICE void count_failed(arena_stats& st, unsigned n, std::uint64_t block_bytes) const TOGA_NOEXCEPT(P) {
+    const std::uint64_t lim = P::load(&globals->limit.limit, relaxed, device_scope);
+    const bool by_limit = lim != 0 && P::load(&globals->limit.reserved, relaxed, device_scope) + block_bytes > lim;
+    P::fetch_add(by_limit ? &st.failed_limit : &st.failed, std::uint64_t{n}, relaxed, device_scope);
   }
   TOGA_DEVICE void* allocate_rounded(std::uint64_t s, bool use_ualloc) const TOGA_NOEXCEPT(P) {
     arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
@@ -224,7 +239,11 @@ struct allocator {
       if (off == no_block && small.reclaim()) off = small.buddy.alloc(order);  // chunks UAlloc could give back
     }
     if (off == no_block) {
-      P::fetch_add(&st.failed, std::uint64_t{1}, relaxed, device_scope);
+      if (!use_ualloc && s > heap_bytes) {
+        P::fetch_add(&st.failed_too_large, std::uint64_t{1}, relaxed, device_scope);
+        return nullptr;
+      }
+      count_failed(st, 1, use_ualloc ? geom::chunk_bytes : served);
       return nullptr;
     }
     count_alloc(st, 1, served);
@@ -233,10 +252,8 @@ struct allocator {
   TOGA_DEVICE void count_alloc(arena_stats& st, unsigned n, std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     P::fetch_add(&st.allocations, std::uint64_t{n}, relaxed, device_scope);
     const std::uint64_t used = P::fetch_add(&st.used_bytes, bytes, relaxed, device_scope) + bytes;
-    std::uint64_t peak = P::load(&st.peak_used_bytes, relaxed, device_scope);
-    while (static_cast<std::int64_t>(used) > static_cast<std::int64_t>(peak) &&
-           !P::compare_exchange(&st.peak_used_bytes, peak, used, relaxed, device_scope)) {
-    }
+    // a negative (two's complement) per-arena count never raises the peak
+    if (static_cast<std::int64_t>(used) > 0) P::fetch_max(&st.peak_used_bytes, used, relaxed, device_scope);
   }
   TOGA_DEVICE void count_free(arena_stats& st, std::uint64_t size) const TOGA_NOEXCEPT(P) {
     P::fetch_add(&st.deallocations, std::uint64_t{1}, relaxed, device_scope);
@@ -270,11 +287,20 @@ struct allocator {
 //! Totals over the arenas, read at quiescence (host-visible memory). Signed counters are summed
 //! as two's complement, so blocks freed on another SM than they were allocated on balance out.
 struct heap_statistics {
-  std::uint64_t heap_bytes = 0;
+  std::uint64_t heap_bytes = 0;           //!< capacity
   std::uint64_t used_bytes = 0;           //!< rounded bytes of live blocks
-  std::uint64_t peak_used_bytes = 0;      //!< sum of per-SM peaks: an upper bound of the true peak
+  //! High-water mark of used_bytes: the smaller of two upper bounds of the true peak, the sum of
+  //! the per-arena peaks and buddy_high_bytes (live blocks always lie in TBuddy blocks). Never
+  //! above the capacity; exact when one SM allocates.
+  std::uint64_t peak_used_bytes = 0;
+  std::uint64_t buddy_bytes = 0;          //!< bytes of TBuddy blocks handed out (chunks and blocks > 1 KiB)
+  std::uint64_t buddy_high_bytes = 0;     //!< high-water mark of buddy_bytes (exact)
   std::uint64_t chunk_bytes = 0;          //!< bytes UAlloc holds in chunks
-  std::uint64_t allocations = 0, deallocations = 0, failed = 0;
+  std::uint64_t allocations = 0, deallocations = 0;
+  std::uint64_t failed = 0;               //!< all failed requests: the three below
+  std::uint64_t failed_exhausted = 0;     //!< the heap had no block for the request
+  std::uint64_t failed_limit = 0;         //!< the byte limit refused the TBuddy block it needed
+  std::uint64_t failed_too_large = 0;     //!< larger than the heap
   std::uint64_t bins[geom::num_classes] = {};
   std::uint64_t chunks = 0;
   std::uint32_t errors = 0;
@@ -284,22 +310,30 @@ struct heap_statistics {
 template <class A>
 void reset_high_water(A& a) {
   for (unsigned i = 0; i < a.small.num_arenas; ++i) a.small.arenas[i].stats.peak_used_bytes = a.small.arenas[i].stats.used_bytes;
+  a.globals->limit.reserved_high = a.globals->limit.reserved;
 }
 
 template <class A>
 heap_statistics collect_statistics(const A& a) {
   heap_statistics s;
   s.heap_bytes = a.heap_bytes;
+  std::uint64_t peaks = 0;
   for (unsigned i = 0; i < a.small.num_arenas; ++i) {
     const arena_stats& st = a.small.arenas[i].stats;
     s.used_bytes += st.used_bytes;
-    s.peak_used_bytes += st.peak_used_bytes;
+    peaks += st.peak_used_bytes;
     s.allocations += st.allocations;
     s.deallocations += st.deallocations;
-    s.failed += st.failed;
+    s.failed_exhausted += st.failed;
+    s.failed_limit += st.failed_limit;
+    s.failed_too_large += st.failed_too_large;
     for (unsigned c = 0; c < geom::num_classes; ++c) s.bins[c] += st.bins[c];
     s.chunks += st.chunks;
   }
+  s.failed = s.failed_exhausted + s.failed_limit + s.failed_too_large;
+  s.buddy_bytes = a.globals->limit.reserved;
+  s.buddy_high_bytes = a.globals->limit.reserved_high;
+  s.peak_used_bytes = peaks < s.buddy_high_bytes ? peaks : s.buddy_high_bytes;
   s.chunk_bytes = s.chunks * geom::chunk_bytes;
   s.errors = a.globals->error_count;
   return s;

@@ -72,6 +72,7 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
   // T1/T2: walk from the root; frontier nodes are AVAILABLE/ALLOCATED, below them BUSY, above
   // them split nodes whose state is derived from their children.
   std::vector<std::uint8_t> covered(nodes, 0);
+  std::uint64_t allocated_bytes = 0;
   for (std::uint64_t v = 1; v < nodes; ++v) {
     if (b.lock[v]) return "T4: node " + to_string(v) + " still locked";
     const std::uint32_t s = b.state[v];
@@ -84,6 +85,7 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
     }
     const std::uint32_t k = s & node_state_mask;
     if (k == node_available) ++avail[b.height(v)];
+    if (k == node_allocated) allocated_bytes += geom::page_bytes << b.height(v);
     if (k == node_available || k == node_allocated) continue;
     if (b.height(v) == 0) return "T1: leaf " + to_string(v) + " is neither free, allocated nor covered";
     const std::uint32_t l = b.state[2 * v] & node_state_mask, r = b.state[2 * v + 1] & node_state_mask;
@@ -91,6 +93,9 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
     if (s != d) return "T2: split node " + to_string(v) + " has state " + to_string(s) + ", its children derive " + to_string(d);
     if (l == node_available && r == node_available) ++Q.unmerged_pairs;
   }
+  if (b.limit && b.limit->reserved != allocated_bytes)
+    return "statistics: buddy bytes handed out = " + to_string(b.limit->reserved) + " but ALLOCATED blocks hold " + to_string(allocated_bytes);
+  if (b.limit && b.limit->reserved_high < b.limit->reserved) return "statistics: buddy high-water below the current value";
   // T3 / S5 for TBuddy.
   for (unsigned k = 0; k < b.levels; ++k) {
     const auto f = std::remove_reference_t<decltype(b.sem[0])>::unpack(b.sem[k].raw());

@@ -28,6 +28,8 @@
 //!     atomicCAS never fails spuriously). On failure `expected` receives the current value.
 //!     The failure order is the success order with its release part removed.
 //!   - `T fetch_add / fetch_sub / fetch_and / fetch_or (T* p, T v, o, s)`: return the old value.
+//!   - `T fetch_max(T* p, T v, o, s)`: `*p = max(*p, v)` (unsigned); returns the old value. One
+//!     RMW on CUDA (`atom.max`); with the result unused it is a fire-and-forget reduction.
 //!   - `void fence(o, s)`
 //! Identity (CUDA's meaning; all ids 0-based):
 //!   - `lane_id()` in [0,32), `warp_id()` (warp index within the block), `thread_id()` (linear
@@ -37,6 +39,14 @@
 //! mask; the call waits for exactly the lanes named in it):
 //!   - `activemask()`, `ballot(mask, bool)`, `shfl(mask, T value, src_lane)` for 32- and 64-bit
 //!     T, `match_any(mask, T key)`, `syncwarp(mask)`, `lanemask_lt()`.
+//!   - `reduce_or(mask, std::uint32_t v)`: the bitwise OR of `v` over the lanes of `mask`, in
+//!     every one of them (`__reduce_or_sync`; one REDUX instruction on sm_80+).
+//! Fault injection (toga/fault.hpp):
+//!   - `bool inject(fault_site s)`: a named fault site; false (and nothing else) on CUDA and
+//!     native threads, where it compiles away; the simulator may stall the lane here or, at a
+//!     failure site, return true.
+//!   - `void poison(void* p, std::uint64_t bytes)`: memory the core just gave back; a test
+//!     platform may overwrite it. No-op on CUDA and native threads.
 //! Progress and failure:
 //!   - `backoff(attempt)`: **every spin loop must call it** once per iteration (`attempt`
 //!     counts from 0). CUDA sleeps; the simulator yields and may switch lanes.
@@ -49,6 +59,7 @@
 #include <cstdint>
 
 #include "toga/config.hpp"
+#include "toga/fault.hpp"
 
 namespace toga {
 
@@ -115,6 +126,7 @@ concept platform_atomics_for = requires(T* p, T v, T& expected, O o, S s) {
   { P::fetch_sub(p, v, o, s) } -> std::same_as<T>;
   { P::fetch_and(p, v, o, s) } -> std::same_as<T>;
   { P::fetch_or(p, v, o, s) } -> std::same_as<T>;
+  { P::fetch_max(p, v, o, s) } -> std::same_as<T>;
   { P::fence(o, s) } -> std::same_as<void>;
 };
 
@@ -136,7 +148,7 @@ template <class P>
 concept Platform =
     detail::platform_atomics<P, std::uint32_t> && detail::platform_atomics<P, std::uint64_t> &&
     requires(std::uint32_t mask, std::uint32_t v32, std::uint64_t v64, bool pred,
-             unsigned attempt, int src, const char* what) {
+             unsigned attempt, int src, const char* what, fault_site site, void* mem) {
       { P::noexcept_ops } -> std::convertible_to<bool>;
       // identity
       { P::lane_id() } -> std::same_as<unsigned>;
@@ -155,7 +167,11 @@ concept Platform =
       { P::match_any(mask, v32) } -> std::same_as<std::uint32_t>;
       { P::match_any(mask, v64) } -> std::same_as<std::uint32_t>;
       { P::syncwarp(mask) } -> std::same_as<void>;
+      { P::reduce_or(mask, v32) } -> std::same_as<std::uint32_t>;
       { P::lanemask_lt() } -> std::same_as<std::uint32_t>;
+      // fault injection
+      { P::inject(site) } -> std::same_as<bool>;
+      { P::poison(mem, v64) } -> std::same_as<void>;
       // progress and failure
       { P::backoff(attempt) } -> std::same_as<void>;
       { P::fail(what) } -> std::same_as<void>;

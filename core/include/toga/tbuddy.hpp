@@ -41,11 +41,15 @@ enum : std::uint32_t { node_busy = 0, node_available = 1, node_partial = 2, node
 inline constexpr std::uint32_t node_chunk_tag = 4;
 inline constexpr std::uint32_t node_state_mask = 3;
 
-//! Optional byte limit below the heap size (toga::cuda::heap_options::limit_bytes; init_after_zero). Touched only when a
-//! limit is set: a global counter, updated once per TBuddy block (not per small allocation).
+//! Bytes of TBuddy blocks handed out (UAlloc chunks and blocks above 1 KiB), with their
+//! high-water mark and an optional byte limit below the heap size
+//! (toga::cuda::heap_options::limit_bytes; init_after_zero). One global word, updated once per
+//! TBuddy block (not per small allocation). 32 B.
 struct byte_limit {
   std::uint64_t limit;     //!< 0: no limit
-  std::uint64_t reserved;  //!< bytes of TBuddy blocks handed out (when limit != 0)
+  std::uint64_t reserved;  //!< bytes of TBuddy blocks handed out now
+  std::uint64_t reserved_high;  //!< highest `reserved` since initialisation or the last high-water reset
+  std::uint64_t pad;
 };
 
 //! Deliberate bugs for the planted-bug tests (never use outside tests).
@@ -66,7 +70,7 @@ struct tbuddy {
   std::uint32_t* state;  //!< [2^levels], index 0 unused
   std::uint32_t* lock;   //!< [2^levels]
   sem_t* sem;            //!< [levels]
-  byte_limit* limit;     //!< optional (nullptr: none)
+  byte_limit* limit;     //!< block accounting and the byte limit (nullptr: none kept)
   unsigned levels;       //!< heap = 4 KiB x 2^(levels-1)
 
   TOGA_HOST_DEVICE unsigned top() const { return levels - 1; }
@@ -207,16 +211,20 @@ struct tbuddy {
   }
 
  private:
+  // Counts a block of `bytes` as handed out; false (counting nothing) when the byte limit
+  // would be exceeded. Relaxed: statistics and a limit order nothing else.
   TOGA_DEVICE bool charge(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     const std::uint64_t lim = P::load(&limit->limit, relaxed, device_scope);
-    if (lim == 0) return true;
     const std::uint64_t before = P::fetch_add(&limit->reserved, bytes, relaxed, device_scope);
-    if (before + bytes <= lim) return true;
-    P::fetch_sub(&limit->reserved, bytes, relaxed, device_scope);
-    return false;
+    if (lim != 0 && before + bytes > lim) {
+      P::fetch_sub(&limit->reserved, bytes, relaxed, device_scope);
+      return false;
+    }
+    P::fetch_max(&limit->reserved_high, before + bytes, relaxed, device_scope);
+    return true;
   }
   TOGA_DEVICE void uncharge(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
-    if (P::load(&limit->limit, relaxed, device_scope) != 0) P::fetch_sub(&limit->reserved, bytes, relaxed, device_scope);
+    P::fetch_sub(&limit->reserved, bytes, relaxed, device_scope);
   }
   TOGA_DEVICE void set_state(std::uint64_t v, std::uint32_t s) const TOGA_NOEXCEPT(P) {
     P::store(&state[v], s, relaxed, device_scope);

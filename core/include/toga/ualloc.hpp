@@ -87,12 +87,16 @@ struct class_list {
 
 //! Statistics kept per arena (summed by the host). Signed quantities are two's complement in
 //! 64-bit words: a block freed on another SM makes one arena's count negative, the sum is exact.
+//! Updated with relaxed RMWs whose results are unused (fire-and-forget reductions on CUDA), one
+//! per warp group; the peak with fetch_max (no CAS loop: fast-path.md E8).
 struct arena_stats {
   std::uint64_t used_bytes;      //!< rounded bytes of live UAlloc and TBuddy blocks (signed)
-  std::uint64_t peak_used_bytes; //!< highest used_bytes this arena saw
+  std::uint64_t peak_used_bytes; //!< highest positive used_bytes this arena saw
   std::uint64_t allocations;
   std::uint64_t deallocations;
-  std::uint64_t failed;          //!< allocations that returned nullptr
+  std::uint64_t failed;          //!< allocations that returned nullptr: heap exhausted
+  std::uint64_t failed_limit;    //!< ... because the byte limit would have been exceeded
+  std::uint64_t failed_too_large;//!< ... because the request exceeds the heap
   std::uint64_t bins[geom::num_classes];  //!< bins in use per class (signed)
   std::uint64_t chunks;          //!< chunks held (signed)
 };

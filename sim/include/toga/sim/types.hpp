@@ -21,6 +21,7 @@ enum class op : std::uint8_t {
   fetch_sub,
   fetch_and,
   fetch_or,
+  fetch_max,
   fence,
   backoff,     //!< a spin loop's yield: the scheduler's default here is to switch lanes
   activemask,
@@ -28,6 +29,7 @@ enum class op : std::uint8_t {
   shfl,
   match_any,
   syncwarp,
+  reduce_or,
   choice,      //!< a data choice (fault site, grouping) drawn from the schedule
   exit,        //!< a lane returned from the kernel
 };

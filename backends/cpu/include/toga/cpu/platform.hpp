@@ -197,6 +197,17 @@ struct platform {
     return ref(p).fetch_or(v, detail::std_order<O>);
   }
 
+  //! Atomic `*p = max(*p, v)`; returns the previous value. C++20's atomic_ref has no
+  //! fetch_max: a compare-exchange loop (lock-free; at most one retry per concurrent change).
+  template <detail::word T, memory_order O, scope S>
+  static T fetch_max(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) noexcept {
+    std::atomic_ref<T> r = ref(p);
+    T cur = r.load(std::memory_order_relaxed);
+    while (cur < v && !r.compare_exchange_weak(cur, v, detail::std_order<O>, std::memory_order_relaxed)) {
+    }
+    return cur;
+  }
+
   //! Fence: `std::atomic_thread_fence(order)` (relaxed: no effect). Not modelled by TSan; see
   //! the file comment.
   template <memory_order O, scope S>
@@ -271,12 +282,22 @@ struct platform {
     check_mask(mask, "toga::cpu::platform::syncwarp: mask must be 1 (a warp of one lane)");
   }
 
+  //! `__reduce_or_sync(1, v)`: the caller's own value.
+  static std::uint32_t reduce_or(std::uint32_t mask, std::uint32_t v) noexcept {
+    check_mask(mask, "toga::cpu::platform::reduce_or: mask must be 1 (a warp of one lane)");
+    return v;
+  }
+
   //! No lane is below lane 0.
   static std::uint32_t lanemask_lt() noexcept { return 0u; }
 
   // ---------------------------------------------------------------------------------------
   // Progress and failure
   // ---------------------------------------------------------------------------------------
+
+  //! Fault sites (toga/fault.hpp) are not used on native threads.
+  static constexpr bool inject(fault_site) noexcept { return false; }
+  static void poison(void*, std::uint64_t) noexcept {}
 
   //! Attempts that only yield the processor before backoff starts sleeping.
   static constexpr unsigned backoff_yield_attempts = 8;

@@ -123,7 +123,7 @@ class heap {
  public:
   //! A heap of at least `bytes` bytes (rounded up to a power of two, >= 4 KiB), initialised on the
   //! device by kernels. Throws toga::bad_alloc if upstream memory cannot be had, toga::cuda_error
-  //! on any other CUDA failure, std::invalid_argument for bytes == 0 or > 2^46.
+  //! on any other CUDA failure, std::invalid_argument for bytes == 0 or > heap_layout::max_heap_bytes (128 GiB).
   explicit heap(std::uint64_t bytes, heap_options options = {});
   ~heap();
   heap(heap&& other) noexcept;

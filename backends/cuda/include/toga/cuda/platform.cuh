@@ -157,6 +157,14 @@ struct platform {
     return detail::atomic_ref<T, S>(*p).fetch_or(v, detail::cuda_order<O>);
   }
 
+  //! Atomic `*p = max(*p, v)` (unsigned); returns the previous value (`atom.max`; ptxas turns
+  //! it into a fire-and-forget `RED.MAX` when the result is unused).
+  template <detail::word T, memory_order O, scope S>
+  static TOGA_DEVICE TOGA_FORCEINLINE T fetch_max(T* p, std::type_identity_t<T> v, order_tag<O>,
+                                                  scope_tag<S>) noexcept {
+    return detail::atomic_ref<T, S>(*p).fetch_max(v, detail::cuda_order<O>);
+  }
+
   //! Fence: `cuda::atomic_thread_fence(order, scope)`. On sm_70+ that is `fence.sc.{cta,gpu}`
   //! for seq_cst, `fence.acq_rel.{cta,gpu}` for acquire/release/acq_rel, nothing for relaxed.
   template <memory_order O, scope S>
@@ -271,6 +279,18 @@ struct platform {
     __syncwarp(mask);
   }
 
+  //! `__reduce_or_sync(mask, v)` on sm_80+ (one REDUX instruction); a shuffle loop over the
+  //! lanes of `mask` on older parts. Every lane of `mask` gets the OR of all their values.
+  static TOGA_DEVICE TOGA_FORCEINLINE std::uint32_t reduce_or(std::uint32_t mask, std::uint32_t v) noexcept {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return __reduce_or_sync(mask, v);
+#else
+    std::uint32_t r = 0;
+    for (std::uint32_t m = mask; m; m &= m - 1) r |= __shfl_sync(mask, v, __ffs(static_cast<int>(m)) - 1);
+    return r;
+#endif
+  }
+
   //! Lanes below the caller: PTX `%lanemask_lt` (== `(1u << lane_id()) - 1`).
   static TOGA_DEVICE TOGA_FORCEINLINE std::uint32_t lanemask_lt() noexcept {
     std::uint32_t r;
@@ -281,6 +301,10 @@ struct platform {
   // ---------------------------------------------------------------------------------------
   // Progress and failure
   // ---------------------------------------------------------------------------------------
+
+  //! Fault sites (toga/fault.hpp) compile to nothing on the GPU.
+  static TOGA_DEVICE TOGA_FORCEINLINE constexpr bool inject(fault_site) noexcept { return false; }
+  static TOGA_DEVICE TOGA_FORCEINLINE void poison(void*, std::uint64_t) noexcept {}
 
   //! Maximum backoff sleep, in nanoseconds.
 #ifdef TOGA_CUDA_BACKOFF_CAP_NS

@@ -79,6 +79,13 @@ struct platform {
     *p = old | v;
     return old;
   }
+  template <class T, memory_order O, scope S>
+  static T fetch_max(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
+    w().point(op::fetch_max);
+    T old = *p;
+    if (v > old) *p = v;
+    return old;
+  }
   template <memory_order O, scope S>
   static void fence(order_tag<O>, scope_tag<S>) {
     w().point(op::fence);
@@ -117,7 +124,14 @@ struct platform {
     return static_cast<std::uint32_t>(w().collective(op::match_any, mask, key, 0, "__match_any_sync"));
   }
   static void syncwarp(std::uint32_t mask) { w().collective(op::syncwarp, mask, 0, 0, "__syncwarp"); }
+  static std::uint32_t reduce_or(std::uint32_t mask, std::uint32_t v) {
+    return static_cast<std::uint32_t>(w().collective(op::reduce_or, mask, v, 0, "__reduce_or_sync"));
+  }
   static std::uint32_t lanemask_lt() { return (1u << w().self().lane) - 1u; }
+
+  // fault injection (toga/fault.hpp): a scheduling point; no site is active yet
+  static bool inject(fault_site) { return false; }
+  static void poison(void*, std::uint64_t) {}
 
   // progress and failure
   static void backoff(unsigned) { w().point(op::backoff); }
