@@ -14,6 +14,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "toga/sim/faults.hpp"
 #include "toga/sim/world.hpp"
 
 namespace toga::sim {
@@ -35,6 +36,19 @@ bool params::parse(const std::string& item, std::string& error) {
     return false;
   }
   return true;
+}
+
+std::optional<std::string> check_limits(const run_limits& l) {
+  if (l.fair_after == 0 || l.max_steps == 0)
+    return "the limits must be positive (fair_after " + std::to_string(l.fair_after) + ", max_steps " +
+           std::to_string(l.max_steps) + ")";
+  if (l.fair_after >= l.max_steps)
+    return "fair_after (" + std::to_string(l.fair_after) + ") must be below max_steps (" + std::to_string(l.max_steps) +
+           "): the fair tail must get some steps";
+  if (l.max_steps > max_steps_bound)
+    return "max_steps " + std::to_string(l.max_steps) + " exceeds the bound of " + std::to_string(max_steps_bound) +
+           " scheduling points per schedule";
+  return std::nullopt;
 }
 
 run_result run_one(const scenario& sc, const params& p, strategy& strat, std::uint64_t seed,
@@ -63,6 +77,8 @@ std::string replay_command(const scenario& sc, const params& p, const strategy_c
   for (const auto& [k, v] : p.values()) c << " --set " << k << "=" << v;
   if (limits.fair_after != sc.limits.fair_after) c << " --fair-after " << limits.fair_after;
   if (limits.max_steps != sc.limits.max_steps) c << " --max-steps " << limits.max_steps;
+  if (limits.memory != memory_model::sc) c << " --memory " << to_string(limits.memory);
+  if (limits.faults) c << " --faults " << faults_to_string(limits.faults);
   return c.str();
 }
 
@@ -110,6 +126,8 @@ class progress_line {
 }  // namespace
 
 explore_summary explore(const scenario& sc, const explore_options& opt) {
+  validate_params(sc, opt.scenario_params);
+  if (opt.schedules == 0) throw std::invalid_argument("an exploration needs at least one schedule");
   explore_summary sum;
   sum.scenario = sc.name;
   const run_limits limits = opt.limits.value_or(sc.limits);
@@ -208,8 +226,8 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
     f.deterministic = worker_same && r2.kind == f.result.kind && r2.trace_hash == f.result.trace_hash;
     if (f.strategy.kind == strategy_kind::replay) {
       std::ostringstream c;
-      c << "toga-sim replay --scenario " << sc.name << " --decisions FILE  (write FILE with "
-        << "--save-failure; exhaustive schedule " << f.index << ")";
+      c << "toga-sim replay --decisions FILE  (write FILE with --save-failure; " << sc.name << ", exhaustive schedule "
+        << f.index << ")";
       f.replay_command = c.str();
     } else {
       f.replay_command = replay_command(sc, opt.scenario_params, f.strategy, f.seed, limits);
@@ -334,6 +352,8 @@ void save_decisions(const std::string& path, const scenario& sc, const params& p
   j["params"] = p.values();
   j["fair_after"] = limits.fair_after;
   j["max_steps"] = limits.max_steps;
+  j["memory"] = to_string(limits.memory);
+  j["faults"] = faults_to_string(limits.faults);
   j["verdict"] = to_string(r.kind);
   j["message"] = r.message;
   j["trace_hash"] = r.trace_hash;
@@ -347,17 +367,17 @@ void save_decisions(const std::string& path, const scenario& sc, const params& p
 
 decision_file load_decisions(const std::string& path) {
   std::ifstream f(path);
-  if (!f) throw std::runtime_error("cannot open decision file '" + path + "'");
+  if (!f) throw input_error("cannot open decision file '" + path + "'");
   nlohmann::json j;
   try {
     f >> j;
   } catch (const std::exception& e) {
-    throw std::runtime_error("decision file '" + path + "' is not valid JSON: " + e.what());
+    throw input_error("decision file '" + path + "' is not valid JSON: " + e.what());
   }
-  if (j.value("format", "") != "toga-sim decisions 1")
-    throw std::runtime_error("decision file '" + path +
-                             "' lacks \"format\": \"toga-sim decisions 1\"; write it with "
-                             "toga-sim explore --save-failure or replay --save");
+  if (!j.is_object() || j.value("format", "") != "toga-sim decisions 1")
+    throw input_error("decision file '" + path +
+                      "' lacks \"format\": \"toga-sim decisions 1\"; write it with "
+                      "toga-sim explore --save-failure or replay --save");
   decision_file d;
   try {
     d.scenario = j.at("scenario").get<std::string>();
@@ -367,9 +387,16 @@ decision_file load_decisions(const std::string& path) {
     d.decisions = j.at("decisions").get<std::vector<std::uint32_t>>();
     d.verdict = j.value("verdict", "");
     d.trace_hash = j.value("trace_hash", std::uint64_t{0});
+    const std::string memory = j.value("memory", "sc");
+    if (!parse_memory_model(memory, d.limits.memory))
+      throw std::invalid_argument("\"memory\" is '" + memory + "'; want \"sc\" or \"weak\"");
+    std::string err;
+    if (!parse_faults(j.value("faults", "none"), d.limits.faults, err)) throw std::invalid_argument("\"faults\": " + err);
   } catch (const std::exception& e) {
-    throw std::runtime_error("decision file '" + path + "': " + e.what());
+    throw input_error("decision file '" + path + "': " + e.what());
   }
+  if (auto msg = check_limits(d.limits))
+    throw input_error("decision file '" + path + "': " + *msg + "; it was not written by toga-sim, or was edited");
   return d;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <mutex>
 #include <sstream>
+#include <stdexcept>
 
 #include "toga/sim/platform.hpp"
 #include "toga/sim/scenario.hpp"
@@ -20,6 +21,43 @@ const scenario* find_scenario(const std::string& name) {
   for (const auto& s : catalogue())
     if (s.name == name) return &s;
   return nullptr;
+}
+
+std::string describe_keys(const scenario& sc) {
+  if (!sc.keys) return "undeclared";
+  if (sc.keys->empty()) return "none";
+  std::ostringstream o;
+  bool first = true;
+  for (const auto& k : *sc.keys) {
+    o << (first ? "" : ", ") << k.name << "=" << k.fallback << " [" << k.min << ".." << k.max << "]";
+    first = false;
+  }
+  return o.str();
+}
+
+void validate_params(const scenario& sc, const params& p) {
+  if (!sc.keys) return;
+  for (const auto& [name, value] : p.values()) {
+    const param_spec* spec = nullptr;
+    for (const auto& k : *sc.keys)
+      if (k.name == name) spec = &k;
+    if (!spec)
+      throw std::invalid_argument("scenario " + sc.name + " has no parameter '" + name + "'; " +
+                                  (sc.keys->empty() ? std::string("it takes none")
+                                                    : "valid keys: " + describe_keys(sc)));
+    if (value < spec->min || value > spec->max)
+      throw std::invalid_argument("scenario " + sc.name + ": " + name + "=" + std::to_string(value) +
+                                  " is out of range [" + std::to_string(spec->min) + ".." +
+                                  std::to_string(spec->max) + "]" +
+                                  (spec->help.empty() ? std::string() : " (" + spec->help + ")"));
+  }
+  if (sc.check)
+    if (auto msg = sc.check(p)) throw std::invalid_argument("scenario " + sc.name + ": " + *msg);
+}
+
+scenario with_keys(scenario s, std::vector<param_spec> keys) {
+  s.keys = std::move(keys);
+  return s;
 }
 
 void add_scenario(scenario s) {
@@ -161,26 +199,48 @@ struct lock_order final : instance {
 
 // warp-ticket: warp-aggregated ticket dispenser, the pattern toga's allocator front end uses:
 // the lanes that call together (activemask) group by key (match_any), the leader takes a block
-// of tickets with one fetch_add, broadcasts the base (shfl), each lane adds its rank. Every
-// lane must get a distinct ticket and the tickets must be exactly 0..N-1.
+// of tickets with one fetch_add and passes the base to its group through a per-leader slot
+// (relaxed block-scope store, __syncwarp, relaxed loads: the barrier orders them), each lane adds
+// its rank; the base is cross-checked against a shfl. Every lane must get a distinct ticket and
+// the tickets of each key must be exactly 0..N-1. Lanes whose index is 6 mod 7 take no ticket
+// (they exit at once). bug: 1 the group is formed from the full mask instead of activemask
+// ("all 32 lanes are active"), 2 the members read the slot without the __syncwarp (independent
+// thread scheduling: the leader may not have written it yet).
+template <int Bug>
 struct warp_ticket final : instance {
   std::uint32_t counter[3] = {0, 0, 0};
+  std::vector<std::uint32_t> slot;  // per (warp, leader lane)
   std::vector<std::uint32_t> ticket;
   std::vector<std::uint32_t> key_of;
-  unsigned lanes;
-  warp_ticket(const launch_config& c) : ticket(c.lanes(), ~0u), key_of(c.lanes(), 0), lanes(c.lanes()) {}
+  unsigned lanes, warps_per_block;
+  static constexpr std::uint32_t skipped = 3;
+  warp_ticket(const launch_config& c)
+      : slot(static_cast<std::size_t>(c.blocks) * ((c.threads_per_block + 31) / 32) * 32, 0),
+        ticket(c.lanes(), ~0u),
+        key_of(c.lanes(), skipped),
+        lanes(c.lanes()),
+        warps_per_block((c.threads_per_block + 31) / 32) {}
   void lane() override {
     const unsigned me = P::block_id() * P::block_dim() + P::thread_id();
+    if (me % 7 == 6) return;  // takes no ticket
     const std::uint32_t key = me % 3;
-    const std::uint32_t active = P::activemask();
+    const std::uint32_t active = Bug == 1 ? toga::full_mask : P::activemask();
     const std::uint32_t group = P::match_any(active, key);
     const unsigned leader = static_cast<unsigned>(__builtin_ctz(group));
     const unsigned rank = static_cast<unsigned>(__builtin_popcount(group & P::lanemask_lt()));
+    std::uint32_t* my_slot = &slot[(static_cast<std::size_t>(P::block_id()) * warps_per_block + P::warp_id()) * 32 + leader];
     std::uint32_t base = 0;
-    if (P::lane_id() == leader)
+    if (P::lane_id() == leader) {
       base = P::fetch_add(&counter[key], static_cast<std::uint32_t>(__builtin_popcount(group)), toga::relaxed,
                           toga::device_scope);
+      P::store(my_slot, base + 1, toga::relaxed, toga::block_scope);  // + 1: 0 means "not written"
+    }
+    if constexpr (Bug != 2) P::syncwarp(group);
+    const std::uint32_t from_slot = P::load(my_slot, toga::relaxed, toga::block_scope);
     base = P::shfl(group, base, static_cast<int>(leader));
+    if (from_slot != base + 1)
+      P::violated("the leader's base read through memory (" + std::to_string(from_slot) + " - 1) differs from its shfl (" +
+                  std::to_string(base) + ")");
     const std::uint32_t votes = P::ballot(group, true);
     if (votes != group) P::violated("ballot over the group did not return the group");
     P::syncwarp(group);
@@ -202,6 +262,14 @@ struct warp_ticket final : instance {
     return std::nullopt;
   }
 };
+
+std::unique_ptr<instance> make_warp_ticket(world& w, const params& p) {
+  switch (p.get("bug", 0)) {
+    case 1: return std::make_unique<warp_ticket<1>>(w.config());
+    case 2: return std::make_unique<warp_ticket<2>>(w.config());
+    default: return std::make_unique<warp_ticket<0>>(w.config());
+  }
+}
 
 // warp-mask: planted CUDA-rule violation: odd lanes call __ballot_sync with the even-lane mask.
 struct warp_mask final : instance {
@@ -227,44 +295,57 @@ void register_builtin_scenarios() {
   std::call_once(once, [] {
     register_primitive_scenarios();
     register_allocator_scenarios();
-    add_scenario({"lost-update",
-                  "lanes increment a counter with a separate load and store (planted bug: lost update); "
-                  "params lanes=4 points=50",
-                  expectation::fails, [](const params& p) { return lanes_shape(p, 4); },
-                  [](world&, const params& p) { return std::make_unique<lost_update>(p); }});
-    add_scenario({"counter", "lanes increment a counter with fetch_add; params lanes=4 points=50",
-                  expectation::pass, [](const params& p) { return lanes_shape(p, 4); },
-                  [](world&, const params& p) { return std::make_unique<counter_inst>(p); }});
-    add_scenario({"aba-stack",
-                  "Treiber stack without tags, 2 lanes (planted bug: ABA, needs 2 preemptions)",
-                  expectation::fails, [](const params&) { return lanes_shape(params{}, 2); },
-                  [](world&, const params&) { return std::make_unique<aba_stack>(); }});
-    add_scenario({"lock-order",
-                  "two spin locks taken in opposite orders, 2 lanes (planted bug: deadlock, seen as livelock "
-                  "because the lanes spin); params rounds=2",
-                  expectation::fails, [](const params&) { return lanes_shape(params{}, 2); },
-                  [](world&, const params& p) { return std::make_unique<lock_order>(p); },
-                  run_limits{2'000, 20'000}});
-    add_scenario({"warp-ticket",
-                  "warp-aggregated ticket dispenser (activemask, match_any, fetch_add, shfl, ballot, syncwarp); "
-                  "params warps=4 threads=32 (per warp; < 32 makes partial warps) sms=1",
-                  expectation::pass,
-                  [](const params& p) {
-                    launch_config c;
-                    c.sms = static_cast<unsigned>(std::max<std::int64_t>(1, p.get("sms", 1)));
-                    c.blocks = static_cast<unsigned>(std::max<std::int64_t>(1, p.get("warps", 4)));
-                    c.threads_per_block = static_cast<unsigned>(std::clamp<std::int64_t>(p.get("threads", 32), 1, 32));
-                    return c;
-                  },
-                  [](world& w, const params&) { return std::make_unique<warp_ticket>(w.config()); }});
-    add_scenario({"warp-mask",
-                  "planted CUDA-rule violation: lanes call __ballot_sync with a mask that excludes them",
-                  expectation::fails, [](const params&) { return lanes_shape(params{}, 4); },
-                  [](world&, const params&) { return std::make_unique<warp_mask>(); }});
-    add_scenario({"warp-mismatch",
-                  "planted CUDA-rule violation: lanes named in a mask call different intrinsics",
-                  expectation::fails, [](const params&) { return lanes_shape(params{}, 2); },
-                  [](world&, const params&) { return std::make_unique<warp_mismatch>(); }});
+    const param_spec lanes{"lanes", 1, 1024, 4, "lanes in one block"};
+    add_scenario(with_keys({"lost-update",
+                            "lanes increment a counter with a separate load and store (planted bug: lost update); "
+                            "params lanes=4 points=50",
+                            expectation::fails, [](const params& p) { return lanes_shape(p, 4); },
+                            [](world&, const params& p) { return std::make_unique<lost_update>(p); }},
+                           {lanes, {"points", 2, 100'000, 50, "scheduling points per lane (two per increment)"}}));
+    add_scenario(with_keys({"counter", "lanes increment a counter with fetch_add; params lanes=4 points=50",
+                            expectation::pass, [](const params& p) { return lanes_shape(p, 4); },
+                            [](world&, const params& p) { return std::make_unique<counter_inst>(p); }},
+                           {lanes, {"points", 1, 100'000, 50, "fetch_adds per lane"}}));
+    add_scenario(with_keys({"aba-stack",
+                            "Treiber stack without tags, 2 lanes (planted bug: ABA, needs 2 preemptions)",
+                            expectation::fails, [](const params&) { return lanes_shape(params{}, 2); },
+                            [](world&, const params&) { return std::make_unique<aba_stack>(); }},
+                           {}));
+    add_scenario(with_keys({"lock-order",
+                            "two spin locks taken in opposite orders, 2 lanes (planted bug: deadlock, seen as livelock "
+                            "because the lanes spin); params rounds=2",
+                            expectation::fails, [](const params&) { return lanes_shape(params{}, 2); },
+                            [](world&, const params& p) { return std::make_unique<lock_order>(p); },
+                            run_limits{2'000, 20'000}},
+                           {{"rounds", 1, 1'000, 2, "lock/unlock rounds per lane"}}));
+    add_scenario(with_keys({"warp-ticket",
+                            "warp-aggregated ticket dispenser (activemask, match_any, fetch_add, shfl, ballot, syncwarp); "
+                            "params warps=4 threads=32 (per warp; < 32 makes partial warps) sms=1 bug=0 (1 full mask "
+                            "instead of activemask while some lanes skip, 2 tickets passed through memory without "
+                            "__syncwarp)",
+                            expectation::pass,
+                            [](const params& p) {
+                              launch_config c;
+                              c.sms = static_cast<unsigned>(p.get("sms", 1));
+                              c.blocks = static_cast<unsigned>(p.get("warps", 4));
+                              c.threads_per_block = static_cast<unsigned>(p.get("threads", 32));
+                              return c;
+                            },
+                            make_warp_ticket},
+                           {{"warps", 1, 64, 4, "warps (one block each)"},
+                            {"threads", 1, 32, 32, "threads per warp; < 32 makes partial warps"},
+                            {"sms", 1, 64, 1, "SMs"},
+                            {"bug", 0, 2, 0, "planted bug"}}));
+    add_scenario(with_keys({"warp-mask",
+                            "planted CUDA-rule violation: lanes call __ballot_sync with a mask that excludes them",
+                            expectation::fails, [](const params&) { return lanes_shape(params{}, 4); },
+                            [](world&, const params&) { return std::make_unique<warp_mask>(); }},
+                           {}));
+    add_scenario(with_keys({"warp-mismatch",
+                            "planted CUDA-rule violation: lanes named in a mask call different intrinsics",
+                            expectation::fails, [](const params&) { return lanes_shape(params{}, 2); },
+                            [](world&, const params&) { return std::make_unique<warp_mismatch>(); }},
+                           {}));
   });
 }
 

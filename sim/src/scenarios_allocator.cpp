@@ -314,29 +314,51 @@ constexpr const char* bug_help =
     "bins, 4 no unlink on exhaustion, 5 a refilled bin is not re-linked, 6 buddy merge without the unit, 7 buddy claim "
     "without the lock, 8 out of memory keeps the climb's promises)";
 
+// Declared keys (toga-sim rejects others and out-of-range values). heap_kib: the simulator backs
+// the heap with host memory, so at most 1 GiB here (toga's own limit, heap_layout::max_heap_bytes,
+// is 128 GiB: levels_for returns 0 above it).
+std::vector<param_spec> heap_keys(std::int64_t warps, std::int64_t threads, std::int64_t sms, std::int64_t ops,
+                                  std::int64_t size, std::int64_t heap_kib) {
+  return {{"warps", 1, 64, warps, "warps (one block each)"},
+          {"threads", 1, 32, threads, "threads per warp"},
+          {"sms", 1, 64, sms, "SMs (one arena each)"},
+          {"ops", 1, 100'000, ops, "allocations per lane"},
+          {"keep", 1, 1'000, 3, "blocks a lane holds before freeing"},
+          {"size", 0, std::int64_t{1} << 30, size, "bytes per allocation (0: drawn)"},
+          {"heap_kib", 4, std::int64_t{1} << 20, heap_kib, "heap size in KiB; the simulator allocates it on the host"},
+          {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"},
+          {"leak", 0, 1, 0, "1: lanes keep their last blocks"},
+          {"coalesced", 0, 1, 0, "1: warp-cooperative allocate"},
+          {"bug", 0, 17, 0, "planted bug (keep in step with make_heap)"}};
+}
+
 }  // namespace
 
 void register_allocator_scenarios() {
-  add_scenario({"alloc-storm",
+  add_scenario(with_keys({"alloc-storm",
                 std::string("allocate/free storm over every size class, blocks handed to other warps/SMs; params warps=2 "
                             "threads=2 sms=2 ops=8 keep=3 size=0 (0: drawn) heap_kib=2048 leak=0 (1: lanes keep their last blocks) coalesced=0 (1: warp-cooperative allocate)") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
-                [](world& w, const params& p) { return make_heap(w, p, mode::storm); }, run_limits{50'000, 2'000'000}});
-  add_scenario({"exhaust-recover",
+                [](world& w, const params& p) { return make_heap(w, p, mode::storm); }, run_limits{50'000, 2'000'000}},
+                         heap_keys(2, 2, 2, 8, 0, 2048)));
+  add_scenario(with_keys({"exhaust-recover",
                 std::string("allocate size until nullptr, then free all: the heap must be as new; params warps=1 "
                             "threads=2 sms=1 size=4096 heap_kib=128 (utilisation: size=16 or 256 with heap_kib=512)") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 1, 2, 1); },
-                [](world& w, const params& p) { return make_heap(w, p, mode::exhaust); }, run_limits{50'000, 4'000'000}});
-  add_scenario({"retire-race",
+                [](world& w, const params& p) { return make_heap(w, p, mode::exhaust); }, run_limits{50'000, 4'000'000}},
+                         heap_keys(1, 2, 1, 8, 4096, 128)));
+  add_scenario(with_keys({"retire-race",
                 std::string("targeted: a free of a full bin races with its retirement and the bin's reuse by another "
                             "class (what the free path's read-side section prevents); 3 lanes, 1 SM") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
-                [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}});
-  add_scenario({"mixed-sizes",
+                [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}},
+                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"bug", 0, 17, 0, "planted bug (keep in step with make_heap)"}}));
+  add_scenario(with_keys({"mixed-sizes",
                 std::string("small (UAlloc) and large (TBuddy) sizes mixed, 1 B .. 64 KiB; params warps=2 threads=2 "
                             "sms=2 ops=6 keep=3 heap_kib=2048") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
-                [](world& w, const params& p) { return make_heap(w, p, mode::mixed); }, run_limits{50'000, 2'000'000}});
+                [](world& w, const params& p) { return make_heap(w, p, mode::mixed); }, run_limits{50'000, 2'000'000}},
+                         heap_keys(2, 2, 2, 6, 0, 2048)));
 }
 
 }  // namespace toga::sim

@@ -379,6 +379,132 @@ struct rcu_inst final : instance {
   }
 };
 
+// ---- publication of initialised records (how the allocator publishes a bin or chunk header) ----
+// Block 0's lanes each initialise a record (three fields, relaxed stores) and push it onto a
+// Treiber stack; block 1's lanes each pop one and check its fields. The push is a release CAS,
+// the pop an acquire load and CAS ([HB] release/acquire), or with fence=1 the fence form:
+// relaxed CAS after fence(release), relaxed pop then fence(acquire). Records are never pushed
+// again, so there is no ABA. bug: 1 relaxed push CAS, 2 relaxed pop (load and CAS), 3 publish
+// before initialise, 4 no release fence, 5 no acquire fence, 6 block-scope push (the consumers
+// are in another block: a scoped race), 7 the acquire fence narrowed to block scope (4, 5 and 7
+// use the fence form).
+template <int Bug>
+struct publish_inst final : instance {
+  static constexpr bool fence_form_bug = Bug == 4 || Bug == 5 || Bug == 7;
+  std::uint32_t head = 0;
+  std::vector<std::uint32_t> next, class_id, capacity, free_slots;
+  std::vector<std::uint32_t> popped;  // per consumer: record, or 0
+  unsigned per_block;
+  bool fence_form;
+  publish_inst(world& w, const params& p)
+      : next(w.config().threads_per_block + 1, 0),
+        class_id(w.config().threads_per_block + 1, 0),
+        capacity(w.config().threads_per_block + 1, 0),
+        free_slots(w.config().threads_per_block + 1, 0),
+        popped(w.config().threads_per_block, 0),
+        per_block(w.config().threads_per_block),
+        fence_form(fence_form_bug || p.get("fence", 0) != 0) {}
+  static std::uint32_t want_class(std::uint32_t r) { return 100 + r; }
+  static std::uint32_t want_capacity(std::uint32_t r) { return 7 * r + 3; }
+  void init(std::uint32_t r) {
+    P::store(&class_id[r], want_class(r), relaxed, device_scope);
+    P::store(&capacity[r], want_capacity(r), relaxed, device_scope);
+    P::store(&free_slots[r], want_capacity(r), relaxed, device_scope);
+  }
+  void push(std::uint32_t r) {
+    if (fence_form && Bug != 4) P::fence(release, device_scope);  // [HB] the record before the link
+    std::uint32_t h = P::load(&head, relaxed, device_scope);
+    for (unsigned attempt = 0;; ++attempt) {
+      P::store(&next[r], h, relaxed, device_scope);
+      bool ok;
+      if (fence_form || Bug == 1) ok = P::compare_exchange(&head, h, r, relaxed, device_scope);
+      else if (Bug == 6) ok = P::compare_exchange(&head, h, r, release, block_scope);
+      else ok = P::compare_exchange(&head, h, r, release, device_scope);  // [HB] publishes next and the record
+      if (ok) return;
+      P::backoff(attempt);
+    }
+  }
+  std::uint32_t pop() {
+    for (unsigned attempt = 0;; ++attempt) {
+      std::uint32_t h;
+      if (fence_form || Bug == 2) h = P::load(&head, relaxed, device_scope);
+      else h = P::load(&head, acquire, device_scope);  // [HB] pairs with the push's release
+      if (h != 0) {
+        if (fence_form && Bug != 5) {
+          if (Bug == 7) P::fence(acquire, block_scope);
+          else P::fence(acquire, device_scope);  // [HB] with the pusher's release fence
+        }
+        const std::uint32_t n = P::load(&next[h], relaxed, device_scope);
+        const bool ok = (fence_form || Bug == 2) ? P::compare_exchange(&head, h, n, relaxed, device_scope)
+                                                 : P::compare_exchange(&head, h, n, acquire, device_scope);
+        if (ok) return h;
+      }
+      P::backoff(attempt);
+    }
+  }
+  void lane() override {
+    const std::uint32_t r = P::thread_id() + 1;
+    if (P::block_id() == 0) {
+      if constexpr (Bug == 3) {
+        push(r);
+        init(r);
+      } else {
+        init(r);
+        push(r);
+      }
+      return;
+    }
+    const std::uint32_t got = pop();
+    popped[P::thread_id()] = got;
+    const std::uint32_t c = P::load(&class_id[got], relaxed, device_scope);
+    const std::uint32_t cap = P::load(&capacity[got], relaxed, device_scope);
+    const std::uint32_t f = P::load(&free_slots[got], relaxed, device_scope);
+    if (c != want_class(got) || cap != want_capacity(got) || f != want_capacity(got))
+      P::violated("record " + str(got) + " popped before its initialisation was visible: class " + str(c) + ", capacity " +
+                  str(cap) + ", free " + str(f) + " (want " + str(want_class(got)) + ", " + str(want_capacity(got)) + ", " +
+                  str(want_capacity(got)) + ")");
+  }
+  std::optional<std::string> check_final() override {
+    std::vector<unsigned> seen(per_block + 1, 0);
+    for (auto r : popped) ++seen[r];
+    for (unsigned r = 1; r <= per_block; ++r)
+      if (seen[r] != 1) return "record " + str(r) + " popped " + str(seen[r]) + " times";
+    if (head != 0) return "the stack is not empty at the end";
+    return std::nullopt;
+  }
+};
+
+std::unique_ptr<instance> make_publish(world& w, const params& p) {
+  switch (p.get("bug", 0)) {
+    case 1: return std::make_unique<publish_inst<1>>(w, p);
+    case 2: return std::make_unique<publish_inst<2>>(w, p);
+    case 3: return std::make_unique<publish_inst<3>>(w, p);
+    case 4: return std::make_unique<publish_inst<4>>(w, p);
+    case 5: return std::make_unique<publish_inst<5>>(w, p);
+    case 6: return std::make_unique<publish_inst<6>>(w, p);
+    case 7: return std::make_unique<publish_inst<7>>(w, p);
+    default: return std::make_unique<publish_inst<0>>(w, p);
+  }
+}
+
+void register_publish_scenario() {
+  add_scenario(with_keys(
+      {"publish",
+       "publication of initialised records through a Treiber stack, producers in block 0, consumers in block 1 "
+       "(how bins and chunks are published); params lanes=2 (per block) sms=2 fence=0 (1: fence form) bug=0 (1 "
+       "relaxed push, 2 relaxed pop, 3 publish before initialise, 4 no release fence, 5 no acquire fence, 6 "
+       "block-scope push, 7 block-scope acquire fence)",
+       expectation::pass,
+       [](const params& p) {
+         return launch_config{static_cast<unsigned>(p.get("sms", 2)), 2, static_cast<unsigned>(p.get("lanes", 2))};
+       },
+       make_publish},
+      {{"lanes", 1, 32, 2, "producers (block 0) and consumers (block 1)"},
+       {"sms", 1, 2, 2, "SMs (2: the blocks on different SMs)"},
+       {"fence", 0, 1, 0, "1: publish with fence(release) + relaxed CAS, consume with relaxed loads + fence(acquire)"},
+       {"bug", 0, 7, 0, "planted bug"}}));
+}
+
 launch_config one_warp(const params& p, std::int64_t def) {
   return {1, 1, static_cast<unsigned>(std::clamp<std::int64_t>(p.get("lanes", def), 1, 32))};
 }
@@ -402,6 +528,9 @@ std::unique_ptr<instance> make_mutex(world& w, const params& p) {
     case 1: return std::make_unique<mutex_inst<mutex_bug::no_entry_sync>>(w, p);
     case 2: return std::make_unique<mutex_inst<mutex_bug::lock_count_one>>(w, p);
     case 3: return std::make_unique<mutex_inst<mutex_bug::leader_frees_all>>(w, p);
+    case 4: return std::make_unique<mutex_inst<mutex_bug::relaxed_lock>>(w, p);
+    case 5: return std::make_unique<mutex_inst<mutex_bug::relaxed_unlock>>(w, p);
+    case 6: return std::make_unique<mutex_inst<mutex_bug::block_scope_lock>>(w, p);
     default: return std::make_unique<mutex_inst<mutex_bug::none>>(w, p);
   }
 }
@@ -410,6 +539,8 @@ std::unique_ptr<instance> make_pop(world& w, const params& p) {
     case 1: return std::make_unique<pop_inst<pop_bug::no_read_barrier, mutex_bug::none>>(w, p);
     case 2: return std::make_unique<pop_inst<pop_bug::head_off_by_one, mutex_bug::none>>(w, p);
     case 3: return std::make_unique<pop_inst<pop_bug::none, mutex_bug::lock_count_one>>(w, p);
+    case 4: return std::make_unique<pop_inst<pop_bug::none, mutex_bug::relaxed_lock>>(w, p);
+    case 5: return std::make_unique<pop_inst<pop_bug::block_scope_head, mutex_bug::none>>(w, p);
     default: return std::make_unique<pop_inst<pop_bug::none, mutex_bug::none>>(w, p);
   }
 }
@@ -425,28 +556,62 @@ std::unique_ptr<instance> make_rcu(world& w, const params& p) {
 }  // namespace
 
 void register_primitive_scenarios() {
-  add_scenario({"semaphore",
-                "bulk semaphore: producers/consumers with batches, out-of-memory withdrawal; params lanes=4 batch=3 "
-                "capacity=lanes rounds=2 keep=0 bug=0 (1 fast-path fetch_sub, 2 spin ignores shortfall, 3 GROW promises "
-                "full batch, 4 failing producer keeps its promise)",
-                expectation::pass, [](const params& p) { return one_warp(p, 4); }, make_semaphore});
-  add_scenario({"semaphore-collective",
-                "collective (warp) semaphore waits over partial warps, GROW(m) shared by m producers; params warps=2 "
-                "threads=8 batch=4 capacity=lanes",
-                expectation::pass, [](const params& p) { return warps(p, 2, 8); },
-                [](world& w, const params& p) { return std::make_unique<semaphore_collective_inst>(w, p); }});
-  add_scenario({"collective-mutex",
-                "collective mutex (counted form) across warps; params warps=2 threads=4 rounds=2 bug=0 (1 no entry "
-                "barrier, 2 lock count 1, 3 leader frees for all)",
-                expectation::pass, [](const params& p) { return warps(p, 2, 4); }, make_mutex});
-  add_scenario({"pop-k",
-                "collective list pop; params warps=2 threads=4 nodes=lanes+2 bug=0 (1 no read barrier, 2 head off by "
-                "one, 3 mutex lock count 1)",
-                expectation::pass, [](const params& p) { return warps(p, 2, 4); }, make_pop});
-  add_scenario({"rcu",
-                "RCU readers vs writers that unlink and retire, delegated reclamation; params lanes=5 readers=2 "
-                "passes=2 bug=0 (1 no epoch re-check, 2 barrier does not wait, 3 collect before clearing pending)",
-                expectation::pass, [](const params& p) { return one_warp(p, 5); }, make_rcu});
+  const param_spec warps_key{"warps", 1, 64, 2, "warps (one block each)"};
+  const param_spec threads_key{"threads", 1, 32, 4, "threads per warp"};
+  const param_spec sms_key{"sms", 1, 64, 1, "SMs"};
+  add_scenario(with_keys(
+      {"semaphore",
+       "bulk semaphore: producers/consumers with batches, out-of-memory withdrawal; params lanes=4 batch=3 "
+       "capacity=lanes rounds=2 keep=0 bug=0 (1 fast-path fetch_sub, 2 spin ignores shortfall, 3 GROW promises "
+       "full batch, 4 failing producer keeps its promise)",
+       expectation::pass, [](const params& p) { return one_warp(p, 4); }, make_semaphore},
+      {{"lanes", 1, 32, 4, "lanes in one warp"},
+       {"batch", 2, 64, 3, "units per GROW batch"},
+       {"capacity", 0, 4096, 4, "batches the backing store holds (default: lanes)"},
+       {"rounds", 1, 100, 2, "waits per lane"},
+       {"keep", 0, 1, 0, "1: lanes keep their items"},
+       {"bug", 0, 4, 0, "planted bug"}}));
+  add_scenario(with_keys(
+      {"semaphore-collective",
+       "collective (warp) semaphore waits over partial warps, GROW(m) shared by m producers; params warps=2 "
+       "threads=8 batch=4 capacity=lanes",
+       expectation::pass, [](const params& p) { return warps(p, 2, 8); },
+       [](world& w, const params& p) { return std::make_unique<semaphore_collective_inst>(w, p); }},
+      {warps_key, {"threads", 1, 32, 8, "threads per warp"}, sms_key,
+       {"batch", 2, 64, 4, "units per GROW batch"},
+       {"capacity", 0, 4096, 16, "batches the backing store holds (default: lanes)"}}));
+  add_scenario(with_keys(
+      {"collective-mutex",
+       "collective mutex (counted form) across warps; params warps=2 threads=4 rounds=2 bug=0 (1 no entry "
+       "barrier, 2 lock count 1, 3 leader frees for all, 4 relaxed lock CAS, 5 relaxed unlock, 6 block-scope "
+       "lock word)",
+       expectation::pass, [](const params& p) { return warps(p, 2, 4); }, make_mutex},
+      {warps_key, threads_key, sms_key, {"rounds", 1, 100, 2, "lock/unlock rounds per lane"},
+       {"bug", 0, 6, 0, "planted bug"}}));
+  add_scenario(with_keys(
+      {"pop-k",
+       "collective list pop; params warps=2 threads=4 nodes=lanes+2 bug=0 (1 no read barrier, 2 head off by "
+       "one, 3 mutex lock count 1, 4 mutex relaxed lock CAS, 5 block-scope head)",
+       expectation::pass, [](const params& p) { return warps(p, 2, 4); }, make_pop},
+      {warps_key, threads_key, sms_key, {"nodes", 1, 4096, 10, "list elements (default: lanes + 2)"},
+       {"bug", 0, 5, 0, "planted bug"}}));
+  scenario rcu = with_keys(
+      {"rcu",
+       "RCU readers vs writers that unlink and retire, delegated reclamation; params lanes=5 readers=2 "
+       "passes=2 bug=0 (1 no epoch re-check, 2 barrier does not wait, 3 collect before clearing pending)",
+       expectation::pass, [](const params& p) { return one_warp(p, 5); }, make_rcu},
+      {{"lanes", 2, 32, 5, "lanes in one warp: readers, then writers"},
+       {"readers", 1, 31, 2, "reading lanes (fewer than lanes)"},
+       {"passes", 1, 100, 2, "read-side sections per reader"},
+       {"bug", 0, 3, 0, "planted bug"}});
+  rcu.check = [](const params& p) -> std::optional<std::string> {
+    if (p.get("readers", 2) >= p.get("lanes", 5))
+      return "readers=" + std::to_string(p.get("readers", 2)) + " must be below lanes=" + std::to_string(p.get("lanes", 5)) +
+             " (the other lanes are the writers)";
+    return std::nullopt;
+  };
+  add_scenario(std::move(rcu));
+  register_publish_scenario();
 }
 
 }  // namespace toga::sim

@@ -1,5 +1,7 @@
 #include "toga/sim/world.hpp"
 
+#include "toga/sim/faults.hpp"
+
 #include <boost/fiber/algo/algorithm.hpp>
 #include <boost/fiber/all.hpp>
 #include <boost/context/pooled_fixedsize_stack.hpp>
@@ -39,6 +41,58 @@ const char* to_string(op k) {
     case op::exit: return "exit";
   }
   return "?";
+}
+
+const char* to_string(memory_model m) { return m == memory_model::weak ? "weak" : "sc"; }
+
+bool parse_memory_model(const std::string& s, memory_model& out) {
+  if (s == "sc") out = memory_model::sc;
+  else if (s == "weak") out = memory_model::weak;
+  else return false;
+  return true;
+}
+
+std::string faults_to_string(std::uint32_t mask) {
+  mask &= all_fault_sites;
+  if (mask == 0) return "none";
+  if (mask == all_fault_sites) return "all";
+  std::string out;
+  for (unsigned i = 0; i < toga::fault_site_count; ++i)
+    if (mask & (1u << i)) out += (out.empty() ? "" : ",") + std::string(toga::to_string(static_cast<toga::fault_site>(i)));
+  return out;
+}
+
+bool parse_faults(const std::string& s, std::uint32_t& mask, std::string& error) {
+  if (s == "none" || s.empty()) {
+    mask = 0;
+    return true;
+  }
+  if (s == "all") {
+    mask = all_fault_sites;
+    return true;
+  }
+  std::uint32_t m = 0;
+  std::size_t pos = 0;
+  while (pos <= s.size()) {
+    const std::size_t comma = s.find(',', pos);
+    const std::string name = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    bool found = false;
+    for (unsigned i = 0; i < toga::fault_site_count; ++i)
+      if (name == toga::to_string(static_cast<toga::fault_site>(i))) {
+        m |= 1u << i;
+        found = true;
+      }
+    if (!found) {
+      error = "unknown fault site '" + name + "'; use none, all, or a comma-separated list of:";
+      for (unsigned i = 0; i < toga::fault_site_count; ++i)
+        error += std::string(i ? ", " : " ") + toga::to_string(static_cast<toga::fault_site>(i));
+      return false;
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  mask = m;
+  return true;
 }
 
 const char* to_string(verdict_kind k) {

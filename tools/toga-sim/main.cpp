@@ -1,27 +1,35 @@
-// toga-sim: explore, replay and shrink schedules of the built-in simulator scenarios.
+// toga-sim: explore, replay and shrink schedules of the built-in simulator scenarios, and run
+// the mutant suite.
 //
-//   toga-sim list
-//   toga-sim explore --scenario NAME --strategy random|pct|exhaustive|portfolio --schedules N
+//   toga-sim list [--keys]
+//   toga-sim explore --scenario NAME --strategy random|pct|stall|exhaustive|portfolio --schedules N
 //                    --seed S [--pct-depth D] [--pct-steps K] [--bound B] [--threads T]
-//                    [--set name=value]... [--save-failure FILE] [--shrink] [--keep-going]
-//   toga-sim replay  --scenario NAME --strategy random|pct --seed S [...] | --decisions FILE
-//                    [--trace-hash] [--shrink] [--save FILE]
+//                    [--set name=value]... [--memory sc|weak] [--faults none|all|site,...]
+//                    [--save-failure FILE] [--shrink] [--keep-going]
+//   toga-sim replay  --scenario NAME --strategy random|pct|stall --seed S [...] | --decisions FILE
+//                    [--trace] [--shrink] [--save FILE]
+//   toga-sim mutants [--filter REGEX] [--schedules N] [--json FILE] [--baseline FILE] [--ci]
 //   toga-sim demo    [--schedules N] [--threads T]
 //
-// explore exits 1 when any schedule fails (and prints the command that replays the first
-// failure), 2 on a usage error. demo runs the catalogue against each scenario's expectation.
+// Exit codes: 0 all schedules passed (mutants: no regression); 1 a schedule failed, or a bad
+// input file (a decision file that cannot be used); 2 a usage error (unknown scenario or
+// parameter, a value out of range, options that do not go together). Messages say what was
+// wrong and what to do.
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
 #include <cstdio>
 #include <stdexcept>
 
+#include "toga/sim/faults.hpp"
 #include "toga/sim/runner.hpp"
 #include "toga/sim/scenario.hpp"
 
 namespace ts = toga::sim;
 
 namespace {
+
+using ts::usage_error;
 
 struct common_args {
   std::string scenario;
@@ -31,19 +39,34 @@ struct common_args {
   std::uint64_t pct_steps = 0;
   unsigned bound = 2;
   std::vector<std::string> sets;
-  std::uint64_t fair_after = 0;
-  std::uint64_t max_steps = 0;
+  std::string fair_after = "0";
+  std::string max_steps = "0";
+  std::string memory = "sc";
+  std::string faults = "none";
+  // options given explicitly (replay --decisions refuses them)
+  std::vector<CLI::Option*> schedule_options;
+  CLI::Option* scenario_option = nullptr;
+  CLI::Option* set_option = nullptr;
 };
 
 void add_common(CLI::App* c, common_args& a) {
-  c->add_option("--strategy", a.strategy, "random | pct | stall | exhaustive | portfolio")->capture_default_str();
-  c->add_option("--seed", a.seed, "seed (schedule i uses seed + i)")->capture_default_str();
-  c->add_option("--pct-depth", a.pct_depth, "PCT depth d (bug depth; d-1 priority changes)")->capture_default_str();
-  c->add_option("--pct-steps", a.pct_steps, "PCT k, the expected schedule length (0: calibrate)");
-  c->add_option("--bound", a.bound, "exhaustive: deviations from the default policy")->capture_default_str();
-  c->add_option("--set", a.sets, "scenario parameter name=value (repeatable)");
-  c->add_option("--fair-after", a.fair_after, "scheduling points before the fair tail (0: scenario default)");
-  c->add_option("--max-steps", a.max_steps, "scheduling points before a livelock verdict (0: scenario default)");
+  auto& o = a.schedule_options;
+  o.push_back(c->add_option("--strategy", a.strategy, "random | pct | stall | exhaustive | portfolio")->capture_default_str());
+  o.push_back(c->add_option("--seed", a.seed, "seed (schedule i uses seed + i)")->capture_default_str());
+  o.push_back(c->add_option("--pct-depth", a.pct_depth, "PCT depth d (bug depth; d-1 priority changes)")->capture_default_str());
+  o.push_back(c->add_option("--pct-steps", a.pct_steps, "PCT k, the expected schedule length (0: calibrate)"));
+  o.push_back(c->add_option("--bound", a.bound, "exhaustive: deviations from the default policy")->capture_default_str());
+  a.set_option = c->add_option("--set", a.sets, "scenario parameter name=value (repeatable; toga-sim list --keys names them)");
+  o.push_back(c->add_option("--fair-after", a.fair_after, "scheduling points before the fair tail (0: scenario default)"));
+  o.push_back(c->add_option("--max-steps", a.max_steps,
+                            "scheduling points before a livelock verdict (0: scenario default; at most " +
+                                std::to_string(ts::max_steps_bound) + ")"));
+  o.push_back(c->add_option("--memory", a.memory, "memory model: sc (every load reads the latest store) or weak "
+                                                   "(PTX-style relaxed loads, release/acquire, fences, scopes)")
+                  ->capture_default_str());
+  o.push_back(c->add_option("--faults", a.faults, "fault sites that may fire: none, all, or site,site,... (see "
+                                                   "docs/simulator.md)")
+                  ->capture_default_str());
 }
 
 const ts::scenario& need_scenario(const std::string& name) {
@@ -51,16 +74,21 @@ const ts::scenario& need_scenario(const std::string& name) {
   if (!s) {
     std::string names;
     for (const auto& x : ts::catalogue()) names += " " + x.name;
-    throw std::runtime_error("unknown scenario '" + name + "'; known:" + names + " (see toga-sim list)");
+    throw usage_error("unknown scenario '" + name + "'; known:" + names + " (see toga-sim list)");
   }
   return *s;
 }
 
-ts::params parse_params(const std::vector<std::string>& sets) {
+ts::params parse_params(const ts::scenario& sc, const std::vector<std::string>& sets) {
   ts::params p;
   for (const auto& s : sets) {
     std::string err;
-    if (!p.parse(s, err)) throw std::runtime_error(err);
+    if (!p.parse(s, err)) throw usage_error(err);
+  }
+  try {
+    ts::validate_params(sc, p);
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(e.what());
   }
   return p;
 }
@@ -68,22 +96,46 @@ ts::params parse_params(const std::vector<std::string>& sets) {
 ts::strategy_config parse_config(const common_args& a) {
   ts::strategy_config c;
   if (!ts::parse_strategy(a.strategy, c.kind) || c.kind == ts::strategy_kind::replay)
-    throw std::runtime_error("unknown strategy '" + a.strategy + "'; use random, pct, exhaustive or portfolio");
+    throw usage_error("unknown strategy '" + a.strategy + "'; use random, pct, stall, exhaustive or portfolio");
+  if (a.pct_depth == 0) throw usage_error("--pct-depth must be at least 1");
   c.pct_depth = a.pct_depth;
   c.pct_steps = a.pct_steps;
   c.bound = a.bound;
   return c;
 }
 
+// A step count: a non-negative integer, also written as 1e6 (exact integers only).
+std::uint64_t parse_steps(const std::string& option, const std::string& text) {
+  std::size_t used = 0;
+  long double v = -1;
+  try {
+    v = std::stold(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty() || !(v >= 0) || v != static_cast<long double>(static_cast<std::uint64_t>(v)) ||
+      v > 1e19L)
+    throw usage_error(option + " " + text + ": want a whole number of scheduling points (at most " +
+                      std::to_string(ts::max_steps_bound) + " for --max-steps)");
+  return static_cast<std::uint64_t>(v);
+}
+
 ts::run_limits limits_of(const ts::scenario& sc, const common_args& a) {
   ts::run_limits l = sc.limits;
-  if (a.fair_after) l.fair_after = a.fair_after;
-  if (a.max_steps) l.max_steps = a.max_steps;
+  if (const auto f = parse_steps("--fair-after", a.fair_after)) l.fair_after = f;
+  if (const auto m = parse_steps("--max-steps", a.max_steps)) l.max_steps = m;
+  if (!ts::parse_memory_model(a.memory, l.memory))
+    throw usage_error("unknown memory model '" + a.memory + "'; use sc or weak");
+  std::string err;
+  if (!ts::parse_faults(a.faults, l.faults, err)) throw usage_error(err);
+  if (auto msg = ts::check_limits(l)) throw usage_error(*msg + " (--fair-after / --max-steps)");
   return l;
 }
 
-void print_summary(const ts::explore_summary& s, const ts::strategy_config& cfg) {
+void print_summary(const ts::explore_summary& s, const ts::strategy_config& cfg, const ts::run_limits& limits) {
   fmt::print("scenario {}  strategy {}", s.scenario, ts::to_string(cfg.kind));
+  if (limits.memory != ts::memory_model::sc) fmt::print("  memory {}", ts::to_string(limits.memory));
+  if (limits.faults) fmt::print("  faults {}", ts::faults_to_string(limits.faults));
   if (cfg.kind == ts::strategy_kind::pct || cfg.kind == ts::strategy_kind::portfolio)
     fmt::print(" (d={}, k={})", cfg.pct_depth, s.pct_steps);
   if (cfg.kind == ts::strategy_kind::exhaustive) fmt::print(" (bound {}, {})", cfg.bound,
@@ -114,27 +166,30 @@ void print_run(const ts::run_result& r) {
   for (const auto& [name, value] : r.metrics) fmt::print("  {} = {:.6g}\n", name, value);
 }
 
-int cmd_list() {
+int cmd_list(bool keys) {
   ts::register_builtin_scenarios();
-  for (const auto& s : ts::catalogue())
-    fmt::print("{:<14} {:<6} {}\n", s.name, s.expected == ts::expectation::fails ? "[bug]" : "", s.summary);
+  for (const auto& s : ts::catalogue()) {
+    fmt::print("{:<20} {:<6} {}\n", s.name, s.expected == ts::expectation::fails ? "[bug]" : "", s.summary);
+    if (keys) fmt::print("{:<27} keys: {}\n", "", ts::describe_keys(s));
+  }
   return 0;
 }
 
 int cmd_explore(const common_args& a, std::uint64_t schedules, unsigned threads, bool keep_going,
                 const std::string& save, bool do_shrink) {
   const ts::scenario& sc = need_scenario(a.scenario);
+  if (schedules == 0) throw usage_error("--schedules 0 explores nothing; give at least 1");
   ts::explore_options o;
   o.strategy = parse_config(a);
   o.schedules = schedules;
   o.seed = a.seed;
   o.threads = threads;
-  o.scenario_params = parse_params(a.sets);
+  o.scenario_params = parse_params(sc, a.sets);
   o.limits = limits_of(sc, a);
   o.stop_on_failure = !keep_going;
   o.progress = true;
   const ts::explore_summary s = ts::explore(sc, o);
-  print_summary(s, o.strategy);
+  print_summary(s, o.strategy, *o.limits);
   if (s.first_failure) {
     ts::run_result r = s.first_failure->result;
     if (do_shrink) {
@@ -162,8 +217,24 @@ int cmd_replay(const common_args& a, const std::string& decisions, const std::st
   ts::params p;
   ts::run_limits limits;
   if (!decisions.empty()) {
+    for (const CLI::Option* o : a.schedule_options)
+      if (o->count())
+        throw usage_error(o->get_name() + " does not go with --decisions: the file names the schedule, its limits, "
+                                          "memory model and faults");
+    if (a.set_option->count())
+      throw usage_error("--set does not go with --decisions: the file carries the scenario's parameters");
     const ts::decision_file d = ts::load_decisions(decisions);
-    sc = &need_scenario(d.scenario);
+    if (a.scenario_option->count() && a.scenario != d.scenario)
+      throw usage_error("--scenario " + a.scenario + " does not match the decision file '" + decisions +
+                        "', which replays scenario " + d.scenario + "; drop --scenario or give the matching file");
+    const ts::scenario* found = ts::find_scenario(d.scenario);
+    if (!found) throw ts::input_error("decision file '" + decisions + "' names scenario '" + d.scenario + "', which does not exist (toga-sim list)");
+    sc = found;
+    try {
+      ts::validate_params(*sc, d.scenario_params);
+    } catch (const std::invalid_argument& e) {
+      throw ts::input_error("decision file '" + decisions + "' does not fit its scenario: " + e.what());
+    }
     p = d.scenario_params;
     limits = d.limits;
     ts::replay_strategy rs(d.decisions);
@@ -172,15 +243,15 @@ int cmd_replay(const common_args& a, const std::string& decisions, const std::st
     if (!d.verdict.empty() && (d.verdict != ts::to_string(r.kind) || (d.trace_hash && d.trace_hash != r.trace_hash)))
       fmt::print("  note: the file recorded verdict {} with hash {:016x}\n", d.verdict, d.trace_hash);
   } else {
-    if (a.scenario.empty()) throw std::runtime_error("replay needs --scenario NAME (with --strategy and --seed) or --decisions FILE");
+    if (a.scenario.empty()) throw usage_error("replay needs --scenario NAME (with --strategy and --seed) or --decisions FILE");
     sc = &need_scenario(a.scenario);
-    p = parse_params(a.sets);
+    p = parse_params(*sc, a.sets);
     limits = limits_of(*sc, a);
     ts::strategy_config cfg = parse_config(a);
     if (cfg.kind == ts::strategy_kind::exhaustive || cfg.kind == ts::strategy_kind::portfolio)
-      throw std::runtime_error("replay by seed takes --strategy random, pct or stall (the explore summary names the one to use)");
+      throw usage_error("replay by seed takes --strategy random, pct or stall (the explore summary names the one to use)");
     if (cfg.kind == ts::strategy_kind::pct && cfg.pct_steps == 0)
-      throw std::runtime_error("replaying a pct schedule needs --pct-steps (the explore summary prints it)");
+      throw usage_error("replaying a pct schedule needs --pct-steps (the explore summary prints it)");
     auto strat = ts::make_strategy(cfg, 0);
     r = ts::run_one(*sc, p, *strat, a.seed, limits, tracer);
     print_run(r);
@@ -200,6 +271,7 @@ int cmd_replay(const common_args& a, const std::string& decisions, const std::st
 
 // demo: the catalogue against its expectations; the planted bugs must be found.
 int cmd_demo(std::uint64_t schedules, unsigned threads) {
+  if (schedules == 0) throw usage_error("--schedules 0 explores nothing; give at least 1");
   ts::register_builtin_scenarios();
   int bad = 0;
   fmt::print("toga-sim demo: every built-in scenario, random then pct (d=3), {} schedules each\n\n", schedules);
@@ -211,7 +283,7 @@ int cmd_demo(std::uint64_t schedules, unsigned threads) {
       o.threads = threads;
       o.progress = true;
       const auto s = ts::explore(sc, o);
-      print_summary(s, o.strategy);
+      print_summary(s, o.strategy, sc.limits);
       const bool found = s.first_failure.has_value();
       const bool ok = (sc.expected == ts::expectation::fails) == found;
       fmt::print("  => {} ({})\n\n", ok ? "as expected" : "UNEXPECTED",
@@ -228,7 +300,8 @@ int cmd_demo(std::uint64_t schedules, unsigned threads) {
 int main(int argc, char** argv) {
   CLI::App app{"toga-sim: the toga fiber simulator (schedules of simulated GPU lanes)"};
   app.require_subcommand(1);
-  app.add_subcommand("list", "name the built-in scenarios");
+  bool list_keys = false;
+  app.add_subcommand("list", "name the built-in scenarios")->add_flag("--keys", list_keys, "also name each scenario's parameters and ranges");
 
   common_args ea;
   std::uint64_t schedules = 1000;
@@ -236,7 +309,7 @@ int main(int argc, char** argv) {
   bool keep_going = false, shrink_flag = false;
   std::string save;
   auto* ex = app.add_subcommand("explore", "run many schedules of a scenario");
-  ex->add_option("--scenario", ea.scenario, "scenario name (toga-sim list)")->required();
+  ea.scenario_option = ex->add_option("--scenario", ea.scenario, "scenario name (toga-sim list)")->required();
   ex->add_option("--schedules", schedules, "number of schedules")->capture_default_str();
   ex->add_option("--threads", threads, "worker threads (0: all cores)");
   ex->add_flag("--keep-going", keep_going, "do not stop at the first failure");
@@ -248,7 +321,7 @@ int main(int argc, char** argv) {
   std::string decisions, rsave;
   bool rshrink = false, rtrace = false;
   auto* rp = app.add_subcommand("replay", "replay one schedule");
-  rp->add_option("--scenario", ra.scenario, "scenario name");
+  ra.scenario_option = rp->add_option("--scenario", ra.scenario, "scenario name");
   rp->add_option("--decisions", decisions, "decision file (from --save-failure or --save)");
   rp->add_option("--save", rsave, "write this schedule's decisions to FILE");
   rp->add_flag("--shrink", rshrink, "shrink a failing schedule");
@@ -268,13 +341,19 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   try {
-    if (app.got_subcommand("list")) return cmd_list();
+    if (app.got_subcommand("list")) return cmd_list(list_keys);
     if (app.got_subcommand(ex)) return cmd_explore(ea, schedules, threads, keep_going, save, shrink_flag);
     if (app.got_subcommand(rp)) return cmd_replay(ra, decisions, rsave, rshrink, rtrace);
     if (app.got_subcommand(dm)) return cmd_demo(demo_schedules, demo_threads);
+  } catch (const ts::input_error& e) {
+    std::fprintf(stderr, "toga-sim: error: %s\n", e.what());
+    return 1;
+  } catch (const std::invalid_argument& e) {  // usage_error and the library's argument checks
+    std::fprintf(stderr, "toga-sim: usage error: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "toga-sim: error: %s\n", e.what());
-    return 2;
+    return 1;
   }
   return 2;
 }

@@ -36,6 +36,9 @@ enum class fault_site : std::uint16_t {
   fail_tbuddy_block,        //!< a TBuddy allocation (chunk or large block) fails at the top level
   // delay sites
   delay_grace_period,       //!< an RCU barrier waits longer before flipping the epoch
+  // sites the simulator consults itself (no P::inject call in the core)
+  partial_mask,             //!< __activemask() at a warp-aggregated entry point splits its group into random subsets
+  poison_freed,             //!< P::poison overwrites the memory the core just gave back
   fault_site_count
 };
 
@@ -53,6 +56,8 @@ constexpr const char* to_string(fault_site s) {
     case fault_site::fail_chunk: return "fail-chunk";
     case fault_site::fail_tbuddy_block: return "fail-tbuddy-block";
     case fault_site::delay_grace_period: return "delay-grace-period";
+    case fault_site::partial_mask: return "partial-mask";
+    case fault_site::poison_freed: return "poison-freed";
     case fault_site::fault_site_count: break;
   }
   return "?";

@@ -81,6 +81,10 @@ enum class mutex_bug : std::uint8_t {
   no_entry_sync,      //!< members enter before the leader holds the lock (no group barrier)
   lock_count_one,     //!< the leader stores 1, not the group size: the first member out frees it
   leader_frees_all,   //!< the leader's unlock frees the lock while members are still inside
+  // memory-order and scope mutants (visible only under the simulator's --memory weak)
+  relaxed_lock,       //!< the leader's lock CAS is relaxed: the group may read what the previous holder wrote stale
+  relaxed_unlock,     //!< the members' unlock is relaxed: the next holder may not see their writes
+  block_scope_lock,   //!< the lock word is accessed with block scope although groups of other blocks use it
 };
 
 //! Collective mutex, counted form. word == 0: free; word == k: k members still inside.
@@ -95,7 +99,14 @@ struct collective_mutex {
       const std::uint32_t hold = Bug == mutex_bug::lock_count_one ? 1u : g.size;
       for (unsigned attempt = 0;; ++attempt) {
         std::uint32_t expected = 0;
-        if (P::compare_exchange(&word, expected, hold, acquire, device_scope)) break;
+        if constexpr (Bug == mutex_bug::relaxed_lock) {
+          if (P::compare_exchange(&word, expected, hold, relaxed, device_scope)) break;
+        } else if constexpr (Bug == mutex_bug::block_scope_lock) {
+          if (P::compare_exchange(&word, expected, hold, acquire, block_scope)) break;
+        } else {
+          // [HB] acquire: pairs with the release in unlock; the group reads what the last holder wrote
+          if (P::compare_exchange(&word, expected, hold, acquire, device_scope)) break;
+        }
         P::backoff(attempt);
       }
     }
@@ -115,7 +126,9 @@ struct collective_mutex {
       P::compare_exchange(&word, one, 0u, release, device_scope);  // first one out frees it
       return;
     }
-    P::fetch_sub(&word, 1u, release, device_scope);
+    if constexpr (Bug == mutex_bug::relaxed_unlock) P::fetch_sub(&word, 1u, relaxed, device_scope);
+    else if constexpr (Bug == mutex_bug::block_scope_lock) P::fetch_sub(&word, 1u, release, block_scope);
+    else P::fetch_sub(&word, 1u, release, device_scope);  // [HB] release: our writes before the next holder's
   }
 };
 
@@ -124,6 +137,7 @@ enum class pop_bug : std::uint8_t {
   none,
   no_read_barrier,  //!< the last lane moves the head before the others have read it
   head_off_by_one,  //!< the head is set to the last taken element instead of its successor
+  block_scope_head, //!< the head is read and written with block scope although groups of other blocks pop
 };
 
 //! Collective pop (spec §3.4): each lane of g takes one element of the singly linked list
@@ -134,12 +148,13 @@ template <class P, pop_bug Bug = pop_bug::none, mutex_bug MB = mutex_bug::none>
 TOGA_DEVICE std::uint32_t pop_k(collective_mutex<P, MB>& m, std::uint32_t* head, std::uint32_t* next,
                                 const coalesced_group<P>& g) TOGA_NOEXCEPT(P) {
   m.lock(g);
-  std::uint32_t node = P::load(head, relaxed, device_scope);
+  std::uint32_t node = Bug == pop_bug::block_scope_head ? P::load(head, relaxed, block_scope) : P::load(head, relaxed, device_scope);
   for (unsigned i = 0; i < g.rank && node != 0; ++i) node = P::load(&next[node], relaxed, device_scope);
   if constexpr (Bug != pop_bug::no_read_barrier) g.sync();  // everyone has read the old head
   if (g.rank == g.size - 1) {
     const std::uint32_t after = node == 0 ? 0u : P::load(&next[node], relaxed, device_scope);
-    P::store(head, Bug == pop_bug::head_off_by_one ? node : after, relaxed, device_scope);
+    if constexpr (Bug == pop_bug::block_scope_head) P::store(head, after, relaxed, block_scope);
+    else P::store(head, Bug == pop_bug::head_off_by_one ? node : after, relaxed, device_scope);
   }
   m.unlock(g);
   return node;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,21 @@
 #include "toga/sim/world.hpp"
 
 namespace toga::sim {
+
+//! A usage error: an unknown scenario or parameter, a value out of range, options that do not
+//! go together. toga-sim exits with 2 on it.
+struct usage_error : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+//! A bad input file (a decision file that is missing, malformed or inconsistent). toga-sim
+//! exits with 1 on it.
+struct input_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+//! Checks limits given on a command line or in a file: both non-zero, fair_after below
+//! max_steps, max_steps at most max_steps_bound. Returns a message when they are not.
+std::optional<std::string> check_limits(const run_limits& l);
 
 //! Runs one schedule of `sc` with strategy `strat` seeded by `seed`.
 run_result run_one(const scenario& sc, const params& p, strategy& strat, std::uint64_t seed,
@@ -52,7 +68,8 @@ struct explore_summary {
   double schedules_per_second() const { return seconds > 0 ? schedules / seconds : 0; }
 };
 
-//! Explores `sc`. Results (counts, first failure, its hash) depend only on the options, never
+//! Explores `sc`. Throws std::invalid_argument when `opt.scenario_params` do not fit the
+//! scenario's declared keys (validate_params) or `opt.schedules` is 0. Results (counts, first failure, its hash) depend only on the options, never
 //! on the number of threads: schedule i is a pure function of (scenario, params, strategy,
 //! seed + i), and the reported failure is the one with the lowest index.
 explore_summary explore(const scenario& sc, const explore_options& opt);
@@ -77,12 +94,14 @@ void save_decisions(const std::string& path, const scenario& sc, const params& p
 struct decision_file {
   std::string scenario;
   params scenario_params;
-  run_limits limits;
+  run_limits limits;  //!< with the memory model and fault sites the schedule ran under
   std::vector<std::uint32_t> decisions;
   std::string verdict;
   std::uint64_t trace_hash = 0;
 };
-//! Throws std::runtime_error with the file name and what is wrong.
+//! Throws input_error (a std::runtime_error) with the file name and what is wrong: missing,
+//! not JSON, a required key absent, limits that check_limits rejects, an unknown memory model
+//! or fault site.
 decision_file load_decisions(const std::string& path);
 
 }  // namespace toga::sim

@@ -47,6 +47,16 @@ class instance {
 //! What a scenario is expected to do (used by `toga-sim demo` and the tests).
 enum class expectation : std::uint8_t { pass, fails };
 
+//! One parameter a scenario reads: its name, the inclusive range it accepts, the value used
+//! when it is not given, and a few words of help. Declared keys make `--set` strict.
+struct param_spec {
+  std::string name;
+  std::int64_t min = 0;
+  std::int64_t max = 0;
+  std::int64_t fallback = 0;
+  std::string help;
+};
+
 struct scenario {
   std::string name;
   std::string summary;
@@ -56,7 +66,24 @@ struct scenario {
   //! Builds the schedule's state; may register invariants on the world.
   std::function<std::unique_ptr<instance>(world&, const params&)> make;
   run_limits limits{};
+  //! The parameters it reads. nullopt: not declared (any parameter is accepted unchecked; for
+  //! scenarios built in tests). An empty list: the scenario takes no parameters. Every built-in
+  //! scenario declares its keys.
+  std::optional<std::vector<param_spec>> keys;
+  //! Constraints between parameters that ranges cannot say (e.g. readers < lanes): a message
+  //! when `p` is invalid. Optional; called by validate_params after the range checks.
+  std::function<std::optional<std::string>(const params&)> check;
 };
+
+//! Checks `p` against `sc.keys` (when declared): every name must be a declared key and every
+//! value within its range. Throws std::invalid_argument naming the scenario, the offending
+//! parameter, and the valid keys with their ranges.
+void validate_params(const scenario& sc, const params& p);
+//! `s` with its keys declared (for building catalogue entries in one expression).
+scenario with_keys(scenario s, std::vector<param_spec> keys);
+//! "name=fallback [min..max]" for every declared key, comma-separated ("none" when the list is
+//! empty, "undeclared" when it is nullopt).
+std::string describe_keys(const scenario& sc);
 
 //! The catalogue (built-in scenarios register themselves here; tests may add their own).
 std::vector<scenario>& catalogue();

@@ -47,15 +47,36 @@ struct launch_config {
 //! Resident-thread bound per SM (Hopper and every Volta+ part toga targets).
 inline constexpr unsigned max_threads_per_sm = 2048;
 
-//! When a schedule stops being driven by the strategy and how long it may run.
+//! The memory model a schedule runs under (docs/simulator.md §4).
+//!  - sc: every atomic reads the latest value (sequential consistency at the granularity of
+//!    Platform operations); orders and scopes do not weaken anything. Today's behaviour.
+//!  - weak: an operational, view-based model with PTX scopes (toga/sim/memory.hpp): a relaxed
+//!    load may read an older store, release/acquire and fences move views, a release/acquire
+//!    pair synchronises only when both scopes include both lanes.
+enum class memory_model : std::uint8_t { sc, weak };
+const char* to_string(memory_model m);
+//! Parses "sc" or "weak".
+bool parse_memory_model(const std::string& s, memory_model& out);
+
+//! How a schedule runs: when the strategy stops driving it, how long it may run, under which
+//! memory model and with which fault sites enabled. Every field is part of what a replay must
+//! repeat (replay commands and decision files carry it).
 //!  - after `fair_after` scheduling points the *fair tail* takes over: a lane keeps running
 //!    until it blocks, exits or backs off, then the next runnable lane (cyclically) runs. Spin
 //!    loops then make progress, so they are not reported as livelocks by an unfair prefix.
 //!  - a schedule that exceeds `max_steps` points is a livelock.
+//!  - `faults`: bit i set = fault site i (toga::fault_site, plus the simulator's own sites in
+//!    toga/sim/faults.hpp) may fire in this schedule; 0 = no fault injection (the default,
+//!    which draws no decision and leaves schedules exactly as without the registry).
 struct run_limits {
   std::uint64_t fair_after = 20'000;
   std::uint64_t max_steps = 200'000;
+  memory_model memory = memory_model::sc;
+  std::uint32_t faults = 0;
 };
+//! Largest `max_steps` the command line accepts (10^8 points, a few minutes of one schedule at
+//! the slowest scenario's rate); the API accepts any value.
+inline constexpr std::uint64_t max_steps_bound = 100'000'000;
 
 //! Outcome of one schedule.
 enum class verdict_kind : std::uint8_t {
@@ -63,7 +84,8 @@ enum class verdict_kind : std::uint8_t {
   invariant,  //!< a named invariant failed (message names it)
   deadlock,   //!< no runnable lane while lanes are alive
   livelock,   //!< max_steps exceeded under the fair tail
-  cuda_rule,  //!< a CUDA rule was broken (warp-intrinsic mask, shuffle source, launch shape)
+  cuda_rule,  //!< a CUDA rule was broken (warp-intrinsic mask or rendezvous, shuffle source,
+              //!< launch shape, scoped race)
   crash,      //!< an assertion (Platform::fail) or an exception inside a lane
 };
 const char* to_string(verdict_kind k);

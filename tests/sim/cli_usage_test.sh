@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# toga-sim's answers to bad input (issue 13): every usage error exits 2, every bad input file
+# exits 1, each with a message that says what was wrong. Usage: cli_usage_test.sh TOGA_SIM
+set -uo pipefail
+sim="$1"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+# expect RC PATTERN ARGS...: run toga-sim ARGS, check the exit code and that the output matches PATTERN.
+expect() {
+  local want_rc="$1" pattern="$2"
+  shift 2
+  "$sim" "$@" > "$tmp/out" 2>&1
+  local rc=$?
+  if [ "$rc" != "$want_rc" ] || ! grep -Eq -- "$pattern" "$tmp/out"; then
+    echo "FAIL: toga-sim $* exited $rc (want $want_rc) or lacks /$pattern/:"
+    sed 's/^/    /' "$tmp/out" | head -20
+    fails=$((fails + 1))
+  else
+    echo "ok: toga-sim $* -> $rc: $(grep -Eo -- "$pattern" "$tmp/out" | head -1)"
+  fi
+}
+
+# A real decision file (lost-update) to misuse below.
+"$sim" explore --scenario lost-update --schedules 100 --save-failure "$tmp/lu.json" > /dev/null 2>&1
+[ -s "$tmp/lu.json" ] || { echo "FAIL: no decision file written"; exit 1; }
+
+# usage errors: exit 2
+expect 2 "explores nothing" explore --scenario lost-update --schedules 0
+expect 2 "explores nothing" demo --schedules 0
+expect 2 "has no parameter 'foo'; valid keys: lanes=4 \[1\.\.1024\], points=50" explore --scenario lost-update --set foo=1
+expect 2 "has no parameter 'x'; it takes none" explore --scenario aba-stack --set x=1
+expect 2 "lanes=-1 is out of range \[1\.\.1024\]" explore --scenario counter --set lanes=-1
+expect 2 "lanes=-1 is out of range" replay --scenario counter --set lanes=-1 --seed 1
+expect 2 "heap_kib=-1 is out of range \[4\.\.1048576\]" explore --scenario alloc-storm --set heap_kib=-1
+expect 2 "heap_kib=274877906944 is out of range" explore --scenario exhaust-recover --set heap_kib=274877906944
+expect 2 "threads=33 is out of range \[1\.\.32\]" explore --scenario warp-ticket --set threads=33
+expect 2 "readers=5 must be below lanes=5" explore --scenario rcu --set readers=5
+expect 2 "not of the form name=value" explore --scenario counter --set lanes
+expect 2 "exceeds the bound of 100000000" explore --scenario lock-order --max-steps 1e18
+expect 2 "exceeds the bound of 100000000" replay --scenario lock-order --seed 1 --max-steps 1000000000000000000
+expect 2 "want a whole number" explore --scenario lock-order --max-steps 1.5
+expect 2 "fair_after \(30000\) must be below max_steps \(20000\)" explore --scenario lock-order --fair-after 30000
+expect 2 "unknown memory model 'tso'; use sc or weak" explore --scenario counter --memory tso
+expect 2 "unknown fault site 'stall'; use none, all, or a comma-separated list of: stall-read-to-rmw" explore --scenario counter --faults stall
+expect 2 "unknown scenario 'no-such'" explore --scenario no-such
+expect 2 "unknown strategy 'dfs'" explore --scenario counter --strategy dfs
+expect 2 "--scenario counter does not match the decision file .*which replays scenario lost-update" replay --scenario counter --decisions "$tmp/lu.json"
+expect 2 "--set does not go with --decisions" replay --decisions "$tmp/lu.json" --set lanes=3
+expect 2 "--seed does not go with --decisions" replay --decisions "$tmp/lu.json" --seed 4
+expect 2 "--memory does not go with --decisions" replay --decisions "$tmp/lu.json" --memory weak
+expect 2 "replay needs --scenario" replay
+expect 2 "The following argument was not expected|unrecognized|not expected" explore --scenario counter --no-such-flag
+# the matching scenario is accepted with a decision file
+expect 1 "verdict invariant" replay --scenario lost-update --decisions "$tmp/lu.json"
+
+# bad input files: exit 1
+sed -e 's/"fair_after": [0-9]*/"fair_after": 0/' -e 's/"max_steps": [0-9]*/"max_steps": 0/' "$tmp/lu.json" > "$tmp/zero.json"
+expect 1 "decision file .*zero.json': the limits must be positive" replay --decisions "$tmp/zero.json"
+sed -e 's/"max_steps": [0-9]*/"max_steps": 1000000000000/' "$tmp/lu.json" > "$tmp/huge.json"
+expect 1 "exceeds the bound of 100000000" replay --decisions "$tmp/huge.json"
+sed -e 's/"params": {}/"params": {"lanes": -3}/' "$tmp/lu.json" > "$tmp/params.json"
+grep -q '"lanes": -3' "$tmp/params.json" || sed -i -e 's/"params": {[^}]*}/"params": {"lanes": -3}/' "$tmp/params.json"
+expect 1 "does not fit its scenario: scenario lost-update: lanes=-3 is out of range" replay --decisions "$tmp/params.json"
+sed -e 's/"scenario": "lost-update"/"scenario": "no-such"/' "$tmp/lu.json" > "$tmp/other.json"
+expect 1 "names scenario 'no-such', which does not exist" replay --decisions "$tmp/other.json"
+sed -e 's/"memory": "sc"/"memory": "tso"/' "$tmp/lu.json" > "$tmp/mem.json"
+expect 1 "\"memory\" is 'tso'" replay --decisions "$tmp/mem.json"
+echo '{"format": "toga-sim decisions 1"' > "$tmp/broken.json"
+expect 1 "is not valid JSON" replay --decisions "$tmp/broken.json"
+echo '[1, 2]' > "$tmp/array.json"
+expect 1 "lacks \"format\"" replay --decisions "$tmp/array.json"
+expect 1 "cannot open decision file" replay --decisions "$tmp/missing.json"
+
+[ "$fails" = 0 ] || { echo "$fails checks failed"; exit 1; }
+echo "all usage and input errors are reported with the right exit code"
