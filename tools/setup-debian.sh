@@ -5,10 +5,30 @@
 # On another system (no apt-get, or not Debian bookworm) it installs nothing, names what is
 # missing and exits 0: CMake then builds what the installed packages allow (e.g. the CUDA targets
 # without the simulator), and a folder .deps/usr made by tools/gpu/stage-deps.sh is used.
+#
+#   bash tools/setup-debian.sh          what the build and every test use (the README's commands)
+#   bash tools/setup-debian.sh --plot   also python3-matplotlib, for tools/plot/toga-plot.py only
+#
+# Each package and who uses it (nothing else is installed; the test command needs no Python):
+#   cmake, ninja-build, g++           configure and build (CMakePresets.json: Ninja)
+#   libgtest-dev                      every test executable (GTest::gtest_main)
+#   libboost-fiber1.81-dev,
+#   libboost-context1.81-dev          the simulator toga::sim (Boost::fiber, Boost::context)
+#   libtbb-dev                        the simulator's parallel exploration (TBB::tbb)
+#   nlohmann-json3-dev                the simulator's decision files, toga-bench's JSON
+#   libcli11-dev                      the command lines of toga-sim and toga-bench
+#   libfmt-dev                        toga-sim's output
+#   zlib1g-dev                        toga-bench's graph loader (.gz graphs)
 set -euo pipefail
-packages=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev
+packages=(cmake ninja-build g++ libgtest-dev
           libboost-fiber1.81-dev libboost-context1.81-dev libtbb-dev
-          libcli11-dev nlohmann-json3-dev libfmt-dev libbenchmark-dev zlib1g-dev python3-matplotlib)
+          libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev)
+for arg in "$@"; do
+  case "$arg" in
+    --plot) packages+=(python3 python3-matplotlib) ;;
+    *) echo "toga setup: unknown argument '$arg' (known: --plot)" >&2; exit 2 ;;
+  esac
+done
 if ! command -v dpkg-query >/dev/null || ! grep -qs 'VERSION_CODENAME=bookworm' /etc/os-release; then
   echo "toga setup: not Debian bookworm; installing nothing (the build uses what is installed)"
   exit 0

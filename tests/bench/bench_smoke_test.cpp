@@ -1,11 +1,13 @@
 // Checks the JSON that the smoke run (`toga-bench run --allocators toga-sim --profile quick`, the
 // CTest fixture toga_bench.sim_smoke) wrote: the schema of docs/benchmarks.md, every case T1-T13
-// present for toga-sim and its reference bump-sim, no failure or corrupt block for toga-sim, and
-// figures that are consistent with their repetitions.
+// present for toga-sim and its references bump-warp-sim (the floor of every ratio_bump) and
+// bump-sim, no failure or corrupt block for toga-sim, and figures that are consistent with their
+// repetitions.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -27,7 +29,8 @@ const nlohmann::json& doc() {
 
 TEST(BenchJson, Header) {
   const auto& d = doc();
-  EXPECT_EQ(d.at("schema"), "toga-bench/1");
+  EXPECT_EQ(d.at("schema"), "toga-bench/2");
+  EXPECT_EQ(d.at("references").at("floor_sim"), "bump-warp-sim");
   for (const char* k : {"command", "commit", "date", "profile", "seed", "reps", "seconds", "graphs", "errors", "rows"})
     EXPECT_TRUE(d.contains(k)) << "missing header field " << k;
   EXPECT_TRUE(d.at("command").get<std::string>().find("toga-bench") != std::string::npos);
@@ -59,14 +62,36 @@ TEST(BenchJson, RowSchema) {
   }
 }
 
-TEST(BenchJson, EveryCaseForTogaSimAndItsReference) {
+TEST(BenchJson, EveryCaseForTogaSimAndItsReferences) {
   std::set<std::pair<std::string, std::string>> seen;
   for (const auto& r : doc().at("rows")) seen.insert({r.at("case").get<std::string>(), r.at("allocator").get<std::string>()});
   for (int t = 1; t <= 13; ++t) {
     const std::string c = "T" + std::to_string(t);
-    EXPECT_TRUE(seen.count({c, "toga-sim"})) << c << " has no toga-sim row";
-    EXPECT_TRUE(seen.count({c, "bump-sim"})) << c << " has no bump-sim row";
+    for (const char* a : {"toga-sim", "bump-warp-sim", "bump-sim"}) EXPECT_TRUE(seen.count({c, a})) << c << " has no " << a << " row";
   }
+}
+
+// ratio_bump is taken against bump-warp-sim: its own rows are 1, and toga-sim's equal the
+// throughput quotient with the bump-warp-sim row of the same point.
+TEST(BenchJson, RatioBumpRefersToBumpWarpSim) {
+  std::map<std::string, double> floor_ops;
+  auto key = [](const nlohmann::json& r) {
+    return r.at("case").get<std::string>() + "|" + r.at("op").get<std::string>() + "|" + std::to_string(r.at("size").get<std::uint64_t>()) +
+           "|" + r.at("param").get<std::string>();
+  };
+  for (const auto& r : doc().at("rows"))
+    if (r.at("allocator") == "bump-warp-sim" && r.at("ops_per_s").is_number() && r.at("failures") == 0) floor_ops[key(r)] = r.at("ops_per_s");
+  unsigned checked = 0;
+  for (const auto& r : doc().at("rows")) {
+    if (r.at("ratio_bump").is_null()) continue;
+    const auto it = floor_ops.find(key(r));
+    ASSERT_NE(it, floor_ops.end()) << "a ratio_bump without a bump-warp-sim row: " << r.dump();
+    if (r.at("ops_per_s").is_number() && r.at("ops_per_rep").get<std::uint64_t>() > 0) {
+      EXPECT_NEAR(r.at("ratio_bump").get<double>(), r.at("ops_per_s").get<double>() / it->second, 1e-9 * r.at("ratio_bump").get<double>() + 1e-12);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 20u);
 }
 
 TEST(BenchJson, TogaSimNeverFailsNorCorrupts) {

@@ -99,6 +99,35 @@ TEST(GraphPlan, RejectsGraphsWithoutEdges) {
   EXPECT_THROW(make_graph_plan(g, 1, 10, 1), std::invalid_argument);
 }
 
+// 2^32 vertices once wrapped to 0 in the plan's 32-bit ids and crashed: now a clear error.
+TEST(GraphPlan, RejectsVertexCountsBeyondThirtyTwoBits) {
+  graph g;
+  g.nodes = std::uint64_t{1} << 32;
+  g.name = "huge";
+  g.edges = {{0, 1}};
+  try {
+    (void)make_graph_plan(g, 1, 10, 1);
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("4294967296 vertices do not fit"), std::string::npos) << e.what();
+  }
+}
+
+// The --heap check: what a case point needs, and the message naming the point and the fix.
+TEST(HeapCheck, NeededBytesAndTheUsageMessage) {
+  // 1 KiB blocks: 4/3 per block for bins, 4/124 for chunk headers, one 512 KiB chunk per arena
+  const std::uint64_t bins = 1024 * 1024 * 4 / 3;
+  EXPECT_EQ(toga_heap_needed({"x", 1024, 1000}, 8), bins + bins * 4 / 124 + 8 * 512 * 1024);
+  EXPECT_EQ(toga_heap_needed({"x", 10, 5000}, 8), 10u * 8192) << "TBuddy: powers of two";
+  EXPECT_EQ(toga_heap_needed({"x", 10, 100}, 1), toga_heap_needed({"x", 10, 128}, 1)) << "size classes";
+  EXPECT_EQ(toga_heap_needed({"x", 0, 100}, 8), 0u);
+  EXPECT_EQ(check_heap({{"T1 16 B x 1024 threads", 1024, 16}}, 64ull << 20, 8, "toga-sim", "--heap 64 MiB"), "");
+  const std::string m = check_heap({{"T1 16 B x 1024 threads", 1024, 16}, {"T1 8 KiB x 1024 threads", 1024, 8192}},
+                                   4096, 8, "toga-sim", "--heap 4 KiB");
+  EXPECT_EQ(m.rfind("T1 16 B x 1024 threads needs about 4.0 MiB of toga-sim heap", 0), 0u) << m;
+  EXPECT_NE(m.find("--heap 4 KiB gives 4 KiB: use --heap 8 MiB or more"), std::string::npos) << m;
+}
+
 TEST(Report, FormatBytes) {
   EXPECT_EQ(format_bytes(16), "16 B");
   EXPECT_EQ(format_bytes(4096), "4 KiB");
@@ -121,8 +150,8 @@ row make_row(std::string alloc, std::string op, std::uint64_t size, double ms, s
 TEST(Report, RatiosAreThroughputRatiosWithinOneCasePoint) {
   // cuda-malloc ran a cut thread count: the ratio still compares throughput.
   std::vector<row> rows = {make_row("toga", "alloc", 16, 0.1, 1 << 20), make_row("cuda-malloc", "alloc", 16, 10.0, 1 << 14),
-                           make_row("bump", "alloc", 16, 0.05, 1 << 20), make_row("toga", "alloc", 256, 1.0, 1 << 20),
-                           make_row("toga-sim", "alloc", 16, 4.0, 100), make_row("bump-sim", "alloc", 16, 1.0, 100)};
+                           make_row("bump-warp", "alloc", 16, 0.05, 1 << 20), make_row("toga", "alloc", 256, 1.0, 1 << 20),
+                           make_row("toga-sim", "alloc", 16, 4.0, 100), make_row("bump-warp-sim", "alloc", 16, 1.0, 100)};
   const auto rr = with_ratios(rows);
   ASSERT_EQ(rr.size(), rows.size());
   ASSERT_TRUE(rr[0].ratio_malloc && rr[0].ratio_bump);
@@ -130,17 +159,36 @@ TEST(Report, RatiosAreThroughputRatiosWithinOneCasePoint) {
   EXPECT_NEAR(*rr[0].ratio_bump, 0.5, 1e-9);
   EXPECT_NEAR(*rr[1].ratio_malloc, 1.0, 1e-9);
   EXPECT_FALSE(rr[3].ratio_malloc) << "no cuda-malloc row at 256 B";
-  EXPECT_FALSE(rr[4].ratio_malloc) << "simulator rows compare with bump-sim only";
+  EXPECT_FALSE(rr[4].ratio_malloc) << "simulator rows compare with bump-warp-sim only";
   ASSERT_TRUE(rr[4].ratio_bump);
   EXPECT_NEAR(*rr[4].ratio_bump, 0.25, 1e-9);
 }
 
+// The floor is the warp-aggregated bump: the per-thread bump (25x slower on a GPU) and bump-sim
+// are extra rows that no ratio refers to, though they get ratios against the floor themselves.
+TEST(Report, TheBumpRatioRefersToTheWarpAggregatedFloor) {
+  std::vector<row> rows = {make_row("toga", "alloc", 16, 1.0, 1000), make_row("bump", "alloc", 16, 0.5, 1000),
+                           make_row("bump-warp", "alloc", 16, 0.02, 1000), make_row("toga-sim", "alloc", 16, 3.0, 100),
+                           make_row("bump-sim", "alloc", 16, 1.0, 100), make_row("bump-warp-sim", "alloc", 16, 2.0, 100)};
+  const auto rr = with_ratios(rows);
+  ASSERT_TRUE(rr[0].ratio_bump && rr[1].ratio_bump && rr[3].ratio_bump);
+  EXPECT_NEAR(*rr[0].ratio_bump, 0.02, 1e-9) << "toga against bump-warp, not against bump";
+  EXPECT_NEAR(*rr[1].ratio_bump, 0.04, 1e-9) << "the per-thread bump row against the floor";
+  EXPECT_NEAR(*rr[3].ratio_bump, 2.0 / 3.0, 1e-9) << "toga-sim against bump-warp-sim, not against bump-sim";
+  rows.erase(rows.begin() + 2);  // no bump-warp row: no ratio at all (never silently against bump)
+  EXPECT_FALSE(with_ratios(rows)[0].ratio_bump);
+  EXPECT_STREQ(floor_gpu, "bump-warp");
+  EXPECT_STREQ(floor_sim, "bump-warp-sim");
+}
+
 TEST(Report, JsonRowsCarryEveryRepetitionAndTheRatios) {
-  std::vector<row> rows = {make_row("toga", "alloc", 16, 0.1, 1000), make_row("bump", "alloc", 16, 0.1, 1000)};
+  std::vector<row> rows = {make_row("toga", "alloc", 16, 0.1, 1000), make_row("bump-warp", "alloc", 16, 0.1, 1000)};
   rows[0].metrics["registers"] = 56;
   rows[0].failures = 2;
   const auto j = to_json(with_ratios(rows), nlohmann::json{{"command", "x"}});
-  EXPECT_EQ(j["schema"], "toga-bench/1");
+  EXPECT_EQ(j["schema"], "toga-bench/2");
+  EXPECT_EQ(j["references"]["floor"], "bump-warp");
+  EXPECT_EQ(j["references"]["floor_sim"], "bump-warp-sim");
   EXPECT_EQ(j["command"], "x");
   ASSERT_EQ(j["rows"].size(), 2u);
   const auto& r = j["rows"][0];
@@ -154,7 +202,7 @@ TEST(Report, JsonRowsCarryEveryRepetitionAndTheRatios) {
 }
 
 TEST(Report, NoRatioAgainstAReferenceThatFailed) {
-  std::vector<row> rows = {make_row("toga", "alloc", 16, 0.1, 1000), make_row("bump", "alloc", 16, 0.1, 1000)};
+  std::vector<row> rows = {make_row("toga", "alloc", 16, 0.1, 1000), make_row("bump-warp", "alloc", 16, 0.1, 1000)};
   rows[1].failures = 1;
   const auto rr = with_ratios(rows);
   EXPECT_FALSE(rr[0].ratio_bump);

@@ -207,9 +207,9 @@ class GraphFiles : public ::testing::Test {
   // Loading `path` must throw graph_error at `line` (0: no line) whose message is exactly
   // "PATH:LINE: " + what (or "PATH: " + what) when exact, or contains `what` otherwise.
   static void expect_error(const std::string& path, std::size_t line, const std::string& what,
-                           bool exact = true) {
+                           bool exact = true, const toga::bench::graph_limits& limits = {}) {
     try {
-      const graph g = load_graph(path);
+      const graph g = load_graph(path, limits);
       ADD_FAILURE() << "no error for " << path << " (" << g.nodes << " nodes, " << g.edges.size()
                     << " edges)";
     } catch (const graph_error& e) {
@@ -427,7 +427,7 @@ TEST_F(GraphFiles, GzipCorruptOrTrailingGarbage) {
 TEST_F(GraphFiles, UnreadableFile) {
   const std::string missing = (dir_ / "missing.txt").string();
   expect_error(missing, 0, "expected a readable file, found an error on open (No such file or directory)");
-  expect_error(dir_.string(), 0, "expected a readable file, found a read error (Is a directory)");
+  expect_error(dir_.string(), 0, "expected a regular file or a pipe, found a directory");
 }
 
 // ---- errors: SNAP ----
@@ -522,6 +522,95 @@ TEST_F(GraphFiles, MtxMalformedEntries) {
   const std::string integer = "%%MatrixMarket matrix coordinate integer general\n3 3 2\n2 1 1\n";
   expect_error(write("frac.mtx", integer + "3 1 1.5\n"), 4,
                "expected entry 2 of 2 as \"i j value\", found \"3 1 1.5\"");
+}
+
+// ---- limits (graph_limits): checked before the memory they bound is taken ----
+
+TEST_F(GraphFiles, LimitOnFileBytes) {
+  toga::bench::graph_limits lim;
+  lim.max_bytes = 16;
+  const std::string path = write("long.txt", "0 1\n1 2\n2 3\n3 4\n4 5\n");  // 20 bytes
+  try {
+    (void)load_graph(path, lim);
+    ADD_FAILURE() << "no error";
+  } catch (const graph_error& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": expected at most 16 B of graph file (toga-bench's limit on input bytes, "
+                                            "graph_limits::max_bytes), found 20 bytes");
+  }
+  lim.max_bytes = 20;
+  EXPECT_EQ(load_graph(path, lim).edges.size(), 5u) << "exactly at the limit is fine";
+}
+
+TEST_F(GraphFiles, LimitOnDecompressedBytes) {
+  toga::bench::graph_limits lim;
+  lim.max_bytes = 1024;
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "0 1\n";  // 1200 bytes of text, a few dozen compressed
+  const std::string gz = gzip(text);
+  ASSERT_LT(gz.size(), 1024u);
+  expect_error(write("bomb.txt.gz", gz), 0,
+               "expected at most 1 KiB of decompressed graph text (toga-bench's limit on input "
+               "bytes, graph_limits::max_bytes), found more: the gzip data inflates beyond it",
+               true, lim);
+  lim.max_bytes = 1200;
+  EXPECT_EQ(load_graph(write("fits.txt.gz", gz), lim).edges.size(), 1u);
+}
+
+TEST_F(GraphFiles, LimitOnVertices) {
+  toga::bench::graph_limits lim;
+  lim.max_vertices = 4;
+  const std::string mtx = write("v.mtx", kMtx);  // 5 rows
+  try {
+    (void)load_graph(mtx, lim);
+    ADD_FAILURE() << "no error";
+  } catch (const graph_error& e) {
+    EXPECT_EQ(std::string(e.what()), mtx + ":5: expected at most 4 rows (toga-bench's limit on vertices, "
+                                           "graph_limits::max_vertices), found \"5 5 4\"");
+  }
+  for (const char* text : {"0 1\n1 2\n2 3\n3 4\n", "0 10\n10 20\n20 30000000000\n30000000000 7\n"}) {  // dense and sparse ids
+    const std::string snap = write("v.txt", text);
+    try {
+      (void)load_graph(snap, lim);
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const graph_error& e) {
+      EXPECT_EQ(std::string(e.what()), snap + ": expected at most 4 distinct node ids (toga-bench's limit on vertices, "
+                                              "graph_limits::max_vertices), found 5");
+    }
+  }
+  lim.max_vertices = 5;
+  EXPECT_EQ(load_graph(mtx, lim).nodes, 5u);
+}
+
+TEST_F(GraphFiles, LimitOnEntries) {
+  toga::bench::graph_limits lim;
+  lim.max_entries = 3;
+  const std::string mtx = write("e.mtx", kMtx);  // 4 entries
+  try {
+    (void)load_graph(mtx, lim);
+    ADD_FAILURE() << "no error";
+  } catch (const graph_error& e) {
+    EXPECT_EQ(std::string(e.what()), mtx + ":5: expected at most 3 entries (toga-bench's limit, graph_limits::max_entries), found \"5 5 4\"");
+  }
+  const std::string snap = write("e.txt", "# c\n0 1\n1 2\n2 3\n3 4\n");
+  try {
+    (void)load_graph(snap, lim);
+    ADD_FAILURE() << "no error";
+  } catch (const graph_error& e) {
+    EXPECT_EQ(std::string(e.what()), snap + ":5: expected at most 3 edge lines (toga-bench's limit, graph_limits::max_entries), found more");
+  }
+}
+
+TEST_F(GraphFiles, DevicesAndDirectoriesAreRefusedBeforeReading) {
+  expect_error("/dev/zero", 0, "expected a regular file or a pipe, found a character device");
+  expect_error("/dev/null", 0, "expected a regular file or a pipe, found a character device");
+}
+
+// The default limits, as documented in graph.hpp and docs/benchmarks.md.
+TEST(GraphLimits, Defaults) {
+  const toga::bench::graph_limits lim;
+  EXPECT_EQ(lim.max_bytes, u64{1} << 30);
+  EXPECT_EQ(lim.max_vertices, u64{1} << 26);
+  EXPECT_EQ(lim.max_entries, u64{1} << 26);
 }
 
 }  // namespace

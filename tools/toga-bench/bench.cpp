@@ -2,6 +2,7 @@
 #include "bench.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace toga::bench {
 
@@ -20,6 +21,42 @@ std::string format_bytes(std::uint64_t b) {
     ++u;
   }
   return std::to_string(b) + " " + units[u];
+}
+
+namespace {
+std::uint64_t pow2_at_least(std::uint64_t x) {
+  std::uint64_t p = 1;
+  while (p < x) p <<= 1;
+  return p;
+}
+}  // namespace
+
+std::uint64_t toga_heap_needed(const heap_demand& d, unsigned arenas) {
+  constexpr std::uint64_t chunk = 512 * 1024;
+  if (d.blocks == 0) return 0;
+  if (d.size <= 1024) {
+    const std::uint64_t cls = std::max<std::uint64_t>(16, pow2_at_least(d.size));
+    const std::uint64_t bins = d.blocks * cls * 4 / 3;
+    return bins + bins * 4 / 124 + std::uint64_t{arenas} * chunk;
+  }
+  return d.blocks * std::max<std::uint64_t>(4096, pow2_at_least(d.size));
+}
+
+std::string check_heap(const std::vector<heap_demand>& demands, std::uint64_t heap_bytes, unsigned arenas,
+                       const std::string& allocator, const std::string& heap_origin) {
+  for (const heap_demand& d : demands) {
+    const std::uint64_t need = toga_heap_needed(d, arenas);
+    if (need <= heap_bytes) continue;
+    const std::uint64_t suggest = pow2_at_least(need);
+    char about[32];
+    std::snprintf(about, sizeof about, "%.1f MiB", static_cast<double>(need) / (1024.0 * 1024.0));
+    return d.what + " needs about " + about + " of " + allocator + " heap (" + std::to_string(d.blocks) +
+           " live blocks of up to " + format_bytes(d.size) + ", " + std::to_string(arenas) +
+           " arenas), but " + heap_origin + " gives " + format_bytes(heap_bytes) + ": use --heap " + format_bytes(suggest) +
+           " or more" + (suggest > (std::uint64_t{1} << 37) ? " (more than toga's 128 GiB maximum: ask for fewer threads or smaller sizes)" : "") +
+           ", or fewer --threads / smaller --sizes";
+  }
+  return "";
 }
 
 double row::median_ms() const { return median(ms); }

@@ -1,5 +1,6 @@
 // toga-bench: the benchmark protocol of ../shared/docs/benchmarks.md (cases T1-T13), run on the
-// GPU (allocators toga, cuda-malloc, bump) or in the fiber simulator (toga-sim, bump-sim).
+// GPU (allocators toga, cuda-malloc, bump-warp, bump) or in the fiber simulator (toga-sim,
+// bump-warp-sim, bump-sim).
 //
 // The front end (main.cpp) parses the command line, picks the backends, and turns rows into the
 // terminal table and the JSON file; a backend runs one case for a list of its allocators and
@@ -36,7 +37,7 @@ struct options {
 
 //! One measured line: one allocator, one case, one parameter point, one timed operation.
 struct row {
-  std::string allocator;  //!< "toga", "cuda-malloc", "bump", "toga-sim", "bump-sim"
+  std::string allocator;  //!< "toga", "cuda-malloc", "bump-warp", "bump", "toga-sim", "bump-warp-sim", "bump-sim"
   std::string case_id;    //!< "T1" .. "T13"
   std::string op;         //!< what was timed: alloc, free, churn, build, insert, delete, init, ...
   std::string param;      //!< other parameter, free text: "hi=512", a graph name, "warp", ...
@@ -81,7 +82,7 @@ class backend {
   virtual ~backend() = default;
   //! "gpu" or "sim".
   virtual std::string name() const = 0;
-  //! Allocator names this backend measures, e.g. {"toga", "cuda-malloc", "bump"}.
+  //! Allocator names this backend measures, e.g. {"toga", "cuda-malloc", "bump-warp", "bump"}.
   virtual std::vector<std::string> allocators() const = 0;
   //! Why this backend cannot run here (e.g. "no CUDA device: cudaGetDeviceCount returned ..."),
   //! or nullopt when it can.
@@ -93,7 +94,29 @@ class backend {
   //! error, a graph that cannot be read); allocation failures are rows, not exceptions.
   virtual void run_case(const std::string& id, const std::vector<std::string>& allocs, const options& o,
                         sink& out) = 0;
+  //! Why toga's heap (options::heap_bytes, or the backend's default) cannot hold what case `id`
+  //! asks for with these options: a usage error naming the case point, the bytes it needs and
+  //! the --heap that would do; "" when it can. Checked for every case before the run.
+  virtual std::string heap_problem(const std::string& id, const options& o) const = 0;
 };
+
+//! Blocks a case point keeps live at once on toga's heap (for backend::heap_problem).
+struct heap_demand {
+  std::string what;          //!< "T1 8 KiB x 1048576 threads"
+  std::uint64_t blocks = 0;  //!< live at once
+  std::uint64_t size = 0;    //!< bytes of the largest
+};
+
+//! Heap bytes toga needs for `d`, conservatively: up to 1 KiB, blocks x size class x 4/3 (a
+//! 4 KiB bin holds at worst 3 of 4 KiB in 1 KiB blocks) x 128/124 (the chunk's header pages) plus
+//! one 512 KiB chunk per arena (each arena fills its own); above 1 KiB, blocks x the power of two
+//! of at least 4 KiB (TBuddy).
+std::uint64_t toga_heap_needed(const heap_demand& d, unsigned arenas);
+
+//! The usage error for the first of `demands` that a toga heap of `heap_bytes` with `arenas`
+//! arenas cannot hold, or "". `heap_origin` says where the size came from ("--heap 4 KiB").
+std::string check_heap(const std::vector<heap_demand>& demands, std::uint64_t heap_bytes, unsigned arenas,
+                       const std::string& allocator, const std::string& heap_origin);
 
 //! The GPU backend (nullptr when toga-bench was built without CUDA).
 std::unique_ptr<backend> make_gpu_backend();

@@ -1,4 +1,4 @@
-// toga-bench GPU backend: cases T1-T13 of docs/benchmarks.md on one CUDA device, for three
+// toga-bench GPU backend: cases T1-T13 of docs/benchmarks.md on one CUDA device, for four
 // allocators measured in the same process:
 //
 //   toga         toga::cuda::heap_ref (allocate / deallocate; the warp-cooperative overloads with
@@ -7,14 +7,22 @@
 //                kernel launch: cudaDeviceSetLimit(cudaLimitMallocHeapSize, max(16 GiB, toga
 //                heap)) runs once, on the first run_case. It has no warp API (T6 uses plain
 //                malloc; the row says so).
-//   bump         a cudaMalloc'd buffer and a 64-bit counter: allocate = one atomicAdd of the size
-//                rounded up to 16 B, nullptr past the end; free does nothing; the counter is reset
-//                between repetitions. T6 uses the warp-aggregated form ("bumpw": the group's
-//                leader adds the group's total, lanes take their offsets from a scan).
+//   bump-warp    the floor, and the reference of every "x bump" ratio: a cudaMalloc'd buffer and
+//                a 64-bit counter; allocate = the lanes that call it together
+//                (cooperative_groups::coalesced_threads) scan their sizes rounded up to 16 B
+//                (shfl_up over the active lanes), the last of them does one atomicAdd of the
+//                total, shfl hands out the base; nullptr past the end. Its free kernel is the
+//                floor of a free: each thread loads its block pointer (kept alive by an empty
+//                asm, so that the load is not optimised away) and releases nothing. Every case
+//                uses this allocate, T6 included; the counter is reset between repetitions.
+//   bump         the same buffer with one atomicAdd per thread and a runtime size (which ptxas
+//                does not aggregate: ~25x slower than bump-warp); free does nothing at all (the
+//                pointer load is optimised away). An extra row, never a ratio's reference; T6
+//                uses the same per-thread allocate (no warp API).
 //
 // Memory (sized for an 80 GB H100): the toga heap for T1-T7 and T9 is 16 GiB (options::heap_bytes
-// overrides), the bump buffer and the cuda-malloc heap are max(16 GiB, toga heap); the three are
-// made lazily and kept across cases. T8 uses a fresh 1 GiB heap / buffer, T10/T11 a fresh heap
+// overrides), the bump buffer (shared by bump-warp and bump, which never run at once) and the
+// cuda-malloc heap are max(16 GiB, toga heap); they are made lazily and kept across cases. T8 uses a fresh 1 GiB heap / buffer, T10/T11 a fresh heap
 // per graph, T12 constructs 8 GiB heaps. Every case point starts from an empty allocator: the toga
 // heap is reset (heap::reset) before its warm-up; between repetitions only the bump counter is set
 // to 0, while toga and cuda-malloc keep the state their free kernels left (every block freed), so
@@ -264,8 +272,9 @@ struct malloc_policy {
   __device__ void deallocate_warp(void* p) const { free(p); }  // the free kernel's warp flag
 };
 
+//! bump: one atomicAdd per thread (runtime size: ptxas does not aggregate it); free: nothing.
 struct bump_policy {
-  static constexpr bool has_warp = true;
+  static constexpr bool has_warp = false;  // T6 launches the plain alloc kernel
   char* base;
   std::uint64_t capacity;
   unsigned long long* counter;
@@ -275,24 +284,35 @@ struct bump_policy {
     return off + r <= capacity ? base + off : nullptr;
   }
   __device__ void deallocate(void*) const {}
-  //! Warp-aggregated: one atomicAdd of the group's total by its first lane; each lane's offset
-  //! is the exclusive prefix sum of the rounded sizes.
-  __device__ void* allocate_warp(std::uint64_t b) const {
+  __device__ void deallocate_warp(void*) const {}
+};
+
+//! bump-warp, the floor: the lanes that call allocate together scan their rounded sizes, the
+//! last of them adds the group's total with one atomicAdd, lanes take base + exclusive prefix.
+struct bump_warp_policy {
+  static constexpr bool has_warp = true;  // allocate is warp-aggregated already: T6 = T1
+  char* base;
+  std::uint64_t capacity;
+  unsigned long long* counter;
+  __device__ void* allocate(std::uint64_t b) const {
     const cg::coalesced_group g = cg::coalesced_threads();
     const std::uint64_t r = (b + 15) & ~std::uint64_t{15};
-    std::uint64_t incl = r;
+    std::uint64_t incl = r;  // inclusive prefix over the group's ranks
     for (unsigned d = 1; d < g.size(); d <<= 1) {
       const std::uint64_t y = g.shfl_up(incl, static_cast<int>(d));
       if (g.thread_rank() >= d) incl += y;
     }
-    const std::uint64_t total = g.shfl(incl, g.size() - 1);
     std::uint64_t first = 0;
-    if (g.thread_rank() == 0) first = atomicAdd(counter, static_cast<unsigned long long>(total));
-    first = g.shfl(first, 0);
+    if (g.thread_rank() == g.size() - 1) first = atomicAdd(counter, static_cast<unsigned long long>(incl));
+    first = g.shfl(first, g.size() - 1);
     const std::uint64_t off = first + incl - r;
     return off + r <= capacity ? base + off : nullptr;
   }
-  __device__ void deallocate_warp(void*) const {}
+  //! Nothing to release; the pointer was loaded by the caller (free_kernel) and is kept alive
+  //! here, so the kernel does the per-thread work every free does: read its pointer.
+  __device__ void deallocate(void* p) const { asm volatile("" ::"l"(p)); }
+  __device__ void* allocate_warp(std::uint64_t b) const { return allocate(b); }
+  __device__ void deallocate_warp(void* p) const { deallocate(p); }
 };
 
 // ---- kernels ---------------------------------------------------------------------------------------
@@ -517,23 +537,28 @@ unsigned grid_for(std::uint64_t threads) {
   return static_cast<unsigned>(blocks);
 }
 
-enum class akind { toga, cuda_malloc, bump };
+enum class akind { toga, cuda_malloc, bump_warp, bump };
 
 akind parse_allocator(const std::string& a) {
   if (a == "toga") return akind::toga;
   if (a == "cuda-malloc") return akind::cuda_malloc;
+  if (a == "bump-warp") return akind::bump_warp;
   if (a == "bump") return akind::bump;
-  throw std::invalid_argument("toga-bench gpu: unknown allocator '" + a + "' (this backend measures toga, cuda-malloc, bump)");
+  throw std::invalid_argument("toga-bench gpu: unknown allocator '" + a + "' (this backend measures toga, cuda-malloc, bump-warp, bump)");
 }
 
 const char* kind_name(akind k) {
   switch (k) {
     case akind::toga: return "toga";
     case akind::cuda_malloc: return "cuda-malloc";
+    case akind::bump_warp: return "bump-warp";
     case akind::bump: return "bump";
   }
   return "?";
 }
+
+//! bump-warp and bump: a buffer and a counter, no free.
+bool is_bump(akind k) { return k == akind::bump || k == akind::bump_warp; }
 
 //! A bump allocator's memory: the buffer and its counter.
 struct bump_buffer {
@@ -559,6 +584,7 @@ void with_policy(const target& t, F&& f) {
   switch (t.kind) {
     case akind::toga: f(toga_policy{t.heap->ref()}); return;
     case akind::cuda_malloc: f(malloc_policy{}); return;
+    case akind::bump_warp: f(bump_warp_policy{t.bump->mem.get(), t.bump->mem.size(), t.bump->counter.get()}); return;
     case akind::bump: f(bump_policy{t.bump->mem.get(), t.bump->mem.size(), t.bump->counter.get()}); return;
   }
 }
@@ -567,7 +593,7 @@ void with_policy(const target& t, F&& f) {
 void reset_target(const target& t) {
   if (t.kind == akind::toga) {
     t.heap->reset();
-  } else if (t.kind == akind::bump) {
+  } else if (is_bump(t.kind)) {
     BENCH_CUDA(cudaMemset(t.bump->counter.get(), 0, sizeof(unsigned long long)));
     BENCH_CUDA(cudaDeviceSynchronize());
   }
@@ -576,7 +602,7 @@ void reset_target(const target& t) {
 //! Between the repetitions of one point: bump starts over (it never frees); toga and cuda-malloc
 //! keep their state, so that the warm-up warms them (their free kernels emptied them).
 void rewind_bump(const target& t) {
-  if (t.kind == akind::bump) reset_target(t);
+  if (is_bump(t.kind)) reset_target(t);
 }
 
 std::unique_ptr<toga::cuda::heap> make_heap(std::uint64_t bytes, const std::string& what) {
@@ -597,7 +623,7 @@ bounds_fn bounds_of(const target& t) {
       return ref.contains(reinterpret_cast<const void*>(a)) && ref.contains(reinterpret_cast<const void*>(a + (s ? s : 1) - 1));
     };
   }
-  if (t.kind == akind::bump) {
+  if (is_bump(t.kind)) {
     const auto lo = reinterpret_cast<std::uintptr_t>(t.bump->mem.get());
     const std::uint64_t cap = t.bump->mem.size();
     return [lo, cap](std::uintptr_t a, std::uint64_t s) { return a >= lo && a - lo + s <= cap; };
@@ -687,7 +713,7 @@ class gpu_backend final : public backend {
   gpu_backend& operator=(const gpu_backend&) = delete;
 
   std::string name() const override { return "gpu"; }
-  std::vector<std::string> allocators() const override { return {"toga", "cuda-malloc", "bump"}; }
+  std::vector<std::string> allocators() const override { return {"toga", "cuda-malloc", "bump-warp", "bump"}; }
 
   std::optional<std::string> unavailable() const override {
     int n = 0;
@@ -745,6 +771,48 @@ class gpu_backend final : public backend {
     (this->*(c->second))(kinds, o, out);
   }
 
+  std::string heap_problem(const std::string& id, const options& o) const override {
+    if (unavailable()) return "";  // the run reports that itself
+    // What the cases keep live at once on the heap of T1-T7 and T9 (T8, T10-T12 size their own
+    // heaps; T7 sizes its thread count to half the heap). Cut thread counts only lower this.
+    const std::uint64_t cap = toga_capacity(o);
+    int dev = 0, sms = 132;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      sms = 132;
+    }
+    // heap.cu's default: one arena per SM, at most one per 2 MiB of heap
+    const unsigned arenas = static_cast<unsigned>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(static_cast<std::uint64_t>(sms), cap / (2 * MiB))));
+    const std::uint64_t mega = std::uint64_t{1} << 20;
+    auto sizes = [&](std::vector<std::uint64_t> d) { return o.sizes.empty() ? d : o.sizes; };
+    auto threads = [&](std::vector<std::uint64_t> d) { return o.threads.empty() ? d : o.threads; };
+    std::vector<heap_demand> demands;
+    auto add = [&](std::uint64_t blocks, std::uint64_t size, const std::string& how) {
+      demands.push_back({id + " " + format_bytes(size) + " x " + how, blocks, size});
+    };
+    if (id == "T1" || id == "T6") {
+      for (auto n : threads({mega}))
+        for (auto s : (o.sweep && o.sizes.empty() && id == "T1") ? std::vector<std::uint64_t>{8192} : t1_sizes(o))
+          add(n, s, std::to_string(n) + " threads");
+    } else if (id == "T2") {
+      for (auto n : threads({mega}))
+        for (auto s : sizes({16, 4096})) add((n + 31) / 32, s, std::to_string((n + 31) / 32) + " warps");
+    } else if (id == "T3") {
+      for (auto n : threads({mega}))
+        for (auto hi : sizes({64, 512, 4096, 8192})) add(n, std::max<std::uint64_t>(hi, 16), std::to_string(n) + " threads (mixed sizes up to hi)");
+    } else if (id == "T4") {
+      for (auto n : threads({mega}))
+        for (auto s : sizes({16, 256, 4096})) add(n, s, std::to_string(n) + " threads");
+    } else if (id == "T5") {
+      for (auto n : threads({std::uint64_t{1} << 18}))
+        for (auto s : sizes({16, 256, 4096})) add(n, s, std::to_string(n) + " threads");
+    } else if (id == "T9") {
+      for (auto s : sizes({16, 256, 4096})) add(100000, s, "100000 live blocks");
+    }
+    return check_heap(demands, cap, arenas, "toga",
+                      o.heap_bytes ? "--heap " + format_bytes(o.heap_bytes) : "the default heap (" + format_bytes(default_heap_bytes) + ")");
+  }
+
  private:
   // ---- state ----
   bool ready_ = false;
@@ -787,7 +855,7 @@ class gpu_backend final : public backend {
         heap_ = make_heap(cap, "T1-T7 and T9");
       }
       t.heap = heap_.get();
-    } else if (k == akind::bump) {
+    } else if (is_bump(k)) {
       const std::uint64_t bytes = big_bytes(o);
       if (!bump_ || bump_->mem.size() != bytes) {
         bump_.reset();
@@ -912,7 +980,7 @@ class gpu_backend final : public backend {
     const std::uint64_t ops_max = pt.lane0 ? (pt.threads + 31) / 32 : pt.threads;
     ensure_slots(std::max<std::uint64_t>(ops_max, 1));
     std::string note = pt.note;
-    if (pt.warp && k == akind::bump) note = join_note(note, "bumpw");
+    if (pt.warp && k == akind::bump) note = join_note(note, "no warp API: per-thread atomicAdd");
     if (pt.warp && k == akind::cuda_malloc) note = join_note(note, "no warp API: plain malloc / free");
     // The probe and the warm-up are the first allocations on a fresh heap: verified too, and
     // their failures and corrupt blocks count (worst single pass, like the repetitions).
@@ -1224,7 +1292,7 @@ class gpu_backend final : public backend {
         for (unsigned round = 0; round <= rounds; ++round) {  // round 0: untimed warm-up
           std::uint64_t chosen = 0;
           for (std::uint64_t i = 0; i < n; ++i) chosen += frag_chosen(o.seed, round, i) ? 1 : 0;
-          if (k == akind::bump) {
+          if (is_bump(k)) {
             const unsigned long long used = download(t.bump->counter.get(), 1, "the bump counter")[0];
             if (used + chosen * round16(s) > t.bump->mem.size()) {
               r.note = "stopped after " + std::to_string(timed_rounds) + " rounds: the " + format_bytes(t.bump->mem.size()) +
@@ -1266,7 +1334,7 @@ class gpu_backend final : public backend {
             worst = std::max(worst, last);
           }
         }
-        if (k != akind::bump) run_free(t, slot_free_args(n, false, false), nullptr);
+        if (!is_bump(k)) run_free(t, slot_free_args(n, false, false), nullptr);
         reset_target(t);
         r.ops_per_rep = timed_rounds ? static_cast<std::uint64_t>(ops_sum / timed_rounds + 0.5) : 0;
         r.metrics["range_ratio"] = worst;
@@ -1386,7 +1454,7 @@ class gpu_backend final : public backend {
       m.heap = make_heap(h, "T10/T11 (" + p.name + ")");
       m.t.heap = m.heap.get();
       m.bytes = m.heap->capacity();
-    } else if (k == akind::bump) {
+    } else if (is_bump(k)) {
       m.bytes = std::max(h, pow2_at_least(bump_total(p)));
       m.bump = std::make_unique<bump_buffer>(m.bytes, "T10/T11, " + p.name);
       m.t.bump = m.bump.get();
@@ -1425,7 +1493,7 @@ class gpu_backend final : public backend {
   }
 
   void graph_free_all(const target& t, const graph_device& g) {
-    if (t.kind != akind::bump)
+    if (!is_bump(t.kind))
       run_free(t, free_args{reinterpret_cast<const char*>(g.state.get()), sizeof(vstate), g.vertices, 0, 0}, nullptr);
     rewind_bump(t);
   }
@@ -1637,15 +1705,19 @@ class gpu_backend final : public backend {
           BENCH_CUDA(cudaFuncGetAttributes(&al, alloc_kernel<malloc_policy, false>));
           BENCH_CUDA(cudaFuncGetAttributes(&fr, free_kernel<malloc_policy>));
           break;
+        case akind::bump_warp:
+          BENCH_CUDA(cudaFuncGetAttributes(&al, alloc_kernel<bump_warp_policy, false>));
+          BENCH_CUDA(cudaFuncGetAttributes(&wa, alloc_kernel<bump_warp_policy, true>));
+          BENCH_CUDA(cudaFuncGetAttributes(&fr, free_kernel<bump_warp_policy>));
+          break;
         case akind::bump:
           BENCH_CUDA(cudaFuncGetAttributes(&al, alloc_kernel<bump_policy, false>));
-          BENCH_CUDA(cudaFuncGetAttributes(&wa, alloc_kernel<bump_policy, true>));
           BENCH_CUDA(cudaFuncGetAttributes(&fr, free_kernel<bump_policy>));
           break;
       }
       add(k, "alloc", "", al, "");
       add(k, "free", "", fr, "");
-      if (k != akind::cuda_malloc) add(k, "alloc", "warp", wa, k == akind::bump ? "bumpw" : "");
+      if (k == akind::toga || k == akind::bump_warp) add(k, "alloc", "warp", wa, "");
     }
   }
 };

@@ -1,6 +1,7 @@
 // Graph loader: see graph.hpp for the formats, the normalisation and the errors.
 #include "graph.hpp"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <new>
 #include <string_view>
+#include <vector>
 
 namespace toga::bench {
 
@@ -20,7 +22,7 @@ namespace {
 using u32 = std::uint32_t;
 using u64 = std::uint64_t;
 
-// Ids are stored as u32, so at most 2^32 nodes (ids 0..2^32-1).
+// Ids are stored as u32, so at most 2^32 nodes (ids 0..2^32-1); graph_limits may ask for less.
 constexpr u64 kMaxNodes = u64{1} << 32;
 
 std::string make_message(const std::string& file, std::size_t line, const std::string& what) {
@@ -69,16 +71,54 @@ bool iends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && iequals(s.substr(s.size() - suffix.size()), suffix);
 }
 
-std::string read_file(const std::string& path) {
+std::string limit_text(std::uint64_t bytes) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  unsigned u = 0;
+  std::uint64_t b = bytes;
+  while (u < 4 && b >= 1024 && b % 1024 == 0) {
+    b /= 1024;
+    ++u;
+  }
+  return std::to_string(b) + " " + units[u];
+}
+
+const char* file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "a special file";
+}
+
+// The whole file, at most limits.max_bytes of it: a regular file is measured before it is read;
+// a pipe is read in pieces until the limit; devices, directories and sockets are refused (an
+// endless /dev/zero would otherwise fill the memory).
+std::string read_file(const std::string& path, const graph_limits& limits) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) {
     throw graph_error(path, 0, std::string("expected a readable file, found an error on open (") +
                                    std::strerror(errno) + ")");
   }
+  struct stat st {};
+  if (::fstat(::fileno(f.get()), &st) != 0) {
+    throw graph_error(path, 0, std::string("expected a readable file, found an error on fstat (") +
+                                   std::strerror(errno) + ")");
+  }
+  const bool regular = S_ISREG(st.st_mode);
+  if (!regular && !S_ISFIFO(st.st_mode)) {
+    throw graph_error(path, 0, std::string("expected a regular file or a pipe, found ") + file_kind(st.st_mode));
+  }
+  const std::string too_big = "expected at most " + limit_text(limits.max_bytes) +
+                              " of graph file (toga-bench's limit on input bytes, graph_limits::max_bytes), found ";
+  if (regular && static_cast<std::uint64_t>(st.st_size) > limits.max_bytes) {
+    throw graph_error(path, 0, too_big + std::to_string(st.st_size) + " bytes");
+  }
   std::string data;
+  if (regular) data.reserve(static_cast<std::size_t>(st.st_size));
   char buf[1 << 16];
   for (;;) {
     const std::size_t n = std::fread(buf, 1, sizeof buf, f.get());
+    if (data.size() + n > limits.max_bytes) throw graph_error(path, 0, too_big + "more (read from a pipe)");
     data.append(buf, n);
     if (n < sizeof buf) break;
   }
@@ -94,12 +134,11 @@ bool is_gzip(std::string_view data) {
          static_cast<unsigned char>(data[1]) == 0x8b;
 }
 
-// 1-based number of the line that the end of `text` falls on (used to place gzip errors).
-std::size_t line_at_end(std::string_view text) {
-  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
-}
-
-std::string gunzip(const std::string& path, std::string_view in) {
+// Inflates `in` (one or more concatenated gzip members) and hands the output to
+// `out(const char* data, std::size_t n)` in pieces of at most 256 KiB. Throws graph_error for
+// corrupt, truncated or trailing data, at the line where the decompressed data stops.
+template <class Out>
+void inflate_gzip(const std::string& path, std::string_view in, Out&& out) {
   z_stream zs{};
   if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) throw std::bad_alloc();
   struct guard {
@@ -107,10 +146,11 @@ std::string gunzip(const std::string& path, std::string_view in) {
     ~guard() { inflateEnd(z); }
   } g{&zs};
 
-  std::string out;
-  out.resize(std::max<std::size_t>(in.size() * 4, 1 << 16));
-  std::size_t produced = 0;
-  std::size_t consumed = 0;  // input bytes handed to zlib and used
+  std::vector<char> buf(std::size_t{1} << 18);
+  std::uint64_t produced = 0;
+  std::uint64_t newlines = 0;
+  auto line = [&] { return static_cast<std::size_t>(newlines + 1); };
+  std::size_t consumed = 0;  // input bytes handed to zlib
   for (;;) {
     if (zs.avail_in == 0 && consumed < in.size()) {
       const std::size_t chunk = std::min<std::size_t>(in.size() - consumed, 1u << 30);
@@ -118,20 +158,23 @@ std::string gunzip(const std::string& path, std::string_view in) {
       zs.avail_in = static_cast<uInt>(chunk);
       consumed += chunk;
     }
-    if (produced == out.size()) out.resize(out.size() * 2);
-    const std::size_t room = std::min<std::size_t>(out.size() - produced, 1u << 30);
-    zs.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
-    zs.avail_out = static_cast<uInt>(room);
+    zs.next_out = reinterpret_cast<Bytef*>(buf.data());
+    zs.avail_out = static_cast<uInt>(buf.size());
+    const uInt avail_in_before = zs.avail_in;
     const int rc = inflate(&zs, Z_NO_FLUSH);
-    produced += room - zs.avail_out;
+    const std::size_t n = buf.size() - zs.avail_out;
+    if (n != 0) {
+      newlines += static_cast<std::uint64_t>(std::count(buf.data(), buf.data() + n, '\n'));
+      produced += n;
+      out(buf.data(), n);
+    }
     const std::size_t in_left = zs.avail_in + (in.size() - consumed);
     if (rc == Z_STREAM_END) {
-      if (in_left == 0) break;
+      if (in_left == 0) return;
       // Another member follows (gzip allows concatenated members): continue with it.
       const std::string_view rest = in.substr(in.size() - in_left);
       if (!is_gzip(rest)) {
-        out.resize(produced);
-        throw graph_error(path, line_at_end(out),
+        throw graph_error(path, line(),
                           "expected end of file or another gzip member after the gzip stream, "
                           "found " + std::to_string(in_left) + " bytes of other data");
       }
@@ -140,21 +183,37 @@ std::string gunzip(const std::string& path, std::string_view in) {
     }
     if (rc == Z_OK) continue;
     if (rc == Z_BUF_ERROR && in_left == 0) {
-      out.resize(produced);
-      throw graph_error(path, line_at_end(out),
+      throw graph_error(path, line(),
                         "expected the rest of the gzip stream, found end of file (truncated "
                         "after " + std::to_string(in.size()) + " compressed bytes, " +
                             std::to_string(produced) + " bytes decompressed)");
     }
-    if (rc == Z_BUF_ERROR) continue;  // no progress possible with this output room: grow it
+    // No progress with a whole empty buffer and input left cannot happen with valid data.
+    if (rc == Z_BUF_ERROR && (n != 0 || zs.avail_in != avail_in_before)) continue;
     if (rc == Z_MEM_ERROR) throw std::bad_alloc();
-    out.resize(produced);
-    throw graph_error(path, line_at_end(out),
+    throw graph_error(path, line(),
                       std::string("expected valid gzip data, found corrupt data (zlib: ") +
                           (zs.msg != nullptr ? zs.msg : "error " + std::to_string(rc)) + ")");
   }
-  out.resize(produced);
-  return out;
+}
+
+// Decompresses in two passes: the first only counts (and finds every error), so that a small
+// file that inflates to gigabytes is refused before any memory is taken for its text; the
+// second writes into a buffer of exactly the right size.
+std::string gunzip(const std::string& path, std::string_view in, const graph_limits& limits) {
+  std::uint64_t total = 0;
+  inflate_gzip(path, in, [&](const char*, std::size_t n) {
+    total += n;
+    if (total > limits.max_bytes) {
+      throw graph_error(path, 0, "expected at most " + limit_text(limits.max_bytes) +
+                                     " of decompressed graph text (toga-bench's limit on input bytes, "
+                                     "graph_limits::max_bytes), found more: the gzip data inflates beyond it");
+    }
+  });
+  std::string text;
+  text.reserve(static_cast<std::size_t>(total));
+  inflate_gzip(path, in, [&](const char* p, std::size_t n) { text.append(p, n); });
+  return text;
 }
 
 // Reads the buffer line by line: the line's text without the LF and without one trailing CR.
@@ -240,17 +299,22 @@ std::vector<std::pair<u32, u32>> finish_edges(std::vector<u64>& keys) {
 
 inline u64 edge_key(u64 a, u64 b) { return a < b ? (a << 32 | b) : (b << 32 | a); }
 
-void parse_snap(const std::string& path, std::string_view text, graph& g) {
+void parse_snap(const std::string& path, std::string_view text, graph& g, const graph_limits& limits) {
   line_reader lines(text);
   std::string_view line;
   std::string_view f[2];
   std::vector<u64> ids;  // two per edge line, as written in the file
-  ids.reserve(text.size() / 4);
+  ids.reserve(static_cast<std::size_t>(std::min<u64>(text.size() / 4, 2 * limits.max_entries)));
   u64 max_id = 0;
   while (lines.next(line)) {
     std::size_t i = 0;
     while (i < line.size() && is_space(line[i])) ++i;
     if (i == line.size() || line[i] == '#') continue;
+    if (ids.size() / 2 == limits.max_entries) {
+      throw graph_error(path, lines.number(),
+                        "expected at most " + std::to_string(limits.max_entries) +
+                            " edge lines (toga-bench's limit, graph_limits::max_entries), found more");
+    }
     u64 u = 0;
     u64 v = 0;
     const std::size_t n = split(line, f, 2);
@@ -289,6 +353,11 @@ void parse_snap(const std::string& path, std::string_view text, graph& g) {
       distinct += present;
     }
     g.nodes = distinct;
+    if (distinct > limits.max_vertices) {
+      throw graph_error(path, 0, "expected at most " + std::to_string(limits.max_vertices) +
+                                     " distinct node ids (toga-bench's limit on vertices, graph_limits::max_vertices), found " +
+                                     std::to_string(distinct));
+    }
     for (std::size_t i = 0; i < ids.size(); i += 2) {
       if (ids[i] != ids[i + 1]) keys.push_back(edge_key(rank[ids[i]], rank[ids[i + 1]]));
     }
@@ -296,8 +365,9 @@ void parse_snap(const std::string& path, std::string_view text, graph& g) {
     std::vector<u64> sorted = ids;
     std::sort(sorted.begin(), sorted.end());
     sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-    if (sorted.size() > kMaxNodes) {
-      throw graph_error(path, 0, "expected at most 2^32 distinct node ids, found " +
+    if (sorted.size() > std::min(kMaxNodes, limits.max_vertices)) {
+      throw graph_error(path, 0, "expected at most " + std::to_string(std::min(kMaxNodes, limits.max_vertices)) +
+                                     " distinct node ids (toga-bench's limit on vertices, graph_limits::max_vertices), found " +
                                      std::to_string(sorted.size()));
     }
     g.nodes = sorted.size();
@@ -312,7 +382,7 @@ void parse_snap(const std::string& path, std::string_view text, graph& g) {
   g.edges = finish_edges(keys);
 }
 
-void parse_mtx(const std::string& path, std::string_view text, graph& g) {
+void parse_mtx(const std::string& path, std::string_view text, graph& g, const graph_limits& limits) {
   line_reader lines(text);
   std::string_view line;
 
@@ -376,6 +446,16 @@ void parse_mtx(const std::string& path, std::string_view text, graph& g) {
     throw graph_error(path, size_line,
                       "expected at most 2^32 rows (32-bit node ids), found " + quoted(line));
   }
+  if (rows > limits.max_vertices) {
+    throw graph_error(path, size_line,
+                      "expected at most " + std::to_string(limits.max_vertices) +
+                          " rows (toga-bench's limit on vertices, graph_limits::max_vertices), found " + quoted(line));
+  }
+  if (nnz > limits.max_entries) {
+    throw graph_error(path, size_line,
+                      "expected at most " + std::to_string(limits.max_entries) +
+                          " entries (toga-bench's limit, graph_limits::max_entries), found " + quoted(line));
+  }
   g.nodes = rows;
 
   const std::size_t want_fields = fld == field::pattern ? 2 : 3;
@@ -429,9 +509,9 @@ std::string base_name(const std::string& path) {
 graph_error::graph_error(const std::string& file, std::size_t line, const std::string& what)
     : std::runtime_error(make_message(file, line, what)), file_(file), line_(line) {}
 
-graph load_graph(const std::string& path) {
-  std::string data = read_file(path);
-  if (is_gzip(data)) data = gunzip(path, data);
+graph load_graph(const std::string& path, const graph_limits& limits) {
+  std::string data = read_file(path, limits);
+  if (is_gzip(data)) data = gunzip(path, data, limits);
 
   std::string_view plain = path;
   if (iends_with(plain, ".gz")) plain.remove_suffix(3);
@@ -449,9 +529,9 @@ graph load_graph(const std::string& path) {
   graph g;
   g.name = base_name(path);
   if (mtx) {
-    parse_mtx(path, data, g);
+    parse_mtx(path, data, g, limits);
   } else {
-    parse_snap(path, data, g);
+    parse_snap(path, data, g, limits);
   }
   return g;
 }

@@ -43,7 +43,20 @@
 // Reported: unreadable file, corrupt or truncated gzip data (at the line where the data stops),
 // a missing or unsupported MM banner, a bad size line, fewer or more MM entries than the size
 // line declares, ids out of range, non-numeric or missing fields, extra fields, a SNAP file with
-// no edge line at all, and graphs whose node count does not fit 32-bit ids.
+// no edge line at all, graphs whose node count does not fit 32-bit ids, and inputs beyond the
+// limits below.
+//
+// Limits (graph_limits; the defaults are toga-bench's, documented in docs/benchmarks.md), each
+// checked before the memory it bounds is taken, each error naming the limit and the file:
+//   * max_bytes (1 GiB): bytes of the file, and bytes of text after decompression. A regular
+//     file is measured before it is read; gzip data is inflated twice, first only counting, so
+//     that a small file inflating to gigabytes is refused without holding its text. Only
+//     regular files and pipes are read: a device such as /dev/zero, a directory or a socket is
+//     refused ("expected a regular file or a pipe, found a character device").
+//   * max_vertices (2^26 = 67,108,864): MM rows declared on the size line (checked there,
+//     before anything is allocated for them), distinct SNAP ids.
+//   * max_entries (2^26): MM entries declared on the size line, SNAP edge lines.
+// Within them, T10/T11's plan fits its 32-bit offsets and a GPU heap of a few GiB.
 //
 // Cost: the whole (decompressed) file is held in memory while parsing, plus 8 bytes per stored
 // entry (16 for SNAP); coAuthorsDBLP (12 MB of text, 977,676 entries) loads in about 0.1 s.
@@ -77,8 +90,16 @@ class graph_error : public std::runtime_error {
   std::size_t line_;
 };
 
-// Loads the graph at `path` (see the top of this file). Throws graph_error.
-graph load_graph(const std::string& path);
+// What load_graph accepts at most (see the top of this file).
+struct graph_limits {
+  std::uint64_t max_bytes = std::uint64_t{1} << 30;     // file bytes, and decompressed text bytes
+  std::uint64_t max_vertices = std::uint64_t{1} << 26;  // MM rows, distinct SNAP ids
+  std::uint64_t max_entries = std::uint64_t{1} << 26;   // MM entries, SNAP edge lines
+};
+
+// Loads the graph at `path` (see the top of this file). Throws graph_error (std::bad_alloc only
+// if the machine cannot hold an input within the limits).
+graph load_graph(const std::string& path, const graph_limits& limits = {});
 
 // Degree of every node (size g.nodes): the number of edges incident to it.
 std::vector<std::uint32_t> degrees(const graph& g);

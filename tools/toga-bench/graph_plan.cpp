@@ -29,6 +29,16 @@ graph_batch group(std::vector<std::pair<std::uint32_t, std::uint32_t>> pairs, st
 graph_plan make_graph_plan(const graph& g, unsigned rounds, unsigned edges_per_round, std::uint64_t seed) {
   if (g.nodes < 2) throw std::invalid_argument("graph " + g.name + ": needs at least 2 vertices for T10/T11");
   if (g.edges.empty()) throw std::invalid_argument("graph " + g.name + ": has no edges");
+  // Vertices, CSR offsets and batch offsets are 32-bit: refuse what would not fit instead of
+  // narrowing (a 2^32-vertex graph once wrapped to 0 and crashed).
+  constexpr std::uint64_t u32_max = 0xffffffffull;
+  if (g.nodes > u32_max)
+    throw std::invalid_argument("graph " + g.name + ": " + std::to_string(g.nodes) +
+                                " vertices do not fit the plan's 32-bit vertex ids (at most 4294967295)");
+  if (2 * (static_cast<std::uint64_t>(g.edges.size()) + std::uint64_t{rounds} * edges_per_round) > u32_max)
+    throw std::invalid_argument("graph " + g.name + ": " + std::to_string(g.edges.size()) + " edges plus " +
+                                std::to_string(std::uint64_t{rounds} * edges_per_round) +
+                                " inserted ones do not fit the plan's 32-bit adjacency offsets");
   graph_plan p;
   p.name = g.name;
   p.vertices = static_cast<std::uint32_t>(g.nodes);

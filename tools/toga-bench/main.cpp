@@ -1,35 +1,50 @@
 // toga-bench: runs the benchmark protocol (docs/benchmarks.md; ../shared/docs/benchmarks.md) on
-// the GPU (toga, cuda-malloc, bump) or in the fiber simulator (toga-sim, bump-sim) and prints the
-// table; --json writes every repetition with the GPU, driver, commit and command line.
+// the GPU (toga, cuda-malloc, bump-warp, bump) or in the fiber simulator (toga-sim, bump-warp-sim,
+// bump-sim) and prints the table; --json writes every repetition with the GPU, driver, commit and
+// command line.
 //
 //   toga-bench list
-//   toga-bench run [--allocators toga,cuda-malloc,bump,toga-sim] [--cases T1,T3] [--sizes 16,4K]
-//                  [--threads 1024,1M] [--reps 5] [--heap 16G] [--profile quick|full] [--json F]
-//                  [--graphs PATH...] [--sweep] [--seed N]
+//   toga-bench run [--allocators toga,cuda-malloc,bump-warp,bump,toga-sim] [--cases T1,T3]
+//                  [--sizes 16,4K] [--threads 1024,1M] [--reps 5] [--heap 16G]
+//                  [--profile quick|full] [--json F] [--graphs PATH...] [--sweep] [--seed N]
 //
-// The references are always measured in the same run: cuda-malloc and bump with any GPU
-// allocator, bump-sim with toga-sim. Without --allocators, the GPU allocators run when a GPU is
-// present, else the simulator's. Exit status: 0 when every case ran and no block was corrupt,
-// 1 when a case failed to run, 2 for a usage error (e.g. an allocator that cannot run here),
-// 3 when a corrupt or overlapping block was seen.
+// The references are always measured in the same run: cuda-malloc, bump-warp (the floor every
+// "x bump" ratio refers to) and bump (per-thread atomics, an extra row) with any GPU allocator;
+// bump-warp-sim and bump-sim with toga-sim. Without --allocators, the GPU allocators run when a
+// GPU is present, else the simulator's. Everything the command line names is checked before the
+// first case runs: options, the --json path, the graph files (formats and limits of graph.hpp)
+// and whether toga's heap can hold every case point asked for.
+//
+// Exit status: 0 every case ran, no block was corrupt and toga never returned nullptr where
+// memory was available; 1 a case failed to run, or an input file (a graph) is bad; 2 a usage
+// error (an unknown or malformed option, a value out of range, an allocator that cannot run
+// here, a heap too small for a case, an unwritable --json path; CLI11's own parse errors too);
+// 3 a corrupt or overlapping block was seen; 4 toga (or toga-sim) returned nullptr where memory
+// was available. When several apply, the lowest of 3, 1, 4 wins.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "bench.hpp"
+#include "graph.hpp"
+#include "graph_plan.hpp"
 #include "toga/allocator.hpp"
 #include "report.hpp"
 
@@ -84,6 +99,21 @@ std::vector<std::string> split(const std::string& s) {
   while (std::getline(ss, item, ','))
     if (!item.empty()) out.push_back(item);
   return out;
+}
+
+//! Why `path` cannot be written ("" when it can): checked before the run, so that a typo in
+//! --json does not cost the whole run. Opens it for appending (creating it, and removing it
+//! again when it did not exist), which finds a missing folder, a directory, a read-only file
+//! system and missing permissions alike.
+std::string unwritable(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return "it is a directory";
+  const bool existed = fs::exists(path, ec);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0666);
+  if (fd < 0) return std::strerror(errno);
+  ::close(fd);
+  if (!existed) fs::remove(path, ec);
+  return "";
 }
 
 std::string shell(const std::string& cmd) {
@@ -187,6 +217,8 @@ int cmd_list() {
   };
   show("gpu", gpu, "CUDA was not found when toga was configured");
   show("sim", sim, "Boost.Fiber 1.81 / oneTBB were not found when toga was configured");
+  std::printf("\nreferences: bump-warp (the floor; every \"x bump\" ratio) and cuda-malloc on the GPU,\n"
+              "bump-warp-sim in the simulator; bump / bump-sim (one atomic per thread) as extra rows\n");
   return 0;
 }
 
@@ -203,8 +235,9 @@ int main(int argc, char** argv) {
   options opt;
   bool no_progress = false;
   run->add_option("--allocators", allocators_arg,
-                  "Comma list of toga, cuda-malloc, bump (GPU) and toga-sim, bump-sim (simulator). Default: the GPU "
-                  "ones when a GPU is present, else the simulator's. References are always added.");
+                  "Comma list of toga, cuda-malloc, bump-warp, bump (GPU) and toga-sim, bump-warp-sim, bump-sim "
+                  "(simulator). Default: the GPU ones when a GPU is present, else the simulator's. References are "
+                  "always added.");
   run->add_option("--cases", cases_arg, "Comma list of case ids (T1..T13); default: all");
   run->add_option("--sizes", sizes_arg, "Comma list of allocation sizes in bytes (suffixes K, M, G); overrides the case's");
   run->add_option("--threads", threads_arg, "Comma list of thread counts (T1-T6); overrides the case's");
@@ -225,9 +258,30 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 prints the message (and the help for --help); its own exit codes (105-109 for an
+    // unknown option, a value out of range, a missing subcommand) become the usage status 2.
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
   }
   if (*list) return cmd_list();
+
+  // A list option that was given must name something: "--cases ," would run nothing and pass.
+  for (const auto& [name, value] : {std::pair<const char*, const std::string*>{"--cases", &cases_arg}, {"--sizes", &sizes_arg},
+                                    {"--threads", &threads_arg}, {"--allocators", &allocators_arg}}) {
+    if (run->count(name) > 0 && split(*value).empty()) {
+      std::fprintf(stderr, "toga-bench: %s '%s' names nothing (give a comma list, e.g. %s)\n", name, value->c_str(),
+                   std::string(name) == "--cases" ? "T1,T5 or all" : std::string(name) == "--sizes" ? "16,4K"
+                   : std::string(name) == "--threads" ? "1024,1M" : "toga");
+      return 2;
+    }
+  }
+  if (!json_path.empty()) {
+    if (const std::string why = unwritable(json_path); !why.empty()) {
+      std::fprintf(stderr, "toga-bench: --json: cannot write '%s' (%s); give a file in a writable folder\n", json_path.c_str(),
+                   why.c_str());
+      return 2;
+    }
+  }
 
   try {
     opt.prof = profile_arg == "full" ? profile::full : profile::quick;
@@ -272,7 +326,8 @@ int main(int argc, char** argv) {
   // Backends and allocators.
   auto gpu = make_gpu_backend();
   auto sim = make_sim_backend();
-  const std::set<std::string> gpu_names = {"toga", "cuda-malloc", "bump"}, sim_names = {"toga-sim", "bump-sim"};
+  const std::set<std::string> gpu_names = {"toga", "cuda-malloc", "bump-warp", "bump"},
+                              sim_names = {"toga-sim", "bump-warp-sim", "bump-sim"};
   std::vector<std::string> want = split(allocators_arg);
   if (want.empty()) {
     if (gpu && !gpu->unavailable()) want = {"toga"};
@@ -308,17 +363,34 @@ int main(int argc, char** argv) {
       }
       add(sim_allocs, a);
     } else {
-      std::fprintf(stderr, "toga-bench: unknown allocator '%s' (known: toga, cuda-malloc, bump, toga-sim, bump-sim)\n",
+      std::fprintf(stderr,
+                   "toga-bench: unknown allocator '%s' (known: toga, cuda-malloc, bump-warp, bump, toga-sim, bump-warp-sim, "
+                   "bump-sim)\n",
                    a.c_str());
       return 2;
     }
   }
-  // The references, always in the same run.
+  // The references, always in the same run: the floor (bump-warp) beside every allocator, the
+  // per-thread bump as an extra row.
   if (!gpu_allocs.empty()) {
-    for (const char* r : {"cuda-malloc", "bump"}) add(gpu_allocs, r);
+    for (const char* r : {"cuda-malloc", "bump-warp", "bump"}) add(gpu_allocs, r);
     std::stable_partition(gpu_allocs.begin(), gpu_allocs.end(), [](const std::string& a) { return a == "toga"; });
   }
-  if (!sim_allocs.empty()) add(sim_allocs, "bump-sim");
+  if (!sim_allocs.empty()) {
+    for (const char* r : {"bump-warp-sim", "bump-sim"}) add(sim_allocs, r);
+    std::stable_partition(sim_allocs.begin(), sim_allocs.end(), [](const std::string& a) { return a == "toga-sim"; });
+  }
+
+  // A heap too small for a case point is a usage error now, not a run of nullptrs later.
+  for (auto [b, allocs, me] : {std::tuple{gpu.get(), &gpu_allocs, "toga"}, std::tuple{sim.get(), &sim_allocs, "toga-sim"}}) {
+    if (allocs->empty() || std::find(allocs->begin(), allocs->end(), me) == allocs->end()) continue;
+    for (const auto& c : cases) {
+      if (const std::string why = b->heap_problem(c, opt); !why.empty()) {
+        std::fprintf(stderr, "toga-bench: %s\n", why.c_str());
+        return 2;
+      }
+    }
+  }
 
   // Graphs for T10/T11.
   const bool wants_graphs = std::any_of(cases.begin(), cases.end(), [](const std::string& c) { return c == "T10" || c == "T11"; });
@@ -348,6 +420,21 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (!explicit_graphs && opt.prof == profile::quick && opt.graphs.size() > 2) opt.graphs.resize(2);
+    // Every graph is read now (about 0.1 s per shared graph), so that a bad file stops the run
+    // before the first case instead of failing T10 after the others ran.
+    for (const auto& path : opt.graphs) {
+      try {
+        const graph g = load_graph(path);
+        (void)make_graph_plan(g, 1, 1, opt.seed);  // its own checks: 2 vertices, an edge, 32-bit sizes
+      } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "toga-bench: graph %s: out of host memory while reading it (it is within toga-bench's "
+                             "limits; see docs/benchmarks.md)\n", path.c_str());
+        return 1;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "toga-bench: bad graph file for T10/T11: %s\n", e.what());
+        return 1;
+      }
+    }
   }
 
   // The header of the JSON document.
@@ -413,6 +500,7 @@ int main(int argc, char** argv) {
   std::uint64_t corrupt = 0, failures = 0;
   for (const auto& r : rows) {
     corrupt += r.r.corrupt;
+    // T8 counts no failures by design (its nullptrs are the exhaustion it measures).
     if (r.r.allocator == "toga" || r.r.allocator == "toga-sim") failures += r.r.failures;
   }
   std::printf("\n%zu rows in %.1f s; toga failures (nullptr where memory was available): %llu; corrupt or overlapping "
@@ -424,12 +512,19 @@ int main(int argc, char** argv) {
     header["errors"] = errors;
     std::ofstream f(json_path);
     f << to_json(rows, header).dump(1) << "\n";
+    f.close();
     if (!f) {
-      std::fprintf(stderr, "toga-bench: cannot write %s\n", json_path.c_str());
+      std::fprintf(stderr, "toga-bench: cannot write %s (%s)\n", json_path.c_str(), std::strerror(errno));
       return 1;
     }
     std::printf("JSON: %s\n", json_path.c_str());
   }
   if (corrupt) return 3;
-  return status;
+  if (status != 0) return status;
+  if (failures) {
+    std::fprintf(stderr, "toga-bench: toga returned nullptr %llu times where memory was available (rows with fail > 0 "
+                         "above); exit status 4\n", static_cast<unsigned long long>(failures));
+    return 4;
+  }
+  return 0;
 }

@@ -54,8 +54,8 @@ std::vector<report_row> with_ratios(const std::vector<row>& rows) {
   std::map<key, const row*> malloc_rows, bump_rows, bump_sim_rows;
   for (const auto& r : rows) {
     if (r.allocator == "cuda-malloc") malloc_rows[key_of(r)] = &r;
-    if (r.allocator == "bump") bump_rows[key_of(r)] = &r;
-    if (r.allocator == "bump-sim") bump_sim_rows[key_of(r)] = &r;
+    if (r.allocator == floor_gpu) bump_rows[key_of(r)] = &r;
+    if (r.allocator == floor_sim) bump_sim_rows[key_of(r)] = &r;
   }
   auto find = [](const std::map<key, const row*>& m, const row& r) -> const row* {
     auto it = m.find(key_of(r));
@@ -77,8 +77,8 @@ std::vector<report_row> with_ratios(const std::vector<row>& rows) {
 }
 
 void print_table(std::FILE* out, const std::vector<report_row>& rows) {
-  std::fprintf(out, "%-11s %-4s %-8s %-9s %-14s %8s %11s %21s %11s %10s %10s %6s %7s  %s\n", "allocator", "case", "op",
-               "size", "param", "threads", "median ms", "min..max ms", "M ops/s", "x malloc", "x bump", "fail",
+  std::fprintf(out, "%-13s %-4s %-8s %-9s %-14s %8s %11s %21s %11s %10s %11s %6s %7s  %s\n", "allocator", "case", "op",
+               "size", "param", "threads", "median ms", "min..max ms", "M ops/s", "x malloc", "x bump-warp", "fail",
                "corrupt", "figures / note");
   std::string last_case;
   for (const auto& rr : rows) {
@@ -89,7 +89,7 @@ void print_table(std::FILE* out, const std::vector<report_row>& rows) {
     for (const auto& [k, v] : r.metrics) figs += (figs.empty() ? "" : " ") + k + "=" + sig(v);
     if (!r.note.empty()) figs += (figs.empty() ? "" : "  ") + r.note;
     const bool timed = !r.ms.empty();
-    std::fprintf(out, "%-11s %-4s %-8s %-9s %-14s %8llu %11s %21s %11s %10s %10s %6llu %7llu  %s\n", r.allocator.c_str(),
+    std::fprintf(out, "%-13s %-4s %-8s %-9s %-14s %8llu %11s %21s %11s %10s %11s %6llu %7llu  %s\n", r.allocator.c_str(),
                  r.case_id.c_str(), r.op.c_str(), r.size ? format_bytes(r.size).c_str() : "-",
                  r.param.empty() ? "-" : r.param.c_str(), static_cast<unsigned long long>(r.threads),
                  timed ? sig(r.median_ms()).c_str() : "-",
@@ -103,7 +103,8 @@ void print_table(std::FILE* out, const std::vector<report_row>& rows) {
 
 nlohmann::json to_json(const std::vector<report_row>& rows, const nlohmann::json& header) {
   nlohmann::json doc = header;
-  doc["schema"] = "toga-bench/1";
+  doc["schema"] = "toga-bench/2";
+  doc["references"] = {{"floor", floor_gpu}, {"floor_sim", floor_sim}, {"malloc", "cuda-malloc"}};
   auto& arr = doc["rows"] = nlohmann::json::array();
   for (const auto& rr : rows) {
     const row& r = rr.r;

@@ -2,10 +2,18 @@
 // simulator (sim/), for the allocators
 //   toga-sim  toga::allocator<toga::sim::platform> (the same core code as on the GPU) on a heap in
 //             host memory;
-//   bump-sim  one platform fetch_add on a 64-bit offset per allocation (rounded up to 16 B),
-//             nullptr past the end of its buffer, free a no-op; T6 aggregates per warp (the
-//             leader of each __activemask group adds the group's total, __shfl_sync hands out
-//             the base). The floor of any allocator that hands out memory through one counter.
+//   bump-warp-sim  the floor (every ratio_bump refers to it): the lanes that reach an allocation
+//             together (__activemask at the call site) take one fetch_add on a 64-bit offset
+//             between them: a scan of their rounded sizes over the active lanes (up to five
+//             __shfl_sync steps, ranks among the active lanes; one __match_any_sync when the
+//             sizes are equal), the last lane adds the total, __shfl_sync hands out the base.
+//             nullptr past the end of its buffer; free a no-op. Every case, every size mix
+//             (T3), partial warps (T2, T10/T11). In host time it is not below bump-sim: every
+//             collective is a scheduling point here (sim_steps_per_op shows the count), while
+//             on a GPU a shuffle costs a few cycles and the shared atomic is what counts.
+//   bump-sim  one platform fetch_add per allocation (rounded up to 16 B), nullptr past the end
+//             of its buffer, free a no-op; an extra row (per-thread atomics). T6 uses the
+//             warp-aggregated form too, as before.
 //
 // What the figures mean. Every "kernel launch" is one toga::sim::world run: every GPU thread is a
 // fiber on ONE host thread, and every atomic, fence, backoff and warp intrinsic is a scheduling
@@ -194,42 +202,69 @@ struct toga_state {
   static constexpr bool frees = true;
 };
 
-//! One fetch_add per allocation on a 64-bit offset; no free.
-struct bump_state {
-  static constexpr const char* name = "bump-sim";
+//! A bump allocator on a 64-bit offset; no free. Warp = false: one fetch_add per allocation
+//! (bump-sim); Warp = true: one fetch_add per group of lanes that reach the allocation together
+//! (bump-warp-sim, the floor).
+template <bool Warp>
+struct bump_state_t {
+  static constexpr const char* name = Warp ? "bump-warp-sim" : "bump-sim";
   unsigned sms;
   mapping buf;
   std::uint64_t next = 0;
 
-  bump_state(std::uint64_t bytes, unsigned sms_) : sms(sms_), buf(toga::geom::page_bytes << (toga::heap_layout::levels_for(bytes) - 1)) {}
+  bump_state_t(std::uint64_t bytes, unsigned sms_) : sms(sms_), buf(toga::geom::page_bytes << (toga::heap_layout::levels_for(bytes) - 1)) {}
   void reset() { next = 0; }
   char* base() const { return buf.data(); }
   std::uint64_t bytes() const { return buf.size(); }
   static std::uint64_t rounded(std::uint64_t s) { return s ? (s + 15) & ~std::uint64_t{15} : 16; }
-  void* alloc(std::uint64_t s) {
-    s = rounded(s);
-    const std::uint64_t off = P::fetch_add(&next, s, toga::relaxed, toga::device_scope);
+  void* at(std::uint64_t off, std::uint64_t s) const {
     if (off > buf.size() || buf.size() - off < s) return nullptr;
     return buf.data() + off;
   }
+  void* alloc(std::uint64_t s) {
+    if constexpr (Warp) {
+      return alloc_warp(s);
+    } else {
+      s = rounded(s);
+      return at(P::fetch_add(&next, s, toga::relaxed, toga::device_scope), s);
+    }
+  }
   void free(void*) const {}
-  //! Warp-aggregated: the lanes grouped by __activemask (all of them ask for the same size in
-  //! T6) take one fetch_add by their leader.
+  //! Warp-aggregated: an inclusive scan of the rounded sizes over the lanes grouped by
+  //! __activemask (rank r reads rank r - d at step d; one __match_any_sync instead when every
+  //! lane asks for the same size, since each shuffle is a scheduling point here), the
+  //! highest-ranked lane adds the group's total with one fetch_add, __shfl_sync hands out the
+  //! base; lane r's block starts at base + (scan - its own size).
   void* alloc_warp(std::uint64_t s) {
     s = rounded(s);
     const std::uint32_t mask = P::activemask();
-    const unsigned leader = static_cast<unsigned>(__builtin_ctz(mask));
+    const unsigned n = static_cast<unsigned>(__builtin_popcount(mask));
     const unsigned rank = static_cast<unsigned>(__builtin_popcount(mask & P::lanemask_lt()));
-    std::uint64_t off = 0;
-    if (P::lane_id() == leader)
-      off = P::fetch_add(&next, s * static_cast<unsigned>(__builtin_popcount(mask)), toga::relaxed, toga::device_scope);
-    off = P::shfl(mask, off, static_cast<int>(leader)) + rank * s;
-    if (off > buf.size() || buf.size() - off < s) return nullptr;
-    return buf.data() + off;
+    auto lane_of_rank = [mask](unsigned r) {
+      std::uint32_t m = mask;
+      for (unsigned k = 0; k < r; ++k) m &= m - 1;
+      return static_cast<int>(__builtin_ctz(m));
+    };
+    std::uint64_t incl = s;
+    if (P::match_any(mask, s) == mask) {
+      incl = std::uint64_t{rank + 1} * s;  // one size for the whole group: the scan is a product
+    } else {
+      for (unsigned d = 1; d < n; d <<= 1) {
+        const std::uint64_t y = P::shfl(mask, incl, lane_of_rank(rank >= d ? rank - d : rank));
+        if (rank >= d) incl += y;
+      }
+    }
+    const int last = lane_of_rank(n - 1);
+    std::uint64_t first = 0;
+    if (rank == n - 1) first = P::fetch_add(&next, incl, toga::relaxed, toga::device_scope);
+    first = P::shfl(mask, first, last);
+    return at(first + incl - s, s);
   }
   void free_warp(void*) const {}
   static constexpr bool frees = false;
 };
+using bump_state = bump_state_t<false>;
+using bump_warp_state = bump_state_t<true>;
 
 // ---- launches ---------------------------------------------------------------------------------
 
@@ -649,7 +684,7 @@ void case_t5(const case_env& env) {
         if (rep > 0) r.ms.push_back(ms);
       }
       sc.put(r);
-      if (!S::frees) r.note = "bump-sim never frees: churn consumes " + format_bytes(bump_state::rounded(s)) + " per pair";
+      if (!S::frees) r.note = std::string(S::name) + " never frees: churn consumes " + format_bytes(bump_state::rounded(s)) + " per pair";
       env.out.add(std::move(r));
     }
 }
@@ -813,7 +848,7 @@ void case_t9(const case_env& env) {
     r.metrics["range_ratio_final"] = median_of(ratio_final_v);
     r.metrics["rounds"] = static_cast<double>(rounds);
     sc.put(r);
-    if (!S::frees) r.note = "bump-sim never frees: its " + format_bytes(st.bytes()) + " buffer runs out (failures by design)";
+    if (!S::frees) r.note = std::string(S::name) + " never frees: its " + format_bytes(st.bytes()) + " buffer runs out (failures by design)";
     env.out.add(std::move(r));
   }
 }
@@ -1023,7 +1058,7 @@ void case_graph(const case_env& env, const std::vector<graph_plan>& plans, bool 
         r->metrics["peak_bytes"] = static_cast<double>(plan.peak_bytes);
         r->metrics["reallocations"] = static_cast<double>(plan.reallocations);
         r->metrics["heap_bytes"] = static_cast<double>(st.bytes());
-        r->note = heap_note + (S::frees ? "" : "; bump-sim never frees: old arrays stay allocated");
+        r->note = heap_note + (S::frees ? "" : "; " + std::string(S::name) + " never frees: old arrays stay allocated");
       }
       si.put(ri);
       sd.put(rd);
@@ -1122,7 +1157,7 @@ std::string cpu_model() {
 class sim_backend final : public backend {
  public:
   std::string name() const override { return "sim"; }
-  std::vector<std::string> allocators() const override { return {"toga-sim", "bump-sim"}; }
+  std::vector<std::string> allocators() const override { return {"toga-sim", "bump-warp-sim", "bump-sim"}; }
   std::optional<std::string> unavailable() const override { return std::nullopt; }
   std::map<std::string, std::string> environment() const override {
     return {
@@ -1145,8 +1180,8 @@ class sim_backend final : public backend {
     if (std::find(known.begin(), known.end(), id) == known.end())
       throw std::invalid_argument("sim backend: unknown case '" + id + "'");
     for (const auto& a : allocs)
-      if (a != toga_state::name && a != bump_state::name)
-        throw std::invalid_argument("sim backend: unknown allocator '" + a + "' (toga-sim, bump-sim)");
+      if (a != toga_state::name && a != bump_state::name && a != bump_warp_state::name)
+        throw std::invalid_argument("sim backend: unknown allocator '" + a + "' (toga-sim, bump-warp-sim, bump-sim)");
     std::vector<graph_plan> plans;
     if (id == "T10" || id == "T11") {
       const unsigned rounds = o.prof == profile::quick ? 2 : 10;
@@ -1160,9 +1195,47 @@ class sim_backend final : public backend {
     for (const auto& a : allocs) {
       if (a == toga_state::name)
         run_for<toga_state>(id, env, plans);
+      else if (a == bump_warp_state::name)
+        run_for<bump_warp_state>(id, env, plans);
       else
         run_for<bump_state>(id, env, plans);
     }
+  }
+
+  std::string heap_problem(const std::string& id, const options& o) const override {
+    // What the cases below keep live at once on the heap of T1-T7 and T9 (T8, T10-T12 size
+    // their own heaps; T7 sizes its thread count to half the heap).
+    const bool quick = o.prof == profile::quick;
+    const std::uint64_t heap = o.heap_bytes ? o.heap_bytes : default_heap_bytes;
+    const std::uint64_t capacity = toga::geom::page_bytes << (toga::heap_layout::levels_for(heap) - 1);
+    auto sizes = [&](std::vector<std::uint64_t> d) { return o.sizes.empty() ? d : o.sizes; };
+    auto threads = [&](std::vector<std::uint64_t> d) { return o.threads.empty() ? d : o.threads; };
+    std::vector<heap_demand> demands;
+    auto add = [&](std::uint64_t blocks, std::uint64_t size, const std::string& how) {
+      demands.push_back({id + " " + format_bytes(size) + " x " + how, blocks, size});
+    };
+    if (id == "T1" || id == "T6") {
+      std::vector<std::uint64_t> ss = sizes({16, 64, 256, 1024, 4096, 8192});
+      if (o.sweep && o.sizes.empty() && id == "T1") ss = {8192};
+      for (auto t : threads({quick ? 1024u : 4096u}))
+        for (auto s : ss) add(t, s, std::to_string(t) + " threads");
+    } else if (id == "T2") {
+      for (auto t : threads({(quick ? 64u : 256u) * 32}))
+        for (auto s : sizes({16, 4096})) add(std::max<std::uint64_t>(1, t / 32), s, std::to_string(t / 32) + " warps");
+    } else if (id == "T3") {
+      for (auto t : threads({quick ? 1024u : 4096u}))
+        for (auto hi : sizes({64, 512, 4096, 8192})) add(t, std::max<std::uint64_t>(hi, 16), std::to_string(t) + " threads (mixed sizes up to hi)");
+    } else if (id == "T4") {
+      for (auto t : threads(quick ? std::vector<std::uint64_t>{1024} : std::vector<std::uint64_t>{4096}))
+        for (auto s : sizes({16, 256, 4096})) add(t, s, std::to_string(t) + " threads");
+    } else if (id == "T5") {
+      for (auto t : threads({quick ? 256u : 512u}))
+        for (auto s : sizes({16, 256, 4096})) add(2 * t, s, std::to_string(t) + " threads (2 live blocks each)");
+    } else if (id == "T9") {
+      for (auto s : sizes({16, 256, 4096})) add(1000, s, "1000 live blocks");
+    }
+    return check_heap(demands, capacity, base_sms, "toga-sim",
+                      o.heap_bytes ? "--heap " + format_bytes(o.heap_bytes) : "the default heap (" + format_bytes(default_heap_bytes) + ")");
   }
 };
 

@@ -1,0 +1,202 @@
+// toga-bench's command line fed bad input: every case asserts the exit status (2 usage, 1 bad
+// input file) and the message, and that nothing ran (no table) when the input was refused.
+// The binary is TOGA_BENCH_EXE (CMake passes $<TARGET_FILE:toga-bench>).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#ifndef TOGA_BENCH_EXE
+#error "TOGA_BENCH_EXE must name the toga-bench binary"
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct outcome {
+  int status = -1;  //!< exit status, or 128 + signal
+  std::string out;  //!< stdout and stderr together
+};
+
+outcome run(const std::string& args) {
+  const std::string cmd = std::string(TOGA_BENCH_EXE) + " " + args + " 2>&1 </dev/null";
+  outcome o;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return o;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
+  const int st = pclose(p);
+  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return o;
+}
+
+bool has(const outcome& o, const std::string& s) { return o.out.find(s) != std::string::npos; }
+
+//! The table's header: present only when cases ran.
+bool ran_cases(const outcome& o) { return has(o, "median ms"); }
+
+class BenchCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("toga_bench_cli_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string write(const std::string& name, const std::string& bytes) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+  fs::path dir_;
+};
+
+#define EXPECT_REFUSED(o, code, text)                                        \
+  do {                                                                       \
+    EXPECT_EQ((o).status, (code)) << (o).out;                                \
+    EXPECT_TRUE(has((o), (text))) << "expected \"" << (text) << "\" in:\n" << (o).out; \
+    EXPECT_FALSE(ran_cases(o)) << "a refused command must not run cases:\n" << (o).out; \
+  } while (0)
+
+// ---- usage errors: exit 2 (CLI11's own codes 105-109 used to leak out) ----
+
+TEST_F(BenchCli, MissingSubcommand) { EXPECT_REFUSED(run(""), 2, "A subcommand is required"); }
+TEST_F(BenchCli, UnknownFlag) { EXPECT_REFUSED(run("run --bogus"), 2, "--bogus"); }
+TEST_F(BenchCli, RepsOutOfRange) { EXPECT_REFUSED(run("run --reps 0"), 2, "--reps: Value 0 not in range 1 to 1000"); }
+TEST_F(BenchCli, UnknownProfile) { EXPECT_REFUSED(run("run --profile fast"), 2, "--profile: fast not in {quick,full}"); }
+TEST_F(BenchCli, HelpIsNotAnError) {
+  const outcome o = run("run --help");
+  EXPECT_EQ(o.status, 0) << o.out;
+  EXPECT_TRUE(has(o, "--allocators")) << o.out;
+}
+
+TEST_F(BenchCli, EmptyListsNameNothing) {
+  EXPECT_REFUSED(run("run --cases ,"), 2, "toga-bench: --cases ',' names nothing");
+  EXPECT_REFUSED(run("run --cases ''"), 2, "toga-bench: --cases '' names nothing");
+  EXPECT_REFUSED(run("run --sizes ,,"), 2, "toga-bench: --sizes ',,' names nothing");
+  EXPECT_REFUSED(run("run --threads ,"), 2, "toga-bench: --threads ',' names nothing");
+  EXPECT_REFUSED(run("run --allocators ,"), 2, "toga-bench: --allocators ',' names nothing");
+}
+
+TEST_F(BenchCli, UnknownNamesAndBadNumbers) {
+  EXPECT_REFUSED(run("run --cases T1,T99"), 2, "unknown case 'T99'");
+  EXPECT_REFUSED(run("run --allocators mimalloc"), 2, "unknown allocator 'mimalloc' (known: toga, cuda-malloc, bump-warp, bump");
+  EXPECT_REFUSED(run("run --sizes 4X"), 2, "'4X' is not a number");
+  EXPECT_REFUSED(run("run --sizes -16"), 2, "'-16' is not a number");
+  EXPECT_REFUSED(run("run --threads 0"), 2, "--threads: 0 is outside 1 .. 16M");
+  EXPECT_REFUSED(run("run --heap 1K"), 2, "--heap: 1K is outside 4 KiB .. 128 GiB");
+}
+
+// The --json path is checked before the run, not after it.
+TEST_F(BenchCli, UnwritableJsonIsRefusedBeforeTheRun) {
+  EXPECT_REFUSED(run("run --cases T1 --json " + (dir_ / "missing-folder" / "x.json").string()), 2,
+                 "--json: cannot write '" + (dir_ / "missing-folder" / "x.json").string() + "' (No such file or directory)");
+  EXPECT_REFUSED(run("run --cases T1 --json " + dir_.string()), 2, "(it is a directory)");
+  EXPECT_FALSE(fs::exists(dir_ / "missing-folder"));
+}
+
+// A heap too small for a case point is a usage error before the run, naming the point and the fix
+// (it used to run every case and exit 0 after 6,144 nullptrs).
+TEST_F(BenchCli, HeapTooSmallForACase) {
+  EXPECT_REFUSED(run("run --allocators toga-sim --cases T1 --heap 4K"), 2,
+                 "toga-bench: T1 16 B x 1024 threads needs about 4.0 MiB of toga-sim heap");
+  EXPECT_REFUSED(run("run --allocators toga-sim --cases T1 --heap 4K"), 2, "--heap 4 KiB gives 4 KiB: use --heap 8 MiB or more");
+  EXPECT_REFUSED(run("run --allocators toga-sim --cases T5 --sizes 4K --heap 1M"), 2, "T5 4 KiB x 256 threads");
+}
+
+// ---- bad graph files: exit 1, before any case runs, naming the file and the limit ----
+
+TEST_F(BenchCli, GraphHeaderDeclaringTwoToThe32Rows) {
+  // Used to pass the loader and crash make_graph_plan (32-bit narrowing).
+  const std::string g = write("big.mtx", "%%MatrixMarket matrix coordinate pattern symmetric\n4294967296 4294967296 1\n2 1\n");
+  EXPECT_REFUSED(run("run --allocators toga-sim --cases T10 --graphs " + g), 1,
+                 g + ":2: expected at most 67108864 rows (toga-bench's limit on vertices, graph_limits::max_vertices)");
+}
+
+TEST_F(BenchCli, GraphHeaderDeclaringThreeBillionVerticesOrEntries) {
+  const std::string g = write("v.mtx", "%%MatrixMarket matrix coordinate pattern general\n3000000000 3000000000 1\n2 1\n");
+  EXPECT_REFUSED(run("run --allocators toga-sim --cases T11 --graphs " + g), 1, g + ":2: expected at most 67108864 rows");
+  const std::string e = write("e.mtx", "%%MatrixMarket matrix coordinate pattern general\n10 10 3000000000\n2 1\n");
+  EXPECT_REFUSED(run("run --allocators toga-sim --cases T11 --graphs " + e), 1,
+                 e + ":2: expected at most 67108864 entries (toga-bench's limit, graph_limits::max_entries)");
+}
+
+TEST_F(BenchCli, DevZeroIsNotAGraph) {
+  EXPECT_REFUSED(run("run --allocators toga-sim --cases T10 --graphs /dev/zero"), 1,
+                 "/dev/zero: expected a regular file or a pipe, found a character device");
+}
+
+// A 1 MiB gzip file that inflates to 1.1 GiB: refused while counting, without holding the text.
+TEST_F(BenchCli, GzipBombIsRefusedAtTheLimit) {
+  std::string zeros(1 << 20, '\0');
+  z_stream zs{};
+  ASSERT_EQ(deflateInit2(&zs, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string member(deflateBound(&zs, zeros.size()), '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(zeros.data());
+  zs.avail_in = static_cast<uInt>(zeros.size());
+  zs.next_out = reinterpret_cast<Bytef*>(member.data());
+  zs.avail_out = static_cast<uInt>(member.size());
+  ASSERT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  member.resize(zs.total_out);
+  deflateEnd(&zs);
+  std::string bomb;
+  for (int i = 0; i < 1100; ++i) bomb += member;  // concatenated members: one 1.1 GiB stream
+  const std::string g = write("bomb.txt.gz", bomb);
+  EXPECT_REFUSED(run("run --allocators toga-sim --cases T10 --graphs " + g), 1,
+                 g + ": expected at most 1 GiB of decompressed graph text (toga-bench's limit on input bytes, graph_limits::max_bytes)");
+}
+
+TEST_F(BenchCli, MalformedGraphNamesFileAndLine) {
+  const std::string g = write("bad.txt", "0 1\n1 2\n2 x\n");
+  EXPECT_REFUSED(run("run --allocators toga-sim --cases T1,T10 --graphs " + g), 1, g + ":3: expected two node ids, found \"2 x\"");
+  const std::string empty = write("empty.mtx", "%%MatrixMarket matrix coordinate pattern general\n4 4 0\n");
+  EXPECT_REFUSED(run("run --allocators toga-sim --cases T10 --graphs " + empty), 1, "graph empty: has no edges");
+}
+
+TEST_F(BenchCli, MissingGraphPathIsAUsageError) {
+  EXPECT_REFUSED(run("run --allocators toga-sim --cases T10 --graphs " + (dir_ / "nope.txt").string()), 2, "does not exist");
+  EXPECT_REFUSED(run("run --allocators toga-sim --cases T10 --graphs " + dir_.string()), 2, "T10/T11 need graphs, and none were found");
+}
+
+// Where the GPU backend is built but no GPU is present, a GPU allocator is a usage error.
+TEST_F(BenchCli, GpuAllocatorWithoutAGpu) {
+  const outcome l = run("list");
+  ASSERT_EQ(l.status, 0) << l.out;
+  if (!has(l, "cannot run here: no CUDA device")) GTEST_SKIP() << "a GPU is present, or the GPU backend is not built";
+  EXPECT_REFUSED(run("run --allocators bump-warp --cases T1"), 2, "allocator 'bump-warp' cannot run here: no CUDA device");
+}
+
+// ---- a good run still passes, with the floor reference beside toga-sim ----
+
+TEST_F(BenchCli, SmallRunExitsZeroWithTheFloorReference) {
+  const std::string json = (dir_ / "r.json").string();
+  const outcome o = run("run --allocators toga-sim --cases T1 --sizes 64 --threads 64 --reps 1 --no-progress --json " + json);
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_TRUE(has(o, "x bump-warp")) << o.out;
+  std::ifstream f(json);
+  const auto doc = nlohmann::json::parse(f);
+  EXPECT_EQ(doc.at("schema"), "toga-bench/2");
+  unsigned floor_rows = 0;
+  for (const auto& r : doc.at("rows")) {
+    if (r.at("allocator") == "bump-warp-sim") {
+      ++floor_rows;
+      EXPECT_DOUBLE_EQ(r.at("ratio_bump").get<double>(), 1.0);
+    }
+  }
+  EXPECT_EQ(floor_rows, 2u) << "alloc and free";
+}
+
+}  // namespace
