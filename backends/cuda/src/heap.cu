@@ -1,8 +1,11 @@
-// toga::cuda::heap: upstream memory, initialisation by kernels, statistics and reset.
+// toga::cuda::heap: upstream memory, initialisation by kernels, statistics and reset; the
+// registry of default-heap slots (one per translation unit that includes heap.cuh).
 #include "toga/cuda/heap.cuh"
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <utility>
 
 namespace toga::cuda {
@@ -15,6 +18,47 @@ namespace {
   } while (0)
 
 __global__ void init_kernel(device_allocator a, std::uint64_t limit) { a.init_after_zero(limit); }
+
+//! Makes `device` current for its lifetime and restores the caller's device afterwards, so that
+//! a program with heaps on several GPUs keeps launching where it meant to.
+class device_guard {
+ public:
+  explicit device_guard(int device) {
+    TOGA_CUDA_TRY(cudaGetDevice(&previous_));
+    if (previous_ != device) {
+      TOGA_CUDA_TRY(cudaSetDevice(device));
+      changed_ = true;
+    }
+  }
+  ~device_guard() {
+    if (changed_) (void)cudaSetDevice(previous_);
+  }
+  device_guard(const device_guard&) = delete;
+  device_guard& operator=(const device_guard&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool changed_ = false;
+};
+
+//! The default-heap slots of every translation unit (their host shadows), and which heap (by its
+//! metadata address, which a move does not change) is the default of each device.
+struct default_registry {
+  std::mutex m;
+  std::vector<const void*> slots;
+  std::map<int, const char*> current;  // device -> meta_ of its default heap
+};
+default_registry& registry() {
+  static default_registry r;  // constructed on first use: safe from static initialisers
+  return r;
+}
+
+//! Writes `slot` into every registered copy on the current device, then waits for the copies.
+void write_slots(const detail::default_heap_slot& slot, const std::vector<const void*>& slots) {
+  for (const void* symbol : slots)
+    TOGA_CUDA_TRY(cudaMemcpyToSymbol(symbol, &slot, sizeof slot, 0, cudaMemcpyHostToDevice));
+  TOGA_CUDA_TRY(cudaDeviceSynchronize());
+}
 
 // Statistics live in the arena array and the globals at the end of the metadata block: copy only
 // that region and read it through a host view whose arena and globals pointers point into it.
@@ -44,7 +88,7 @@ heap::heap(std::uint64_t bytes, heap_options options) : options_(options) {
                                 std::to_string(toga::heap_layout::max_heap_bytes) + "] (128 GiB); ask for a smaller heap");
   if (options_.device < 0) TOGA_CUDA_TRY(cudaGetDevice(&options_.device));
   device_ = options_.device;
-  TOGA_CUDA_TRY(cudaSetDevice(device_));
+  device_guard guard(device_);
   const unsigned levels = toga::heap_layout::levels_for(bytes);
   unsigned arenas = options_.arenas;
   if (arenas == 0) {
@@ -110,6 +154,21 @@ void heap::release() noexcept {
   int current = 0;
   (void)cudaGetDevice(&current);
   (void)cudaSetDevice(device_);
+  {
+    // No kernel may find a default heap whose memory is gone.
+    default_registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.m);
+    const auto it = r.current.find(device_);
+    if (it != r.current.end() && it->second == meta_) {
+      r.current.erase(it);
+      const detail::default_heap_slot none{};
+      try {
+        write_slots(none, r.slots);
+      } catch (const std::exception&) {
+        // the device is failing; the memory goes anyway
+      }
+    }
+  }
   for (char* p : {raw_heap_, meta_}) {
     if (!p) continue;
     if (options_.pool) (void)cudaFreeAsync(p, options_.stream);
@@ -124,7 +183,9 @@ heap::~heap() { release(); }
 
 heap::heap(heap&& o) noexcept
     : view_(o.view_), layout_(o.layout_), options_(o.options_), raw_heap_(std::exchange(o.raw_heap_, nullptr)),
-      meta_(std::exchange(o.meta_, nullptr)), device_(o.device_), init_ms_(o.init_ms_) {}
+      meta_(std::exchange(o.meta_, nullptr)), device_(o.device_), init_ms_(o.init_ms_) {
+  o.view_ = device_allocator{};
+}
 
 heap& heap::operator=(heap&& o) noexcept {
   if (this != &o) {
@@ -136,47 +197,102 @@ heap& heap::operator=(heap&& o) noexcept {
     meta_ = std::exchange(o.meta_, nullptr);
     device_ = o.device_;
     init_ms_ = o.init_ms_;
+    o.view_ = device_allocator{};
   }
   return *this;
 }
 
+heap_ref heap::ref() const {
+  if (!meta_) throw std::logic_error("toga::cuda::heap::ref: the heap was moved from (it owns no memory); use the heap it was moved to");
+  return heap_ref(view_);
+}
+
 toga::heap_statistics heap::stats() const {
   if (!meta_) throw std::logic_error("toga::cuda::heap::stats: the heap was moved from");
-  TOGA_CUDA_TRY(cudaSetDevice(device_));
+  device_guard guard(device_);
   stats_region r = fetch_stats(view_, layout_, meta_, options_.stream);
   return toga::collect_statistics(r.view);
 }
 
+heap_attributes heap::attributes() const {
+  if (!meta_) throw std::logic_error("toga::cuda::heap::attributes: the heap was moved from");
+  const toga::heap_statistics s = stats();
+  heap_attributes a;
+  a.capacity = s.heap_bytes;
+  a.device_bytes = s.heap_bytes + toga::geom::page_bytes + layout_.bytes;
+  a.limit_bytes = options_.limit_bytes;
+  a.reserved_mem_current = s.buddy_bytes;
+  a.reserved_mem_high = std::min(s.buddy_high_bytes, s.heap_bytes);
+  a.used_mem_current = s.used_bytes;
+  a.used_mem_high = std::min(s.peak_used_bytes, a.reserved_mem_high);
+  a.allocations = s.allocations;
+  a.deallocations = s.deallocations;
+  a.failed_exhausted = s.failed_exhausted;
+  a.failed_limit = s.failed_limit;
+  a.failed_too_large = s.failed_too_large;
+  return a;
+}
+
 void heap::reset_high_water() {
   if (!meta_) throw std::logic_error("toga::cuda::heap::reset_high_water: the heap was moved from");
-  TOGA_CUDA_TRY(cudaSetDevice(device_));
+  device_guard guard(device_);
   stats_region r = fetch_stats(view_, layout_, meta_, options_.stream);
-  toga::reset_high_water(r.view);
-  // write the peaks back, one word per arena
-  const char* host_base = reinterpret_cast<const char*>(r.bytes.data());
-  for (unsigned i = 0; i < layout_.arenas; ++i) {
-    const std::uint64_t* peak = &r.view.small.arenas[i].stats.peak_used_bytes;
-    const std::uint64_t off = layout_.arena_off + static_cast<std::uint64_t>(reinterpret_cast<const char*>(peak) - host_base);
-    TOGA_CUDA_TRY(cudaMemcpyAsync(meta_ + off, peak, sizeof(std::uint64_t), cudaMemcpyHostToDevice, options_.stream));
-  }
+  toga::reset_high_water(r.view);  // on the host copy: the arenas' peaks and the block high-water
+  // Write the copied region back as a whole (at quiescence nothing else changed it), so that
+  // every mark the core resets reaches the device, whichever words it keeps them in.
+  TOGA_CUDA_TRY(cudaMemcpyAsync(meta_ + layout_.arena_off, r.bytes.data(), layout_.bytes - layout_.arena_off, cudaMemcpyHostToDevice,
+                                options_.stream));
   TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
 }
 
 void heap::reset() {
   if (!meta_) throw std::logic_error("toga::cuda::heap::reset: the heap was moved from");
-  TOGA_CUDA_TRY(cudaSetDevice(device_));
+  device_guard guard(device_);
   initialise();
 }
 
 std::vector<heap_error> heap::errors() const {
   if (!meta_) throw std::logic_error("toga::cuda::heap::errors: the heap was moved from");
-  TOGA_CUDA_TRY(cudaSetDevice(device_));
+  device_guard guard(device_);
   stats_region r = fetch_stats(view_, layout_, meta_, options_.stream);
   std::vector<heap_error> out;
   const unsigned n = std::min<unsigned>(r.view.globals->error_count, toga::heap_globals::max_errors);
   for (unsigned i = 0; i < n; ++i)
     out.push_back({static_cast<toga::heap_error_kind>(r.view.globals->errors[i][0]), r.view.globals->errors[i][1]});
   return out;
+}
+
+// ---- the default heap ----------------------------------------------------------------------------
+
+namespace detail {
+void register_default_heap_slot(const void* symbol) noexcept {
+  default_registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.m);
+  r.slots.push_back(symbol);
+}
+}  // namespace detail
+
+void set_default_heap(const heap& h) {
+  if (!h.meta_) throw std::logic_error("toga::cuda::set_default_heap: the heap was moved from (it owns no memory)");
+  detail::default_heap_slot slot{};
+  const heap_ref ref = h.ref();
+  std::memcpy(slot.ref, &ref, sizeof ref);
+  slot.set = 1;
+  device_guard guard(h.device_);
+  default_registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.m);
+  write_slots(slot, r.slots);
+  r.current[h.device_] = h.meta_;
+}
+
+void clear_default_heap(int device) {
+  if (device < 0) TOGA_CUDA_TRY(cudaGetDevice(&device));
+  device_guard guard(device);
+  default_registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.m);
+  const detail::default_heap_slot none{};
+  write_slots(none, r.slots);
+  r.current.erase(device);
 }
 
 }  // namespace toga::cuda

@@ -1,23 +1,45 @@
 //! @file toga/cuda/heap.cuh
-//! toga on a CUDA GPU: the owning host object `toga::cuda::heap` and the trivially copyable
-//! device handle `toga::cuda::heap_ref` (the shape of cuCollections' static_set / static_set_ref).
+//! toga on a CUDA GPU: the owning host object `toga::cuda::heap`, the trivially copyable device
+//! handle `toga::cuda::heap_ref` (the shape of cuCollections' static_set / static_set_ref), and
+//! a drop-in device API over a default heap (`toga::cuda::allocate` / `deallocate` without a
+//! handle, in the style of CUDA's device malloc/free and Gallatin's global_malloc).
 //!
 //! @code
 //!   toga::cuda::heap h(1ull << 30);                      // 1 GiB heap on the current device
 //!   my_kernel<<<grid, block>>>(h.ref());                 // heap_ref by value
 //!   // in the kernel: void* p = ref.allocate(48); ... ref.deallocate(p);
-//!   toga::heap_statistics s = h.stats();
+//!   toga::cuda::set_default_heap(h);                     // or: no handle at all
+//!   // in any kernel on h's device: void* q = toga::cuda::allocate(48); toga::cuda::deallocate(q);
+//!   toga::cuda::heap_attributes a = h.attributes();      // reserved / used, current / high
 //! @endcode
 //!
 //! Algorithm: Gelado & Garland, "Throughput-oriented GPU memory allocation", PPoPP'19 (UAlloc for
-//! <= 1 KiB, TBuddy above); see docs/allocator.md. Sizes are bytes; the heap is rounded up to a
-//! power of two (at least 4 KiB). Every block is aligned to at least 16 B (min(size, 128) for
-//! blocks <= 1 KiB, the block size above). Thread-safety: any number of device threads may use
-//! a heap_ref concurrently; host members of `heap` are not thread-safe with respect to each other
-//! and must not run while kernels use the heap (they synchronise the heap's stream).
-//! Errors: device calls never trap or hang on exhaustion; they return nullptr. Host calls throw
-//! toga::cuda_error (a CUDA call failed: its error name and the call) or toga::bad_alloc (the
-//! upstream allocation of the heap failed).
+//! <= 1 KiB, TBuddy above); see docs/allocator.md.
+//!
+//! Units and alignment: sizes are bytes. The heap is rounded up to a power of two (at least
+//! 4 KiB). A request of n bytes is served with max(16, next power of two of n) bytes: up to 1 KiB
+//! from UAlloc (classes 16 B .. 1 KiB, aligned to min(size, 128) B), above from TBuddy (blocks of
+//! 4 KiB and up, aligned to their size); so every block is aligned to at least 16 B.
+//!
+//! Thread-safety: any number of device threads may use a heap_ref (or the default heap)
+//! concurrently; a block may be freed by another thread, warp, SM or kernel than the one that
+//! allocated it. Host members of `heap` are not thread-safe with respect to each other and must
+//! not run while kernels use the heap (they synchronise the heap's stream). Every host member
+//! leaves the calling thread's current CUDA device as it found it.
+//!
+//! Invalid frees: the default (unchecked) build trusts deallocate's argument. A pointer that is
+//! not the start of a live block of this heap is undefined behaviour: an interior pointer of a
+//! small block frees the block that contains it (its owner's block is later freed twice), a
+//! page-aligned interior pointer of a large block or a foreign pointer corrupts the buddy tree
+//! or faults (an illegal address); a second free of a block corrupts the counts. Configure with
+//! -DTOGA_CHECKED=ON (preset `checked`) to have every such free recorded (heap::errors) and
+//! ignored instead.
+//!
+//! Errors: device calls are noexcept and never trap or hang; exhaustion (or the byte limit)
+//! returns nullptr. Host calls throw: toga::bad_alloc (derived from std::bad_alloc) when the
+//! heap's memory cannot be obtained upstream; toga::cuda_error (derived from std::runtime_error;
+//! what() names the CUDA error, the call and the source line) for any other failed CUDA call;
+//! std::invalid_argument for a size out of range; std::logic_error for a heap that was moved from.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -72,35 +94,40 @@ struct heap_options {
 using device_allocator = toga::allocator<platform>;
 
 //! Device handle: trivially copyable, pass it by value to kernels. Valid while its heap lives
-//! (and until heap::reset, which invalidates the blocks, not the handle).
+//! (and until heap::reset, which invalidates the blocks, not the handle). Every member may be
+//! called by any number of device threads at once.
 class heap_ref {
  public:
-  //! At least `bytes` bytes, aligned to min(size, 128) / the block size (>= 16 B); nullptr when
-  //! the heap (or its byte limit) is exhausted. bytes == 0 gives a unique 16 B block.
+  //! At least `bytes` bytes: max(16, next power of two of `bytes`), aligned to min(that, 128) B
+  //! up to 1 KiB and to the block size above (so >= 16 B). nullptr when the heap, or its byte
+  //! limit, is exhausted, or `bytes` exceeds the capacity. bytes == 0 gives a unique 16 B block.
+  //! Never traps, never hangs.
   __device__ void* allocate(std::size_t bytes) const noexcept { return a_.allocate(bytes); }
-  //! At least `bytes` bytes aligned to `alignment` (a power of two); nullptr otherwise.
+  //! At least `bytes` bytes aligned to `alignment` (a power of two; any value up to the
+  //! capacity); nullptr as above, or when `alignment` is not a power of two.
   __device__ void* allocate(std::size_t bytes, std::size_t alignment) const noexcept { return a_.allocate(bytes, alignment); }
-  //! Frees a block of this heap (any thread, any later kernel). nullptr: nothing. In checked
-  //! builds (TOGA_CHECKED) a pointer toga did not hand out, or a second free, is logged
-  //! (heap::errors) and ignored.
+  //! Frees a block of this heap: `ptr` must be what allocate returned and not yet freed (any
+  //! thread, any later kernel). nullptr: nothing. Anything else: see "Invalid frees" at the top
+  //! of this file (undefined in the default build; logged and ignored in checked builds).
   __device__ void deallocate(void* ptr) const noexcept { a_.deallocate(ptr); }
   //! Warp-cooperative allocate: every thread of `group` (a cooperative-groups group within one
   //! warp: coalesced_group or thread_block_tile<N <= 32>) calls it; threads asking for the same
-  //! size class are served together (one semaphore operation, shared statistics update).
+  //! size class are served together (one semaphore operation, shared statistics update). Sizes,
+  //! alignment and results as allocate(bytes).
   template <class Group>
   __device__ void* allocate(const Group& group, std::size_t bytes) const noexcept {
     (void)group;  // the group is formed again from the active lanes by size class (match_any)
     return a_.allocate_coalesced(bytes);
   }
-  //! Warp-cooperative deallocate (each thread frees its own block).
+  //! Warp-cooperative deallocate (each thread frees its own block; the rules of deallocate).
   template <class Group>
   __device__ void deallocate(const Group& group, void* ptr) const noexcept {
     (void)group;
     a_.deallocate_coalesced(ptr);
   }
-  //! Whether `ptr` points into this heap.
+  //! Whether `ptr` points into this heap's blocks (any byte of the capacity).
   __host__ __device__ bool contains(const void* ptr) const noexcept { return a_.contains(ptr); }
-  //! Bytes of the heap.
+  //! Bytes of the heap (a power of two).
   __host__ __device__ std::uint64_t capacity() const noexcept { return a_.heap_bytes; }
 
   explicit heap_ref(const device_allocator& a) : a_(a) {}
@@ -118,32 +145,84 @@ struct heap_error {
   std::uint64_t where;  //!< offset from the heap base, or the foreign address
 };
 
-//! Owning host object: the heap's memory and metadata on one device. Move-only.
+//! A heap's statistics in the terms of CUDA's stream-ordered allocator (cudaMemPoolGetAttribute),
+//! read at quiescence by heap::attributes. All byte figures are bytes; every high-water mark is
+//! at most the capacity. A toga heap obtains all its device memory at construction
+//! (`device_bytes`, constant); what grows and shrinks inside it is which part is carved into
+//! blocks (reserved) and which part the application holds (used):
+struct heap_attributes {
+  std::uint64_t capacity = 0;      //!< bytes of the heap (a power of two)
+  std::uint64_t device_bytes = 0;  //!< device memory the heap holds from upstream: capacity, 4 KiB of
+                                   //!< alignment room and the metadata (what the upstream pool's own
+                                   //!< cudaMemPoolAttrReservedMemCurrent grew by)
+  std::uint64_t limit_bytes = 0;   //!< heap_options::limit_bytes (0: none); it caps reserved_mem_current
+  //! cudaMemPoolAttrReservedMemCurrent: bytes of the heap taken out of the buddy tree, i.e. TBuddy
+  //! blocks handed out: the 512 KiB chunks that hold the blocks of 1 KiB and less, and every
+  //! block above 1 KiB. Exact at quiescence.
+  std::uint64_t reserved_mem_current = 0;
+  //! cudaMemPoolAttrReservedMemHigh: the highest reserved_mem_current since construction, reset()
+  //! or reset_high_water(). Exact.
+  std::uint64_t reserved_mem_high = 0;
+  //! cudaMemPoolAttrUsedMemCurrent: bytes of live blocks, each counted at its served size (the
+  //! size class, or the TBuddy block). Exact at quiescence.
+  std::uint64_t used_mem_current = 0;
+  //! cudaMemPoolAttrUsedMemHigh: high-water mark of used_mem_current: the sum of per-SM peaks
+  //! clipped to reserved_mem_high, an upper bound of the true peak, exact when one SM allocates;
+  //! never above reserved_mem_high, hence never above the capacity.
+  std::uint64_t used_mem_high = 0;
+  std::uint64_t allocations = 0;       //!< successful allocations since construction or reset()
+  std::uint64_t deallocations = 0;     //!< frees of live blocks
+  std::uint64_t failed_exhausted = 0;  //!< nullptr: the heap had no block for the request
+  std::uint64_t failed_limit = 0;      //!< nullptr: limit_bytes refused the TBuddy block it needed
+  std::uint64_t failed_too_large = 0;  //!< nullptr: larger than the capacity
+  std::uint64_t failed() const noexcept { return failed_exhausted + failed_limit + failed_too_large; }
+};
+
+//! Owning host object: the heap's memory and metadata on one device. Move-only. No member is
+//! thread-safe with respect to another, and none may run while a kernel uses the heap. Every
+//! member restores the calling thread's current device before it returns or throws.
 class heap {
  public:
-  //! A heap of at least `bytes` bytes (rounded up to a power of two, >= 4 KiB), initialised on the
-  //! device by kernels. Throws toga::bad_alloc if upstream memory cannot be had, toga::cuda_error
-  //! on any other CUDA failure, std::invalid_argument for bytes == 0 or > heap_layout::max_heap_bytes (128 GiB).
+  //! A heap of at least `bytes` bytes (rounded up to a power of two, >= 4 KiB) on
+  //! `options.device` (default: the current device), initialised by a memset and one kernel on
+  //! `options.stream`; returns when it is ready. Throws std::invalid_argument for bytes == 0 or
+  //! bytes > heap_layout::max_heap_bytes (128 GiB), toga::bad_alloc when upstream memory (the heap
+  //! or its metadata: about 2 x 4 B per 4 KiB of heap and 0.7 KiB per arena) cannot be had,
+  //! toga::cuda_error on any other CUDA failure (an invalid device, a failed launch).
   explicit heap(std::uint64_t bytes, heap_options options = {});
+  //! Frees the memory (upstream: cudaFree, or cudaFreeAsync on the stream and a synchronisation);
+  //! clears the default heap of its device if it is this one. Never throws.
   ~heap();
+  //! Takes over `other`'s memory; `other` is left moved-from: capacity() 0, and ref(), stats(),
+  //! attributes(), reset_high_water(), reset() and errors() throw std::logic_error.
   heap(heap&& other) noexcept;
+  //! Frees this heap's memory (as the destructor), then takes over `other`'s.
   heap& operator=(heap&& other) noexcept;
   heap(const heap&) = delete;
   heap& operator=(const heap&) = delete;
 
-  //! The device handle.
-  heap_ref ref() const { return heap_ref(view_); }
-  //! Bytes of the heap (a power of two).
-  std::uint64_t capacity() const noexcept { return view_.heap_bytes; }
-  //! Statistics read from the device (synchronises the heap's stream). used_bytes and counts
-  //! are exact at quiescence; peak_used_bytes is the sum of per-SM peaks (an upper bound).
+  //! The device handle (valid until this heap is destroyed). Throws std::logic_error for a
+  //! moved-from heap: a handle to memory it no longer owns would be a dangling one.
+  heap_ref ref() const;
+  //! Bytes of the heap (a power of two); 0 when moved from.
+  std::uint64_t capacity() const noexcept { return meta_ ? view_.heap_bytes : 0; }
+  //! Every statistic the core keeps (toga::heap_statistics: used and peak bytes, TBuddy block
+  //! bytes and their exact high-water mark, per-class bins, chunks, failures split by cause),
+  //! read from the device (copies the arenas and globals, synchronises the heap's stream). Exact
+  //! at quiescence. Throws toga::cuda_error, std::logic_error (moved from).
   toga::heap_statistics stats() const;
-  //! Sets the high-water marks to the current values (synchronises the stream).
+  //! The statistics as CUDA's memory-pool attributes (see heap_attributes); as stats().
+  heap_attributes attributes() const;
+  //! Sets both high-water marks (reserved_mem_high, used_mem_high) to their current values, as
+  //! setting cudaMemPoolAttrReservedMemHigh / UsedMemHigh to 0 does for a pool. Synchronises the
+  //! stream. Throws toga::cuda_error, std::logic_error (moved from).
   void reset_high_water();
-  //! Frees every block at once: the heap is as new (synchronises the stream). Blocks handed out
-  //! before are invalid afterwards.
+  //! Frees every block at once: the heap is as new (counts and marks too; synchronises the
+  //! stream). Blocks handed out before are invalid afterwards; handles stay valid. Throws
+  //! toga::cuda_error, std::logic_error (moved from).
   void reset();
-  //! The checked-mode error log (empty in unchecked builds).
+  //! The checked-mode error log: the first heap_globals::max_errors invalid frees, in order
+  //! (empty in unchecked builds). Throws toga::cuda_error, std::logic_error (moved from).
   std::vector<heap_error> errors() const;
   //! The device the heap lives on.
   int device() const noexcept { return device_; }
@@ -151,6 +230,7 @@ class heap {
   float init_ms() const noexcept { return init_ms_; }
 
  private:
+  friend void set_default_heap(const heap& h);
   void release() noexcept;
   void initialise();
 
@@ -162,6 +242,68 @@ class heap {
   int device_ = 0;
   float init_ms_ = 0;
 };
+
+// ---- the default heap: allocate / deallocate without a handle ---------------------------------
+//
+// After `set_default_heap(h)`, any kernel on h's device may call toga::cuda::allocate(bytes) and
+// toga::cuda::deallocate(p), which behave exactly as h.ref().allocate / deallocate. Each device
+// has its own default (none at first: allocate returns nullptr and deallocate does nothing).
+//
+// Build requirements: none beyond including this header; no relocatable device code (-rdc) and
+// no device link step. A __device__ variable defined in a header would break with several
+// translation units, so each .cu that includes this header gets its own copy of the slot
+// (internal linkage) and registers it with toga at static initialisation; set_default_heap
+// writes the handle into every registered copy on the heap's device. Call set_default_heap after
+// loading any shared library with toga kernels (dlopen): a library loaded later starts without a
+// default. Works the same with -rdc=true.
+
+namespace detail {
+//! The bytes of a heap_ref and whether one was set (a __device__ variable must be trivially
+//! constructible, which heap_ref, without a default constructor, is not).
+struct default_heap_slot {
+  alignas(heap_ref) unsigned char ref[sizeof(heap_ref)];
+  std::uint32_t set;
+};
+//! This translation unit's copy (zero-initialised: no default heap).
+static __device__ default_heap_slot default_heap;
+//! Records the host shadow of one translation unit's slot (heap.cu; thread-safe).
+void register_default_heap_slot(const void* symbol) noexcept;
+namespace {
+//! Registers this translation unit's slot at static initialisation (no CUDA call is made then).
+struct default_heap_registrar {
+  default_heap_registrar() noexcept { register_default_heap_slot(&default_heap); }
+};
+[[maybe_unused]] const default_heap_registrar default_heap_registrar_v;
+}  // namespace
+}  // namespace detail
+
+//! Names `h` the default heap of its device, for every kernel that calls toga::cuda::allocate /
+//! deallocate on that device (replacing an earlier default there). Synchronises the device.
+//! Host only; not thread-safe with respect to kernels that allocate from the default heap or
+//! to other calls of set_default_heap / clear_default_heap. Throws std::logic_error (h was moved
+//! from), toga::cuda_error.
+void set_default_heap(const heap& h);
+//! Removes the default heap of `device` (-1: the current device); the heap's destructor does
+//! this for its own device. Throws toga::cuda_error.
+void clear_default_heap(int device = -1);
+
+//! Whether the calling kernel's device has a default heap.
+__device__ inline bool has_default_heap() noexcept { return detail::default_heap.set != 0; }
+//! allocate(bytes) of the default heap (see heap_ref::allocate); nullptr when none is set.
+__device__ inline void* allocate(std::size_t bytes) noexcept {
+  if (detail::default_heap.set == 0) return nullptr;
+  return reinterpret_cast<const heap_ref*>(detail::default_heap.ref)->allocate(bytes);
+}
+//! allocate(bytes, alignment) of the default heap; nullptr when none is set.
+__device__ inline void* allocate(std::size_t bytes, std::size_t alignment) noexcept {
+  if (detail::default_heap.set == 0) return nullptr;
+  return reinterpret_cast<const heap_ref*>(detail::default_heap.ref)->allocate(bytes, alignment);
+}
+//! deallocate(ptr) of the default heap (see heap_ref::deallocate); nothing when none is set.
+__device__ inline void deallocate(void* ptr) noexcept {
+  if (detail::default_heap.set == 0) return;
+  reinterpret_cast<const heap_ref*>(detail::default_heap.ref)->deallocate(ptr);
+}
 
 }  // namespace cuda
 }  // namespace toga
