@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The README's main job: install what is missing, configure, build toga-bench, then run the
 # benchmark protocol's quick profile (every case T1-T13) and print the table: on the GPU when
-# one is present (toga against cuda-malloc and bump, same run), else in the fiber simulator
-# (toga-sim against bump-sim; figures are host time, for trends only). The JSON with every
+# one is present (toga against cuda-malloc and the warp-aggregated floor bump-warp, with the
+# per-thread bump as an extra row, same run), else in the fiber simulator (toga-sim against
+# bump-warp-sim and bump-sim; figures are host time, for trends only). It installs what the build
+# needs (tools/setup-debian.sh), nothing for plotting. The JSON with every
 # repetition goes to build/default/bench-quick.json. Extra arguments go to `toga-bench run`.
 set -euo pipefail
 cd "$(dirname "$0")/.."

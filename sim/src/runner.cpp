@@ -52,11 +52,12 @@ std::optional<std::string> check_limits(const run_limits& l) {
 }
 
 run_result run_one(const scenario& sc, const params& p, strategy& strat, std::uint64_t seed,
-                   const run_limits& limits, world::tracer_fn tracer) {
+                   const run_limits& limits, world::tracer_fn tracer, memory_state::tracer_fn memory_tracer) {
   const launch_config cfg = sc.shape(p);
   strat.begin(seed, cfg.lanes());
   world w(cfg, strat, limits);
   if (tracer) w.set_tracer(std::move(tracer));
+  if (memory_tracer) w.set_memory_tracer(std::move(memory_tracer));
   std::unique_ptr<instance> inst = sc.make(w, p);
   run_result r = w.run([&] { inst->lane(); });
   if (!r.failed())
@@ -245,101 +246,171 @@ run_result replay_list(const scenario& sc, const params& p, const run_limits& li
   replay_strategy rs(std::move(d));
   return run_one(sc, p, rs, 0, limits);
 }
+bool is_deviation(const run_result& r, std::size_t i) {
+  const bool data = i < r.decision_flags.size() && (r.decision_flags[i] & 4);
+  return data ? r.decisions[i] != 0 : r.decisions[i] != decision_default;
+}
 std::size_t deviations(const run_result& r) {
   std::size_t n = 0;
-  for (auto d : r.decisions) n += d != decision_default;
+  for (std::size_t i = 0; i < r.decisions.size(); ++i) n += is_deviation(r, i);
   return n;
 }
-// Lexicographic: fewer preemptions, then fewer switches, then fewer deviations from the
-// default policy (so every accepted step makes progress).
+// Lexicographic: fewer preemptions, then fewer deviations, then fewer switches (every accepted
+// step makes progress, so shrinking terminates).
 bool better(const run_result& a, const run_result& b) {
   if (a.preemptions != b.preemptions) return a.preemptions < b.preemptions;
-  if (a.switches != b.switches) return a.switches < b.switches;
-  return deviations(a) < deviations(b);
+  const std::size_t da = deviations(a), db = deviations(b);
+  if (da != db) return da < db;
+  return a.switches < b.switches;
 }
+std::uint32_t default_of(const run_result& r, std::size_t i) {
+  return i < r.decision_flags.size() && (r.decision_flags[i] & 4) ? 0u : decision_default;
+}
+
+class shrinker {
+ public:
+  shrinker(const scenario& sc, const params& p, const run_limits& limits, const run_result& failing,
+           unsigned max_replays, std::uint64_t max_steps_total)
+      : sc_(sc), p_(p), real_(limits), kind_(failing.kind), max_replays_(max_replays), max_steps_(max_steps_total) {
+    capped_ = limits;
+    if (kind_ == verdict_kind::livelock) {
+      capped_.max_steps = std::min(limits.max_steps, limits.fair_after + livelock_window);
+    } else {
+      capped_.max_steps = std::min(limits.max_steps, std::max(2 * failing.steps + 1'000, limits.fair_after + 1'000));
+    }
+  }
+  bool budget_left() const { return rep.replays < max_replays_ && rep.steps < max_steps_; }
+  // Replays a candidate under the cap; true (and `out`) when it keeps the verdict kind.
+  bool attempt(std::vector<std::uint32_t> d, run_result& out) {
+    out = replay_list(sc_, p_, capped_, std::move(d));
+    ++rep.replays;
+    rep.steps += out.steps;
+    return out.kind == kind_;
+  }
+  bool accept_if_better(std::vector<std::uint32_t> d, run_result& cur) {
+    run_result r;
+    if (attempt(std::move(d), r) && better(r, cur)) {
+      cur = std::move(r);
+      return true;
+    }
+    return false;
+  }
+  shrink_report rep;
+  const scenario& sc_;
+  const params& p_;
+  run_limits real_, capped_;
+  verdict_kind kind_;
+  unsigned max_replays_;
+  std::uint64_t max_steps_;
+};
 }  // namespace
 
-shrink_report shrink(const scenario& sc, const params& p, const run_limits& limits,
-                     const run_result& failing, unsigned max_replays) {
-  shrink_report rep;
-  rep.original = failing;
-  run_result cur = replay_list(sc, p, limits, failing.decisions);
-  ++rep.replays;
-  if (cur.kind != failing.kind) {  // the list does not reproduce it: nothing to shrink
-    rep.shrunk = failing;
-    return rep;
+shrink_report shrink(const scenario& sc, const params& p, const run_limits& limits, const run_result& failing,
+                     unsigned max_replays, std::uint64_t max_steps_total) {
+  shrinker s(sc, p, limits, failing, max_replays, max_steps_total);
+  s.rep.original = failing;
+  run_result cur;
+  if (!s.attempt(failing.decisions, cur)) {  // the list does not reproduce it (under the cap)
+    s.rep.shrunk = failing;
+    return s.rep;
   }
-  // Phase 0: search. Delay-bounded exhaustive exploration with bound 1, 2, ... finds a schedule
-  // with the fewest deviations when one exists within half the replay budget (small scenarios).
+  // 1. Search: delay-bounded exploration with bound 1, 2, ... finds a schedule with the fewest
+  // deviations when one exists within a quarter of the budget (small scenarios only).
   const std::size_t dev0 = deviations(cur);
-  for (unsigned b = 1; b < dev0 && b <= 4 && rep.replays < max_replays / 2; ++b) {
-    exhaustive_strategy ex(b);
-    bool found = false;
-    while (rep.replays < max_replays / 2) {
-      run_result r = run_one(sc, p, ex, 0, limits);
-      ++rep.replays;
-      const bool more = ex.advance();
-      if (r.kind == failing.kind) {
-        if (better(r, cur)) cur = std::move(r);
-        found = true;
+  if (failing.steps <= search_steps_max) {
+    for (unsigned b = 1; b < dev0 && b <= 4 && s.rep.replays < max_replays / 4; ++b) {
+      exhaustive_strategy ex(b);
+      bool found = false;
+      while (s.rep.replays < max_replays / 4 && s.budget_left()) {
+        run_result r = run_one(sc, p, ex, 0, s.capped_);
+        ++s.rep.replays;
+        s.rep.steps += r.steps;
+        const bool more = ex.advance();
+        if (r.kind == failing.kind) {
+          if (better(r, cur)) cur = std::move(r);
+          found = true;
+          break;
+        }
+        if (!more) break;
+      }
+      if (found) break;
+    }
+  }
+  // 2. ddmin over the deviations: reset a chunk of them to the default; on success keep the
+  // granularity (the list shrank), else try the next chunk, then halve the chunks.
+  for (std::size_t chunks = 2; s.budget_left();) {
+    std::vector<std::size_t> dev;
+    for (std::size_t i = 0; i < cur.decisions.size(); ++i)
+      if (is_deviation(cur, i)) dev.push_back(i);
+    if (dev.size() < 2) break;
+    chunks = std::min(chunks, dev.size());
+    bool progress = false;
+    for (std::size_t c = 0; c < chunks && s.budget_left(); ++c) {
+      const std::size_t lo = dev.size() * c / chunks, hi = dev.size() * (c + 1) / chunks;
+      std::vector<std::uint32_t> cand = cur.decisions;
+      for (std::size_t k = lo; k < hi; ++k) cand[dev[k]] = default_of(cur, dev[k]);
+      if (s.accept_if_better(std::move(cand), cur)) {
+        progress = true;
+        chunks = std::max<std::size_t>(chunks - 1, 2);
         break;
       }
-      if (!more) break;
     }
-    if (found) break;
+    if (!progress) {
+      if (chunks >= dev.size()) break;
+      chunks = std::min(dev.size(), chunks * 2);
+    }
   }
-  // Pass 1 removes preemptions, pass 2 the other deviations from the default policy (switches
-  // at yields and blocks to a lane other than the next one). Both set the entry to the default
-  // policy's choice. Each accepted candidate is re-recorded, so the list stays exact.
-  for (int pass = 0; pass < 2; ++pass) {
-    bool improved = true;
-    while (improved && rep.replays < max_replays) {
+  // 3. Single deviations (preemptions first, from the end), then pairs of consecutive lane
+  // deviations (an excursion to another lane and back), then the tail the default reproduces.
+  for (int pass = 0; pass < 2; ++pass)
+    for (bool improved = true; improved && s.budget_left();) {
       improved = false;
-      const std::uint8_t want = pass == 0 ? 1 : 2;
-      for (std::size_t i = cur.decisions.size(); i-- > 0 && rep.replays < max_replays;) {
-        if (i >= cur.decision_flags.size() || !(cur.decision_flags[i] & want)) continue;
+      for (std::size_t i = cur.decisions.size(); i-- > 0 && s.budget_left();) {
+        if (!is_deviation(cur, i)) continue;
+        const bool preempt = i < cur.decision_flags.size() && (cur.decision_flags[i] & 1);
+        if ((pass == 0) != preempt) continue;
         std::vector<std::uint32_t> cand = cur.decisions;
-        cand[i] = decision_default;  // pass 0: the lane stays; pass 1: the default switch
-        run_result r = replay_list(sc, p, limits, std::move(cand));
-        ++rep.replays;
-        if (r.kind == failing.kind && better(r, cur)) {
-          cur = std::move(r);
+        cand[i] = default_of(cur, i);
+        if (s.accept_if_better(std::move(cand), cur)) {
           improved = true;
           break;
         }
       }
     }
-  }
-  // Then pairs of consecutive deviations (an excursion to another lane and back), which single
-  // removals cannot take out without losing the failure.
-  for (bool improved = true; improved && rep.replays < max_replays;) {
+  for (bool improved = true; improved && s.budget_left();) {
     improved = false;
     std::vector<std::size_t> dev;
     for (std::size_t i = 0; i < cur.decisions.size(); ++i)
       if (cur.decisions[i] != decision_default && !(cur.decision_flags[i] & 4)) dev.push_back(i);
-    for (std::size_t k = dev.size(); k-- > 1 && rep.replays < max_replays;) {
+    for (std::size_t k = dev.size(); k-- > 1 && s.budget_left();) {
       std::vector<std::uint32_t> cand = cur.decisions;
       cand[dev[k]] = cand[dev[k - 1]] = decision_default;
-      run_result r = replay_list(sc, p, limits, std::move(cand));
-      ++rep.replays;
-      if (r.kind == failing.kind && better(r, cur)) {
-        cur = std::move(r);
+      if (s.accept_if_better(std::move(cand), cur)) {
         improved = true;
         break;
       }
     }
   }
-  // Finally drop the tail of the list that the default policy reproduces anyway.
-  while (!cur.decisions.empty() && rep.replays < max_replays) {
+  while (!cur.decisions.empty() && s.budget_left()) {
     std::vector<std::uint32_t> cand(cur.decisions.begin(), cur.decisions.end() - 1);
-    run_result r = replay_list(sc, p, limits, cand);
-    ++rep.replays;
-    if (r.kind != failing.kind || better(cur, r)) break;
+    run_result r;
+    if (!s.attempt(cand, r) || better(cur, r)) break;
     cur.decisions = std::move(cand);
     cur.decision_flags.resize(cur.decisions.size());
   }
-  rep.shrunk = std::move(cur);
-  return rep;
+  // Confirm under the real limits (the cap only cut candidates short).
+  run_result confirmed = replay_list(sc, p, limits, cur.decisions);
+  ++s.rep.replays;
+  s.rep.steps += confirmed.steps;
+  if (confirmed.kind != failing.kind) {
+    s.rep.shrunk = failing;
+    return s.rep;
+  }
+  const std::vector<std::uint32_t> list = std::move(cur.decisions);
+  s.rep.shrunk = std::move(confirmed);
+  s.rep.shrunk.decisions = list;  // the (possibly trimmed) list that replays it
+  s.rep.shrunk.decision_flags.resize(list.size());
+  return s.rep;
 }
 
 // ---- decision files -------------------------------------------------------------------------

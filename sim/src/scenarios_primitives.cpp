@@ -412,10 +412,10 @@ struct publish_inst final : instance {
     P::store(&free_slots[r], want_capacity(r), relaxed, device_scope);
   }
   void push(std::uint32_t r) {
-    if (fence_form && Bug != 4) P::fence(release, device_scope);  // [HB] the record before the link
     std::uint32_t h = P::load(&head, relaxed, device_scope);
     for (unsigned attempt = 0;; ++attempt) {
       P::store(&next[r], h, relaxed, device_scope);
+      if (fence_form && Bug != 4) P::fence(release, device_scope);  // [HB] the record and its link before the CAS
       bool ok;
       if (fence_form || Bug == 1) ok = P::compare_exchange(&head, h, r, relaxed, device_scope);
       else if (Bug == 6) ok = P::compare_exchange(&head, h, r, release, block_scope);

@@ -8,6 +8,7 @@
 #include <boost/context/protected_fixedsize_stack.hpp>
 
 #include <bit>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -208,7 +209,29 @@ world::world(const launch_config& cfg, strategy& strat, run_limits limits)
   ready_.assign(n, nullptr);
 }
 
-world::~world() = default;
+namespace {
+// Memory-model states, reused across the schedules that one OS thread runs (nested worlds, such
+// as a scenario's check at quiescence, take their own).
+std::vector<std::unique_ptr<memory_state>>& memory_pool() {
+  thread_local std::vector<std::unique_ptr<memory_state>> pool;
+  return pool;
+}
+}  // namespace
+
+world::~world() {
+  if (mem_) memory_pool().emplace_back(mem_);
+}
+
+void world::start_memory_tracking(memory_model m) {
+  auto& pool = memory_pool();
+  if (pool.empty()) pool.push_back(std::make_unique<memory_state>());
+  mem_ = pool.back().release();
+  pool.pop_back();
+  std::vector<unsigned> blocks(lanes_.size());
+  for (std::size_t i = 0; i < lanes_.size(); ++i) blocks[i] = lanes_[i].info.block;
+  mem_->reset(*this, m, blocks, cfg_.blocks);
+  mem_->set_tracer(memory_tracer_);
+}
 
 void world::add_invariant(std::string name, invariant_fn fn) {
   invariants_.emplace_back(std::move(name), std::move(fn));
@@ -242,6 +265,7 @@ run_result world::run(const std::function<void()>& body) {
     return result_;
   }
   install_algorithm_once();
+  if (limits_.memory == memory_model::weak) start_memory_tracking(memory_model::weak);
   tls_current_ = this;
   for (unsigned i = 0; i < n; ++i) runnable_.set(i);
   alive_ = n;
@@ -258,6 +282,7 @@ run_result world::run(const std::function<void()>& body) {
     for (auto& f : fibers) f.join();
   }
   tls_current_ = nullptr;
+  if (mem_) result_.stale_reads = mem_->stale_reads();
   if (!result_.failed()) {
     // quiescence: one last look at the invariants
     for (auto& [name, fn] : invariants_)
@@ -300,7 +325,33 @@ void world::lane_main(unsigned i, const std::function<void()>& body) {
   lane_exit(i);
 }
 
+std::optional<std::string> world::exit_breaks_rendezvous(unsigned i) const {
+  const warp_rec& w = warps_[lanes_[i].info.warp_global];
+  const std::uint32_t bit = 1u << lanes_[i].info.lane;
+  for (std::uint32_t p = w.pending; p; p &= p - 1) {
+    const unsigned j = static_cast<unsigned>(std::countr_zero(p));
+    if (!(w.mask[j] & bit)) continue;
+    std::ostringstream m;
+    m << describe(i) << " exits without executing " << w.name[j] << "(mask 0x" << std::hex << w.mask[j] << std::dec
+      << "), which " << describe(w.base + j) << " waits in: every lane named in the mask that has not exited must "
+      << "execute the same intrinsic with the same mask (CUDA leaves the result undefined otherwise)";
+    return m.str();
+  }
+  return std::nullopt;
+}
+
 void world::lane_exit(unsigned i) {
+  for (std::size_t k = 0; k < stalled_.size(); ++k)
+    if (stalled_[k].lane == i) {
+      stalled_.erase(stalled_.begin() + static_cast<std::ptrdiff_t>(k));
+      break;
+    }
+  if (!aborting_)
+    if (auto m = exit_breaks_rendezvous(i)) {
+      result_.kind = verdict_kind::cuda_rule;
+      result_.message = *m;
+      aborting_ = true;
+    }
   lanes_[i].st = status::exited;
   runnable_.reset(i);
   --alive_;
@@ -329,6 +380,7 @@ void world::lane_exit(unsigned i) {
         return;
       }
   }
+  if (runnable_.count() == 0) wake_stalled(true);
   if (runnable_.count() == 0) {
     try {
       report_stuck();
@@ -423,6 +475,7 @@ void world::point(op k) {
       }
     abort_run(verdict_kind::livelock, s.str());
   }
+  if (!stalled_.empty()) wake_stalled(false);
   if (runnable_.count() < 2) return;
   const bool yield = k == op::backoff;
   const unsigned next = pick(yield, true);
@@ -442,6 +495,7 @@ void world::block_current() {
   const unsigned me = current_;
   lanes_[me].st = status::blocked;
   runnable_.reset(me);
+  if (runnable_.count() == 0) wake_stalled(true);
   if (runnable_.count() == 0) report_stuck();
   const unsigned next = runnable_.count() == 1 ? runnable_.nth(0) : pick(false, false);
   ++result_.switches;
@@ -520,6 +574,11 @@ bool world::try_complete(warp_rec& w, unsigned l, unsigned self_lane) {
     }
   } else {
     for (std::uint32_t q = need; q; q &= q - 1) w.result[std::countr_zero(q)] = 0;
+    if (k == op::syncwarp && mem_) {  // __syncwarp orders memory among its lanes
+      unsigned who[32], n = 0;
+      for (std::uint32_t q = need; q; q &= q - 1) who[n++] = w.base + static_cast<unsigned>(std::countr_zero(q));
+      mem_->barrier(who, n);
+    }
   }
   w.pending &= ~need;
   for (std::uint32_t q = need; q; q &= q - 1) {
@@ -547,8 +606,53 @@ std::uint64_t world::collective(op k, std::uint32_t mask, std::uint64_t value, u
   w.value[li.lane] = value;
   w.src[li.lane] = src;
   w.pending |= bit;
-  if (!try_complete(w, li.lane, current_)) block_current();
+  if (!try_complete(w, li.lane, current_)) {
+    check_wait_cycle(w, li.lane);
+    block_current();
+  }
   return w.result[li.lane];
+}
+
+// Lane a waits for lane b when b is named in a's mask, has not exited, and waits itself in a
+// different intrinsic or with a different mask (so it cannot arrive at a's). A cycle of such waits
+// through the lane that just blocked can never complete.
+void world::check_wait_cycle(warp_rec& w, unsigned start) {
+  auto waits_for = [&w](unsigned a) {
+    std::uint32_t out = 0;
+    for (std::uint32_t q = w.mask[a] & ~w.exited & w.pending & ~(1u << a); q; q &= q - 1) {
+      const unsigned b = static_cast<unsigned>(std::countr_zero(q));
+      if (w.kind[b] != w.kind[a] || w.mask[b] != w.mask[a]) out |= 1u << b;
+    }
+    return out;
+  };
+  // depth-first search for a path start -> ... -> start
+  unsigned path[33], depth = 0;
+  std::uint32_t todo[33], visited = 1u << start;
+  path[0] = start;
+  todo[0] = waits_for(start);
+  for (;;) {
+    if (todo[depth] == 0) {
+      if (depth == 0) return;
+      --depth;
+      continue;
+    }
+    const unsigned b = static_cast<unsigned>(std::countr_zero(todo[depth]));
+    todo[depth] &= todo[depth] - 1;
+    if (b == start) {  // path[0] -> path[1] -> ... -> path[depth] -> start (depth >= 1: no self-waits)
+      const unsigned next = path[1];
+      std::ostringstream m;
+      m << describe(w.base + start) << " waits in " << w.name[start] << "(mask 0x" << std::hex << w.mask[start]
+        << std::dec << ") for lane " << next << ", which waits in " << w.name[next] << "(mask 0x" << std::hex
+        << w.mask[next] << std::dec << ")"
+        << (depth > 1 ? " (a cycle of " + std::to_string(depth + 1) + " lanes)" : std::string(" for it"))
+        << ": the lanes named in a mask must all call the same intrinsic with the same mask, and these never will";
+      abort_run(verdict_kind::cuda_rule, m.str());
+    }
+    if (visited & (1u << b)) continue;
+    visited |= 1u << b;
+    path[++depth] = b;
+    todo[depth] = waits_for(b);
+  }
 }
 
 std::uint32_t world::activemask(std::uint64_t site) {
@@ -575,10 +679,77 @@ std::uint32_t world::activemask(std::uint64_t site) {
       const unsigned j = static_cast<unsigned>(std::countr_zero(q));
       if (w.site[j] == site) group |= 1u << j;
     }
+    // Fault: a random subset only (each other lane with probability 1/2); the rest stay parked
+    // and close their own groups when they resume.
+    if (group != bit && (limits_.faults & fault_bit(toga::fault_site::partial_mask)) &&
+        fault_fires(toga::fault_site::partial_mask)) {
+      ++result_.faults_fired;
+      std::uint32_t keep = bit;
+      for (std::uint32_t q = group & ~bit; q; q &= q - 1)
+        if (choose(2)) keep |= q & (~q + 1);
+      group = keep;
+    }
     for (std::uint32_t q = group; q; q &= q - 1) w.result[std::countr_zero(q)] = group;
     w.parked &= ~group;
   }
   return static_cast<std::uint32_t>(w.result[li.lane]);
+}
+
+// ---- fault sites ----------------------------------------------------------------------------------
+
+bool world::fault_fires(toga::fault_site site) {
+  std::uint8_t& st = fault_state_[static_cast<unsigned>(site)];
+  if (st == 0) st = choose(4) == 3 ? 2 : 1;  // per schedule: active with probability 1/4
+  return st == 2 && choose(4) == 3;          // per hit: fires with probability 1/4
+}
+
+bool world::inject(toga::fault_site site) {
+  if (aborting_) throw lane_abort{};
+  if (!(limits_.faults & fault_bit(site)) || site >= toga::fault_site::partial_mask) return false;
+  if (!fault_fires(site)) return false;
+  ++result_.faults_fired;
+  if (toga::is_failure_site(site)) return true;
+  std::uint32_t n = stall_steps_min + choose(stall_steps_max - stall_steps_min + 1);
+  if (site == toga::fault_site::delay_grace_period) n *= delay_factor;
+  stall_current(n);
+  return false;
+}
+
+void world::poison(void* p, std::uint64_t bytes) {
+  if (aborting_) throw lane_abort{};
+  if (!(limits_.faults & fault_bit(toga::fault_site::poison_freed)) || bytes == 0) return;
+  if (!fault_fires(toga::fault_site::poison_freed)) return;
+  ++result_.faults_fired;
+  std::memset(p, poison_byte, bytes);
+}
+
+void world::stall_current(std::uint32_t steps) {
+  const unsigned me = current_;
+  if (runnable_.count() < 2) return;  // nobody else could run meanwhile
+  runnable_.reset(me);
+  stalled_.push_back({me, result_.steps + steps});
+  const unsigned next = runnable_.count() == 1 ? runnable_.nth(0) : pick(false, false);
+  ++result_.switches;
+  switch_to(next);
+}
+
+void world::wake_stalled(bool force) {
+  // Wake every lane whose stall is over; with `force` (nobody can run), the one due first.
+  for (std::size_t i = 0; i < stalled_.size();) {
+    if (stalled_[i].until <= result_.steps) {
+      runnable_.set(stalled_[i].lane);
+      stalled_.erase(stalled_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+  if (force && runnable_.count() == 0 && !stalled_.empty()) {
+    std::size_t first = 0;
+    for (std::size_t i = 1; i < stalled_.size(); ++i)
+      if (stalled_[i].until < stalled_[first].until) first = i;
+    runnable_.set(stalled_[first].lane);
+    stalled_.erase(stalled_.begin() + static_cast<std::ptrdiff_t>(first));
+  }
 }
 
 }  // namespace toga::sim

@@ -14,7 +14,7 @@ ctest --preset cuda -LE gpu --output-on-failure 2>&1 | tail -4
 # compute-sanitizer on a reduced stress run and the heap tests
 for tool in memcheck racecheck; do
   TOGA_STRESS_THREADS=8192 TOGA_STRESS_SECONDS=0.3 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 \
-    ./build/cuda/tests/toga_gpu_tests --gtest_filter='CudaStress.*:CudaHeap.Cooperative*:CudaAllocator.CrossKernel*' \
+    ./build/cuda/tests/toga_gpu_tests --gtest_filter='CudaStress.*:CudaHeap.Cooperative*:CudaHeap.Attributes*:CudaAllocator.CrossKernel*:DefaultHeap.*' \
     > "$out/sanitizer-$tool.log" 2>&1
   echo "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY' "$out/sanitizer-$tool.log" | tail -1))"
 done

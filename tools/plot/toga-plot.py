@@ -10,20 +10,30 @@ Charts (one PNG each, written only when the input holds the case):
   utilisation.png  T8 bytes obtained / heap bytes per size, bars per allocator
   graph.png        T11 ms per insertion and deletion round, one panel per graph
 Rows of several files are drawn together; the allocator label gets the file's GPU name when the
-files come from different GPUs. Needs matplotlib (Debian: python3-matplotlib).
+files come from different GPUs. The floor reference is bump-warp (bump-warp-sim), drawn dashed;
+the per-thread bump is drawn dotted. Needs matplotlib: it is not installed by the test command
+(`bash tools/setup-debian.sh --plot` or `apt-get install python3-matplotlib`); without it the
+tool says so and exits with status 1. Exit status 2: usage; 1: a file that cannot be read.
 """
 import argparse
 import os
+import sys
 
-import matplotlib
+try:
+    import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: E402
+except ImportError:
+    sys.exit("toga-plot: needs matplotlib, which is not installed. On Debian: bash tools/setup-debian.sh --plot "
+             "(or apt-get install python3-matplotlib); elsewhere: pip install matplotlib. "
+             "tools/plot/toga-table.py needs no matplotlib.")
 
 from toga_results import fmt_bytes, load_doc  # noqa: E402
 
-COLOURS = {"toga": "#1f77b4", "cuda-malloc": "#d62728", "bump": "#7f7f7f",
-           "toga-sim": "#1f77b4", "bump-sim": "#7f7f7f"}
+COLOURS = {"toga": "#1f77b4", "cuda-malloc": "#d62728", "bump-warp": "#2ca02c", "bump": "#7f7f7f",
+           "toga-sim": "#1f77b4", "bump-warp-sim": "#2ca02c", "bump-sim": "#7f7f7f"}
+STYLES = {"bump-warp": "--", "bump-warp-sim": "--", "bump": ":", "bump-sim": ":"}
 
 
 def load(paths):
@@ -57,6 +67,10 @@ def colour(label):
     return COLOURS.get(label.split(" ")[0])
 
 
+def style(label):
+    return STYLES.get(label.split(" ")[0], "-")
+
+
 def plot_throughput(rows, out, title):
     t1 = [r for r in rows if r["case"] == "T1" and r["ops_per_s"]]
     if not t1:
@@ -66,7 +80,7 @@ def plot_throughput(rows, out, title):
         for label in sorted({r["_label"] for r in t1}):
             pts = sorted((r["size"], r["ops_per_s"]) for r in t1 if r["_label"] == label and r["op"] == op)
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=label, color=colour(label))
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style(label), marker="o", ms=3, label=label, color=colour(label))
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("allocation size (bytes)")
@@ -87,7 +101,7 @@ def plot_scaling(rows, out, title):
         for label in sorted({r["_label"] for r in t4}):
             pts = sorted((r["threads"], r["median_ms"]) for r in t4 if r["_label"] == label and r["size"] == s)
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=label, color=colour(label))
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style(label), marker="o", ms=3, label=label, color=colour(label))
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("threads")

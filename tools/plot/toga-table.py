@@ -5,13 +5,14 @@ case, with toga's figures beside its references from the same run (used for docs
     python3 tools/plot/toga-table.py RESULT.json [--cases T1,T5] > tables.md
 
 Per case point (case, op, size, param): toga's median ms (threads it ran), M ops/s, the ratio of
-its throughput to cuda-malloc's and to bump's, the references' M ops/s (threads), toga's
+its throughput to cuda-malloc's and to the floor's (bump-warp, the warp-aggregated bump; in files
+of schema toga-bench/1, the per-thread bump), the references' M ops/s (threads), toga's
 failures / corrupt blocks, and toga's case figures (utilisation, range_ratio, registers, ...).
-Simulator files (toga-sim, bump-sim) are tabulated the same way against bump-sim.
+Simulator files (toga-sim) are tabulated the same way against bump-warp-sim. Needs only Python 3.
 """
 import argparse
 
-from toga_results import fmt_bytes, load_doc
+from toga_results import floor_reference, fmt_bytes, load_doc
 
 
 def fmt(v, digits=3):
@@ -43,8 +44,11 @@ def main():
     doc = load_doc(a.json, "toga-table")
     rows = doc["rows"]
     sim = any(r["allocator"] == "toga-sim" for r in rows)
-    me, ref_m, ref_b = ("toga-sim", None, "bump-sim") if sim else ("toga", "cuda-malloc", "bump")
-    want = set(a.cases.split(",")) if a.cases else None
+    me, ref_m = ("toga-sim", None) if sim else ("toga", "cuda-malloc")
+    ref_b = floor_reference(doc, sim)
+    want = {c for c in a.cases.split(",") if c} if a.cases else None
+    if a.cases and not want:
+        ap.error(f"--cases {a.cases!r} names no case (give ids such as T1,T5)")
     key = lambda r: (r["case"], r["op"], r["size"], r["param"])
     refs = {(r["allocator"], key(r)): r for r in rows}
     cases = []

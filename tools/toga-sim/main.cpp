@@ -22,6 +22,7 @@
 #include <stdexcept>
 
 #include "toga/sim/faults.hpp"
+#include "toga/sim/litmus.hpp"
 #include "toga/sim/runner.hpp"
 #include "toga/sim/scenario.hpp"
 
@@ -210,8 +211,14 @@ int cmd_explore(const common_args& a, std::uint64_t schedules, unsigned threads,
 int cmd_replay(const common_args& a, const std::string& decisions, const std::string& save, bool do_shrink,
                bool trace) {
   ts::world::tracer_fn tracer;
-  if (trace)
+  ts::memory_state::tracer_fn mtracer;
+  if (trace) {
     tracer = [](std::uint64_t step, unsigned lane, ts::op k) { fmt::print("  step {:>7}  lane {:>4}  {}\n", step, lane, ts::to_string(k)); };
+    mtracer = [](const char* what, unsigned lane, const void* addr, std::uint64_t value, unsigned pick, unsigned n) {
+      fmt::print("                lane {:>4}  {} {} = {:#x}{}\n", lane, what, addr, value,
+                 n > 1 ? fmt::format("  (store {} of {} it could read; 0 = newest)", pick, n) : std::string());
+    };
+  }
   ts::run_result r;
   const ts::scenario* sc = nullptr;
   ts::params p;
@@ -238,7 +245,7 @@ int cmd_replay(const common_args& a, const std::string& decisions, const std::st
     p = d.scenario_params;
     limits = d.limits;
     ts::replay_strategy rs(d.decisions);
-    r = ts::run_one(*sc, p, rs, 0, limits, tracer);
+    r = ts::run_one(*sc, p, rs, 0, limits, tracer, mtracer);
     print_run(r);
     if (!d.verdict.empty() && (d.verdict != ts::to_string(r.kind) || (d.trace_hash && d.trace_hash != r.trace_hash)))
       fmt::print("  note: the file recorded verdict {} with hash {:016x}\n", d.verdict, d.trace_hash);
@@ -253,7 +260,7 @@ int cmd_replay(const common_args& a, const std::string& decisions, const std::st
     if (cfg.kind == ts::strategy_kind::pct && cfg.pct_steps == 0)
       throw usage_error("replaying a pct schedule needs --pct-steps (the explore summary prints it)");
     auto strat = ts::make_strategy(cfg, 0);
-    r = ts::run_one(*sc, p, *strat, a.seed, limits, tracer);
+    r = ts::run_one(*sc, p, *strat, a.seed, limits, tracer, mtracer);
     print_run(r);
   }
   if (do_shrink && r.failed()) {
@@ -267,6 +274,32 @@ int cmd_replay(const common_args& a, const std::string& decisions, const std::st
     fmt::print("decisions saved: toga-sim replay --decisions {}\n", save);
   }
   return r.failed() ? 1 : 0;
+}
+
+// litmus: every litmus configuration, exhaustively, as the Markdown table of docs/simulator.md.
+int cmd_litmus(const std::string& memory, unsigned bound, std::uint64_t max_schedules) {
+  ts::memory_model m;
+  if (!ts::parse_memory_model(memory, m)) throw usage_error("unknown memory model '" + memory + "'; use sc or weak");
+  if (max_schedules == 0) throw usage_error("--schedules 0 explores nothing; give at least 1");
+  ts::register_builtin_scenarios();
+  fmt::print("| test | weak outcome | variant | placement | PTX | observed (schedules with it / explored) |\n");
+  fmt::print("|---|---|---|---|---|---|\n");
+  int bad = 0;
+  for (unsigned t = 0; t < ts::litmus_test_count; ++t)
+    for (unsigned pl = 0; pl < ts::litmus_placement_count; ++pl)
+      for (unsigned v = 0; v < ts::litmus_variant_count; ++v) {
+        const auto r = ts::run_litmus(static_cast<ts::litmus_test>(t), static_cast<ts::litmus_variant>(v),
+                                      static_cast<ts::litmus_placement>(pl), m, bound, max_schedules);
+        const bool forbidden_seen = r.weak && !r.ptx_allows;
+        if (forbidden_seen) ++bad;
+        fmt::print("| {} | {} | {} | {} | {} | {} ({} / {}{}) |\n", ts::litmus_test_name(r.test),
+                   ts::litmus_weak_outcome(r.test), ts::litmus_variant_name(r.variant),
+                   ts::litmus_placement_name(r.placement), r.ptx_allows ? "allowed" : "forbidden",
+                   forbidden_seen ? "**FORBIDDEN OUTCOME SEEN**" : r.weak ? "observed" : "not observed", r.weak,
+                   r.schedules, r.complete ? "" : ", bound not exhausted");
+      }
+  if (bad) fmt::print("\n{} configurations produced a forbidden outcome\n", bad);
+  return bad ? 1 : 0;
 }
 
 // demo: the catalogue against its expectations; the planted bugs must be found.
@@ -334,6 +367,14 @@ int main(int argc, char** argv) {
   dm->add_option("--schedules", demo_schedules, "schedules per exploration")->capture_default_str();
   dm->add_option("--threads", demo_threads, "worker threads (0: all cores)");
 
+  std::string litmus_memory = "weak";
+  unsigned litmus_bound = 6;
+  std::uint64_t litmus_schedules = 200'000;
+  auto* lt = app.add_subcommand("litmus", "run every litmus test of the memory model exhaustively; print the table");
+  lt->add_option("--memory", litmus_memory, "memory model: weak or sc")->capture_default_str();
+  lt->add_option("--bound", litmus_bound, "deviations from the default policy (scheduling and read choices)")->capture_default_str();
+  lt->add_option("--schedules", litmus_schedules, "at most this many schedules per configuration")->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -345,6 +386,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand(ex)) return cmd_explore(ea, schedules, threads, keep_going, save, shrink_flag);
     if (app.got_subcommand(rp)) return cmd_replay(ra, decisions, rsave, rshrink, rtrace);
     if (app.got_subcommand(dm)) return cmd_demo(demo_schedules, demo_threads);
+    if (app.got_subcommand(lt)) return cmd_litmus(litmus_memory, litmus_bound, litmus_schedules);
   } catch (const ts::input_error& e) {
     std::fprintf(stderr, "toga-sim: error: %s\n", e.what());
     return 1;

@@ -32,7 +32,8 @@ std::optional<std::string> check_limits(const run_limits& l);
 
 //! Runs one schedule of `sc` with strategy `strat` seeded by `seed`.
 run_result run_one(const scenario& sc, const params& p, strategy& strat, std::uint64_t seed,
-                   const run_limits& limits, world::tracer_fn tracer = {});
+                   const run_limits& limits, world::tracer_fn tracer = {},
+                   memory_state::tracer_fn memory_tracer = {});
 
 //! Options of an exploration (a `toga-sim explore` call).
 struct explore_options {
@@ -78,15 +79,30 @@ explore_summary explore(const scenario& sc, const explore_options& opt);
 std::string replay_command(const scenario& sc, const params& p, const strategy_config& s,
                            std::uint64_t seed, const run_limits& limits);
 
-//! Shrinks a failing schedule: fewer preemptions first, then fewer switches, keeping the same
-//! verdict kind. Returns the shrunk run (its `decisions` replay it).
+//! Shrinks a failing schedule to one with the same verdict kind that is smaller in the order
+//! (preemptions, deviations from the default policy, switches); data choices other than 0 (stale
+//! reads, fault decisions, scenario draws) count as deviations.
+//!  1. A delay-bounded search with bounds 1..4 (small scenarios only: original run at most
+//!     `search_steps_max` steps).
+//!  2. Delta debugging (Zeller's ddmin) over the deviations: reset chunks of them to the default,
+//!     halving the chunk size when no chunk can go; every accepted candidate is re-recorded.
+//!  3. Single deviations, then pairs of consecutive lane deviations, then the tail of the list.
+//! Every candidate replay is capped: at most 2x the original's steps (a candidate that runs
+//! longer cannot give the same verdict), and for a livelock at fair_after + `livelock_window`
+//! steps; the result is replayed once more with the real limits and kept only if it gives the
+//! same verdict kind there. Budget: `max_replays` replays and `max_steps_total` steps in all
+//! (deterministic; about 2 minutes of the slowest scenario on the 2-core machine).
 struct shrink_report {
   run_result original;
   run_result shrunk;
   unsigned replays = 0;
+  std::uint64_t steps = 0;  //!< scheduling points replayed in all
 };
+inline constexpr std::uint64_t search_steps_max = 5'000;
+inline constexpr std::uint64_t livelock_window = 20'000;
 shrink_report shrink(const scenario& sc, const params& p, const run_limits& limits,
-                     const run_result& failing, unsigned max_replays = 2000);
+                     const run_result& failing, unsigned max_replays = 4000,
+                     std::uint64_t max_steps_total = 150'000'000);
 
 //! Decision files: JSON with the scenario, its parameters, limits and the decision list.
 void save_decisions(const std::string& path, const scenario& sc, const params& p,

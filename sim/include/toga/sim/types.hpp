@@ -99,6 +99,8 @@ struct run_result {
   std::uint64_t steps = 0;        //!< scheduling points executed
   std::uint32_t preemptions = 0;  //!< switches away from a runnable lane at a non-yield point
   std::uint32_t switches = 0;     //!< all lane switches
+  std::uint64_t stale_reads = 0;  //!< --memory weak: loads that read other than the newest store
+  std::uint32_t faults_fired = 0; //!< fault sites that fired (stalls, failures, splits, poisonings)
   //! The strategy's decisions (lane ids at lane choices, values at data choices), in order;
   //! replaying them reproduces the schedule. Fair-tail decisions are not recorded (they follow
   //! from the state).

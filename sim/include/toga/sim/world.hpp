@@ -14,7 +14,15 @@
 //!    grouped with the caller: the grouping is a scheduling choice (a singleton is legal).
 //!  - A lane that blocks in an intrinsic stops being runnable; if no lane is runnable while
 //!    lanes are alive the verdict is a deadlock (or a CUDA-rule violation when the lanes wait
-//!    on mismatched intrinsics).
+//!    on mismatched intrinsics). Lanes of a warp that wait for each other in different
+//!    intrinsics (or with different masks) are a CUDA-rule verdict as soon as the cycle closes,
+//!    and so is a lane that exits while a lane of its warp waits in an intrinsic whose mask
+//!    names it (it will never execute that intrinsic).
+//!  - Memory: sequentially consistent by default; `run_limits::memory == weak` selects the
+//!    view-based model of toga/sim/memory.hpp. Block-scope atomics are checked for scoped
+//!    races under both.
+//!  - Fault sites (toga/sim/faults.hpp) enabled in `run_limits::faults` may stall a lane, fail
+//!    an operation, split an activemask group or poison freed memory.
 //!  - Aborting a schedule unwinds every lane's fiber with a `lane_abort` exception; code run
 //!    on the simulator must therefore not be `noexcept` (see TOGA_NOEXCEPT) nor swallow
 //!    exceptions with `catch (...)`.
@@ -30,6 +38,8 @@
 #include <string>
 #include <vector>
 
+#include "toga/fault.hpp"
+#include "toga/sim/memory.hpp"
 #include "toga/sim/strategy.hpp"
 #include "toga/sim/types.hpp"
 
@@ -79,6 +89,8 @@ class world {
   //! Called at every step with (step, lane, op), before the operation takes effect.
   using tracer_fn = std::function<void(std::uint64_t, unsigned, op)>;
   void set_tracer(tracer_fn t) { tracer_ = std::move(t); }
+  //! Called for every tracked memory operation (see memory_state::tracer_fn); weak model only.
+  void set_memory_tracer(memory_state::tracer_fn t) { memory_tracer_ = std::move(t); }
 
   //! Runs `body` once in every lane and returns the verdict. Call once per world.
   run_result run(const std::function<void()>& body);
@@ -97,6 +109,26 @@ class world {
   //! Identity of the running lane.
   const lane_info& self() const { return lanes_[current_].info; }
   const launch_config& config() const { return cfg_; }
+  const run_limits& limits() const { return limits_; }
+  //! Scheduling points executed so far.
+  std::uint64_t steps() const { return result_.steps; }
+  //! The memory model's state when this schedule tracks memory (--memory weak, or a block-scope
+  //! access seen under sc: the scoped-race check), else nullptr: then every operation reads and
+  //! writes the word directly.
+  memory_state* memory() { return mem_; }
+  //! Turns the scoped-race verdict off for this schedule (call before run; for litmus tests
+  //! that observe what pairs that are not morally strong do).
+  void set_race_check(bool on) { race_check_ = on; }
+  bool race_check() const { return race_check_; }
+  //! Called before every block-scope operation: under sc, starts the scoped-race check.
+  void note_block_scope() {
+    if (!mem_) start_memory_tracking(memory_model::sc);
+  }
+  //! A fault site (toga/sim/faults.hpp): true when a failure site fires; a stall or delay site
+  //! that fires keeps the running lane off for a while (not a scheduling point otherwise).
+  bool inject(toga::fault_site s);
+  //! `platform::poison`: fills [p, p + bytes) with the poison byte when the poison-freed site fires.
+  void poison(void* p, std::uint64_t bytes);
   //! Aborts the schedule from inside a lane with this verdict.
   [[noreturn]] void abort_run(verdict_kind k, std::string message);
   //! A short description of the running lane: "lane 5 (block 0, warp 0, lane 5, SM 0)".
@@ -136,6 +168,12 @@ class world {
   void make_runnable(unsigned i);
   [[noreturn]] void report_stuck();
   void note_step(op k);
+  void start_memory_tracking(memory_model m);
+  void check_wait_cycle(warp_rec& w, unsigned lane);
+  std::optional<std::string> exit_breaks_rendezvous(unsigned i) const;
+  bool fault_fires(toga::fault_site s);
+  void stall_current(std::uint32_t steps);
+  void wake_stalled(bool force);
 
   launch_config cfg_;
   strategy* strategy_;
@@ -149,6 +187,18 @@ class world {
   run_result result_;
   std::vector<std::pair<std::string, invariant_fn>> invariants_;
   tracer_fn tracer_;
+
+  // memory model (nullptr: sequentially consistent, no tracking)
+  memory_state* mem_ = nullptr;
+  bool race_check_ = true;
+  memory_state::tracer_fn memory_tracer_;
+  // fault sites: per site 0 = not yet decided, 1 = inactive, 2 = active in this schedule
+  std::uint8_t fault_state_[32] = {};
+  struct stalled_lane {
+    unsigned lane;
+    std::uint64_t until;  // step at which it becomes runnable again
+  };
+  std::vector<stalled_lane> stalled_;
 
   // scheduler interface state
   std::vector<boost::fibers::context*> ready_;  // per lane: its context when suspended

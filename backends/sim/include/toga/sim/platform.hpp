@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "toga/platform.hpp"
+#include "toga/sim/ghost.hpp"
 #include "toga/sim/world.hpp"
 
 namespace toga::sim {
@@ -140,6 +141,8 @@ struct platform {
   }
 
   // simulator extras (not part of the Platform concept)
+  //! Ghost state (toga/ghost.hpp): not a scheduling point.
+  static void ghost_add(ghost_kind k, const void* key, std::int64_t delta) { ghost_table::current().add(k, key, delta); }
   //! A data choice in [0, n) from the schedule: use it for fault injection and test data, so
   //! that replay and shrinking cover it.
   static std::uint32_t choose(std::uint32_t n) { return w().choose(n); }

@@ -1,0 +1,382 @@
+// The simulator's weak memory model, scoped races, the warp-rule checks and the fault sites
+// (issue 12). Litmus tests run exhaustively: the model never produces an outcome PTX forbids and
+// produces the allowed weak outcomes of MP, SB and IRIW. Memory-order and scope mutants are
+// killed under --memory weak and survive under --memory sc (so the model, not the schedule, finds
+// them). Every failure message names its replay command.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sim_test_support.hpp"
+#include "toga/sim/faults.hpp"
+#include "toga/sim/litmus.hpp"
+#include "toga/sim/platform.hpp"
+#include "toga/sim/runner.hpp"
+#include "toga/sim/scenario.hpp"
+#include "toga/sim/world.hpp"
+
+namespace ts = toga::sim;
+using P = ts::platform;
+using toga::test::failure_text;
+
+namespace {
+
+ts::explore_summary explore(const char* name, std::vector<std::pair<const char*, std::int64_t>> params,
+                            ts::memory_model m, ts::strategy_kind k, std::uint64_t schedules, std::uint32_t faults = 0,
+                            std::uint64_t seed = 1) {
+  const ts::scenario* sc = ts::find_scenario(name);
+  if (!sc) throw std::runtime_error(std::string("no scenario ") + name);
+  ts::explore_options o;
+  o.strategy.kind = k;
+  o.schedules = schedules;
+  o.seed = seed;
+  for (auto& [n, v] : params) o.scenario_params.set(n, v);
+  ts::run_limits l = sc->limits;
+  l.memory = m;
+  l.faults = faults;
+  o.limits = l;
+  return ts::explore(*sc, o);
+}
+
+template <class State>
+ts::scenario lambda_scenario(std::string name, ts::launch_config shape, ts::run_limits limits = {}) {
+  ts::scenario s;
+  s.name = std::move(name);
+  s.shape = [shape](const ts::params&) { return shape; };
+  s.make = [](ts::world& w, const ts::params&) { return std::make_unique<State>(w); };
+  s.limits = limits;
+  return s;
+}
+
+}  // namespace
+
+// ---- litmus conformance --------------------------------------------------------------------------
+
+TEST(WeakMemory, LitmusNeverForbiddenAndTheWeakOutcomesOfMpSbIriwAppear) {
+  ts::register_builtin_scenarios();
+  for (unsigned t = 0; t < ts::litmus_test_count; ++t)
+    for (unsigned pl = 0; pl < ts::litmus_placement_count; ++pl)
+      for (unsigned v = 0; v < ts::litmus_variant_count; ++v) {
+        const auto test = static_cast<ts::litmus_test>(t);
+        const auto r = ts::run_litmus(test, static_cast<ts::litmus_variant>(v), static_cast<ts::litmus_placement>(pl),
+                                      ts::memory_model::weak, 6, 200'000);
+        const std::string what = std::string(ts::litmus_test_name(test)) + " / " +
+                                 ts::litmus_variant_name(r.variant) + " / " + ts::litmus_placement_name(r.placement);
+        EXPECT_TRUE(r.complete) << what << ": the exhaustive search did not finish in 200,000 schedules";
+        EXPECT_TRUE(r.failure.empty()) << what << ": " << r.failure;
+        if (!r.ptx_allows) EXPECT_EQ(r.weak, 0u) << what << ": forbidden outcome " << ts::litmus_weak_outcome(test);
+        const bool must_show = (test == ts::litmus_test::mp || test == ts::litmus_test::sb ||
+                                test == ts::litmus_test::iriw) &&
+                               r.variant == ts::litmus_variant::relaxed;
+        if (must_show) EXPECT_GT(r.weak, 0u) << what << ": the allowed weak outcome never appeared";
+        // SB with release/acquire and with acq_rel fences is allowed too, and the model shows it.
+        if (test == ts::litmus_test::sb && r.ptx_allows) EXPECT_GT(r.weak, 0u) << what;
+        // Scopes: with block scope across blocks nothing synchronises, so MP's weak outcome shows
+        // even with release/acquire and fences.
+        if (test == ts::litmus_test::mp && r.placement == ts::litmus_placement::block_cross)
+          EXPECT_GT(r.weak, 0u) << what;
+      }
+}
+
+TEST(WeakMemory, SequentialConsistencyShowsNoWeakOutcome) {
+  ts::register_builtin_scenarios();
+  for (unsigned t = 0; t < ts::litmus_test_count; ++t) {
+    const auto r = ts::run_litmus(static_cast<ts::litmus_test>(t), ts::litmus_variant::relaxed,
+                                  ts::litmus_placement::device, ts::memory_model::sc, 6, 200'000);
+    EXPECT_EQ(r.weak, 0u) << ts::litmus_test_name(r.test) << " under sc";
+    EXPECT_TRUE(r.complete);
+  }
+}
+
+// ---- scoped races --------------------------------------------------------------------------------
+
+TEST(WeakMemory, ScopedRaceIsACudaRuleVerdictWithItsReplayLine) {
+  for (auto m : {ts::memory_model::sc, ts::memory_model::weak}) {
+    // block-scope push read by the consumers of another block
+    const auto s = explore("publish", {{"bug", 6}}, m, ts::strategy_kind::random, 1'000);
+    ASSERT_TRUE(s.first_failure) << ts::to_string(m) << ": " << failure_text(s);
+    EXPECT_EQ(s.first_failure->result.kind, ts::verdict_kind::cuda_rule) << failure_text(s);
+    EXPECT_NE(s.first_failure->result.message.find("scoped race"), std::string::npos) << failure_text(s);
+    EXPECT_NE(s.first_failure->replay_command.find("--set bug=6"), std::string::npos);
+    if (m == ts::memory_model::weak) EXPECT_NE(s.first_failure->replay_command.find("--memory weak"), std::string::npos);
+    // the collective mutex with a block-scope lock word, contended by two blocks
+    const auto c = explore("collective-mutex", {{"bug", 6}}, m, ts::strategy_kind::random, 1'000);
+    ASSERT_TRUE(c.first_failure) << failure_text(c);
+    EXPECT_EQ(c.first_failure->result.kind, ts::verdict_kind::cuda_rule) << failure_text(c);
+    // A race is reported whether or not the outcome goes wrong: MP across blocks with block scope.
+    const auto l = explore("litmus", {{"test", 0}, {"variant", 1}, {"scope", 2}, {"races", 1}}, m,
+                           ts::strategy_kind::random, 100);
+    ASSERT_TRUE(l.first_failure) << failure_text(l);
+    EXPECT_EQ(l.first_failure->result.kind, ts::verdict_kind::cuda_rule);
+  }
+}
+
+TEST(WeakMemory, BlockScopeAccessesOrderedByHappensBeforeAreNoRace) {
+  // pop-k bug=5 reads and writes the list head with block scope, but only under the collective
+  // mutex (device-scope acquire/release): the accesses of different blocks are ordered, which is
+  // not a race in PTX. Block scope within one block (litmus scope=1) is no race either.
+  for (auto m : {ts::memory_model::sc, ts::memory_model::weak}) {
+    const auto s = explore("pop-k", {{"bug", 5}}, m, ts::strategy_kind::portfolio, 5'000);
+    EXPECT_FALSE(s.first_failure) << ts::to_string(m) << ": " << failure_text(s);
+    const auto l = explore("litmus", {{"test", 0}, {"variant", 1}, {"scope", 1}, {"races", 1}}, m,
+                           ts::strategy_kind::random, 500);
+    EXPECT_FALSE(l.first_failure) << failure_text(l);
+  }
+}
+
+// ---- memory-order mutants need the weak model ------------------------------------------------------
+
+TEST(WeakMemory, MemoryOrderMutantsAreKilledOnlyUnderWeakMemory) {
+  struct mutant {
+    const char* scenario;
+    std::int64_t bug;
+    const char* what;
+  };
+  for (const mutant& mu : {mutant{"collective-mutex", 4, "relaxed lock CAS"}, mutant{"collective-mutex", 5, "relaxed unlock"},
+                           mutant{"pop-k", 4, "pop under a relaxed lock CAS"}, mutant{"publish", 1, "relaxed push"},
+                           mutant{"publish", 2, "relaxed pop"}, mutant{"publish", 4, "no release fence"},
+                           mutant{"publish", 5, "no acquire fence"}, mutant{"publish", 7, "acquire fence of block scope"}}) {
+    const auto weak = explore(mu.scenario, {{"bug", mu.bug}}, ts::memory_model::weak, ts::strategy_kind::random, 10'000);
+    ASSERT_TRUE(weak.first_failure) << mu.scenario << " bug=" << mu.bug << " (" << mu.what << ") survived 10,000 weak schedules";
+    EXPECT_TRUE(weak.first_failure->deterministic) << failure_text(weak);
+    const auto sc = explore(mu.scenario, {{"bug", mu.bug}}, ts::memory_model::sc, ts::strategy_kind::random, 2'000);
+    EXPECT_FALSE(sc.first_failure) << mu.scenario << " bug=" << mu.bug << " failed under sc: " << failure_text(sc);
+    std::printf("[ %-16s bug=%lld ] %-34s killed at weak schedule %llu\n", mu.scenario, static_cast<long long>(mu.bug),
+                mu.what, static_cast<unsigned long long>(weak.first_failure->index + 1));
+  }
+}
+
+TEST(WeakMemory, CorrectPrimitivesPassUnderWeakMemory) {
+  for (const auto& [name, params] : std::vector<std::pair<const char*, std::vector<std::pair<const char*, std::int64_t>>>>{
+           {"semaphore", {}},
+           {"semaphore", {{"capacity", 1}, {"keep", 1}}},
+           {"semaphore-collective", {}},
+           {"collective-mutex", {}},
+           {"pop-k", {}},
+           {"rcu", {}},
+           {"publish", {}},
+           {"publish", {{"fence", 1}}},
+           {"warp-ticket", {{"warps", 2}, {"threads", 12}}},
+           {"counter", {}}}) {
+    const auto s = explore(name, params, ts::memory_model::weak, ts::strategy_kind::portfolio, 20'000);
+    EXPECT_FALSE(s.first_failure) << name << ": " << failure_text(s);
+  }
+}
+
+TEST(WeakMemory, SameSeedSameTraceUnderWeakMemoryAcrossThreadCounts) {
+  const ts::scenario* sc = ts::find_scenario("rcu");
+  ts::run_limits l = sc->limits;
+  l.memory = ts::memory_model::weak;
+  std::uint64_t stale = 0;
+  for (unsigned threads : {1u, 2u}) {
+    ts::explore_options o;
+    o.strategy.kind = ts::strategy_kind::random;
+    o.schedules = 300;
+    o.threads = threads;
+    o.limits = l;
+    const auto s = ts::explore(*sc, o);
+    EXPECT_FALSE(s.first_failure) << failure_text(s);
+    ts::random_strategy a, b;
+    const auto r1 = ts::run_one(*sc, {}, a, 99, l);
+    const auto r2 = ts::run_one(*sc, {}, b, 99, l);
+    EXPECT_EQ(r1.trace_hash, r2.trace_hash);
+    EXPECT_EQ(r1.decisions, r2.decisions);
+    stale = r1.stale_reads;
+    // replaying the decision list gives the same schedule, stale reads included
+    ts::replay_strategy rs(r1.decisions);
+    const auto r3 = ts::run_one(*sc, {}, rs, 0, l);
+    EXPECT_EQ(r3.trace_hash, r1.trace_hash);
+    EXPECT_EQ(r3.stale_reads, r1.stale_reads);
+  }
+  std::printf("[ rcu weak ] stale reads in one schedule: %llu\n", static_cast<unsigned long long>(stale));
+}
+
+// ---- the warp rules --------------------------------------------------------------------------------
+
+namespace {
+// Lanes 16..31 exit at once while lanes 0..15 sync on the full mask: whenever a lane of the upper
+// half exits while a lower lane already waits, that lane never executes the __syncwarp its mask
+// names it in. Schedules where the upper half is gone first are legal.
+struct early_exit_state final : ts::instance {
+  explicit early_exit_state(ts::world&) {}
+  void lane() override {
+    if (P::lane_id() >= 16) return;
+    P::syncwarp(0xffffffffu);
+  }
+};
+// Lane 0 waits in __syncwarp(0x3) while lane 1 waits in __ballot_sync(0x3); lanes 2..3 spin on a
+// flag that nobody sets. Before the wait-cycle check this was a livelock (the spinners kept the
+// world busy); now the cycle is a cuda-rule verdict as soon as it closes.
+struct cycle_with_spinners_state final : ts::instance {
+  explicit cycle_with_spinners_state(ts::world&) {}
+  std::uint32_t flag = 0;
+  void lane() override {
+    const unsigned l = P::lane_id();
+    if (l == 0) P::syncwarp(0x3u);
+    else if (l == 1) P::ballot(0x3u, true);
+    else
+      for (unsigned a = 0; P::load(&flag, toga::relaxed, toga::device_scope) == 0; ++a) P::backoff(a);
+  }
+};
+// Legal: disjoint groups in one warp call different intrinsics at the same time.
+struct disjoint_groups_state final : ts::instance {
+  explicit disjoint_groups_state(ts::world&) {}
+  void lane() override {
+    const unsigned l = P::lane_id();
+    if (l < 2) P::syncwarp(0x3u);
+    else P::ballot(0xcu, true);
+    P::syncwarp(0xfu);
+  }
+};
+}  // namespace
+
+TEST(WarpRules, ALaneThatExitsWhileNamedInAPendingMaskIsACudaRuleVerdict) {
+  auto sc = lambda_scenario<early_exit_state>("t-early-exit", {1, 1, 32});
+  const auto s = ts::explore(sc, [] {
+    ts::explore_options o;
+    o.strategy.kind = ts::strategy_kind::random;
+    o.schedules = 200;
+    return o;
+  }());
+  ASSERT_TRUE(s.first_failure) << failure_text(s);
+  EXPECT_EQ(s.first_failure->result.kind, ts::verdict_kind::cuda_rule);
+  EXPECT_NE(s.first_failure->result.message.find("exits without executing __syncwarp"), std::string::npos)
+      << failure_text(s);
+  // the planted scenario: a full mask instead of activemask while some lanes skip
+  const auto w = explore("warp-ticket", {{"bug", 1}}, ts::memory_model::sc, ts::strategy_kind::random, 1'000);
+  ASSERT_TRUE(w.first_failure) << failure_text(w);
+  EXPECT_EQ(w.first_failure->result.kind, ts::verdict_kind::cuda_rule) << failure_text(w);
+}
+
+TEST(WarpRules, LanesWaitingForEachOtherInDifferentIntrinsicsAreReportedAtOnce) {
+  auto sc = lambda_scenario<cycle_with_spinners_state>("t-cycle", {1, 1, 4}, ts::run_limits{2'000, 20'000});
+  for (std::uint64_t seed = 1; seed <= 50; ++seed) {
+    ts::random_strategy rs;
+    const auto r = ts::run_one(sc, {}, rs, seed, sc.limits);
+    ASSERT_EQ(r.kind, ts::verdict_kind::cuda_rule) << "seed " << seed << ": " << r.message;
+    EXPECT_NE(r.message.find("waits in __"), std::string::npos) << r.message;
+  }
+  auto ok = lambda_scenario<disjoint_groups_state>("t-disjoint", {1, 1, 4});
+  ts::explore_options o;
+  o.strategy.kind = ts::strategy_kind::portfolio;
+  o.schedules = 2'000;
+  const auto s = ts::explore(ok, o);
+  EXPECT_FALSE(s.first_failure) << failure_text(s);
+}
+
+TEST(WarpRules, BuiltInCorrectScenariosKeepTheRules) {
+  for (const char* name : {"warp-ticket", "semaphore-collective", "collective-mutex", "pop-k"}) {
+    const auto s = explore(name, {}, ts::memory_model::sc, ts::strategy_kind::portfolio, 5'000);
+    EXPECT_FALSE(s.first_failure) << name << ": " << failure_text(s);
+  }
+  for (const char* name : {"alloc-storm", "mixed-sizes"}) {
+    const auto s = explore(name, {{"coalesced", 1}}, ts::memory_model::sc, ts::strategy_kind::portfolio, 1'000);
+    EXPECT_FALSE(s.first_failure) << name << " coalesced: " << failure_text(s);
+  }
+}
+
+// ---- fault sites -----------------------------------------------------------------------------------
+
+namespace {
+// Every lane hits a failure site, a stall site and poisons a word of its own, many times.
+struct fault_state final : ts::instance {
+  explicit fault_state(ts::world& w) : lanes(w.config().lanes()) {}
+  unsigned lanes;
+  std::uint32_t word[8] = {};
+  std::uint64_t poisoned[8] = {};
+  unsigned failures = 0, stalls_seen = 0;
+  std::uint32_t progress = 0;
+  void lane() override {
+    const unsigned me = P::thread_id();
+    for (unsigned i = 0; i < 40; ++i) {
+      if (P::inject(toga::fault_site::fail_chunk)) ++failures;
+      const std::uint32_t before = P::load(&progress, toga::relaxed, toga::device_scope);
+      P::inject(toga::fault_site::stall_read_to_rmw);
+      const std::uint32_t after = P::fetch_add(&progress, 1u, toga::relaxed, toga::device_scope);
+      if (after > before + 20) ++stalls_seen;  // others moved on a lot while we were held
+    }
+    P::poison(&poisoned[me], sizeof(std::uint64_t));
+  }
+};
+}  // namespace
+
+TEST(Faults, SitesFireOnlyWhenEnabledAndReplayExactly) {
+  auto sc = lambda_scenario<fault_state>("t-faults", {1, 1, 4});
+  unsigned with_failures = 0, with_stalls = 0, with_poison = 0, fired = 0;
+  for (std::uint64_t seed = 1; seed <= 300; ++seed) {
+    ts::run_limits off = sc.limits, on = sc.limits;
+    on.faults = ts::all_fault_sites;
+    // disabled: nothing fires and nothing is drawn
+    {
+      ts::random_strategy rs;
+      ts::world w(sc.shape({}), rs, off);
+      rs.begin(seed, 4);
+      fault_state st(w);
+      const auto r = w.run([&] { st.lane(); });
+      ASSERT_FALSE(r.failed()) << r.message;
+      EXPECT_EQ(st.failures, 0u);
+      EXPECT_EQ(r.faults_fired, 0u);
+      for (auto x : st.poisoned) EXPECT_EQ(x, 0u);
+    }
+    ts::random_strategy rs;
+    ts::world w(sc.shape({}), rs, on);
+    rs.begin(seed, 4);
+    fault_state st(w);
+    const auto r = w.run([&] { st.lane(); });
+    ASSERT_FALSE(r.failed()) << "seed " << seed << ": " << r.message;
+    fired += r.faults_fired;
+    with_failures += st.failures > 0;
+    with_stalls += st.stalls_seen > 0;
+    for (auto x : st.poisoned) with_poison += x == 0xa5a5a5a5a5a5a5a5ull;
+    // the same decisions replay the same faults
+    ts::replay_strategy again(r.decisions);
+    ts::world w2(sc.shape({}), again, on);
+    again.begin(0, 4);
+    fault_state st2(w2);
+    const auto r2 = w2.run([&] { st2.lane(); });
+    EXPECT_EQ(r2.trace_hash, r.trace_hash) << "seed " << seed;
+    EXPECT_EQ(st2.failures, st.failures);
+  }
+  std::printf("[ faults ] 300 schedules: %u fired, failures in %u, long stalls in %u, poison in %u\n", fired, with_failures,
+              with_stalls, with_poison);
+  EXPECT_GT(with_failures, 10u);
+  EXPECT_GT(with_stalls, 10u);
+  EXPECT_GT(with_poison, 5u);
+}
+
+namespace {
+struct partial_state final : ts::instance {
+  explicit partial_state(ts::world&) {}
+  std::uint32_t size[32] = {};
+  void lane() override {
+    const std::uint32_t m = P::activemask();
+    size[P::lane_id()] = static_cast<std::uint32_t>(std::popcount(m));
+    if (!(m & (1u << P::lane_id()))) P::violated("activemask lacks the caller");
+    P::match_any(m, 1u);  // the group must still be consistent: everyone in m calls with m
+  }
+};
+}  // namespace
+
+TEST(Faults, PartialMasksSplitActivemaskGroups) {
+  auto sc = lambda_scenario<partial_state>("t-partial", {1, 1, 8});
+  // Under the default policy every lane joins one group of 8; the partial-mask site splits it.
+  std::set<std::uint32_t> sizes_off, sizes_on;
+  for (std::uint64_t seed = 1; seed <= 200; ++seed)
+    for (std::uint32_t faults : {0u, ts::fault_bit(toga::fault_site::partial_mask)}) {
+      ts::run_limits l = sc.limits;
+      l.faults = faults;
+      ts::pct_strategy pct(1, 100);  // never preempts: groups form fully unless split
+      pct.begin(seed, 8);
+      ts::world w(sc.shape({}), pct, l);
+      partial_state st(w);
+      const auto r = w.run([&] { st.lane(); });
+      ASSERT_FALSE(r.failed()) << r.message;
+      for (auto x : st.size) (faults ? sizes_on : sizes_off).insert(x);
+    }
+  EXPECT_TRUE(sizes_off.count(8)) << "without the fault the 8 lanes group together";
+  EXPECT_GE(sizes_on.size(), 3u) << "the fault splits groups into several sizes";
+}
