@@ -11,8 +11,10 @@
 
 #include "toga/allocator.hpp"
 #include "toga/heap_walk.hpp"
+#include "toga/sim/ghost.hpp"
 #include "toga/sim/platform.hpp"
 #include "toga/sim/scenario.hpp"
+#include "toga/sim/strategy.hpp"
 #include "toga/sim/world.hpp"
 
 namespace toga::sim {
@@ -69,7 +71,10 @@ struct heap_inst final : instance {
     meta.assign(layout.bytes / 8 + 1, 0);
     a = A::make(heap.get(), reinterpret_cast<char*>(meta.data()), layout);
     a.init_after_zero(static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("limit_kib", 0))) * 1024);
+    ghost_table::current().clear();
     w.add_invariant("T3/S5 buddy units <= AVAILABLE nodes", [this]() { return units_findable(); });
+    w.add_invariant("S1' arena semaphores: C_true + in-flight decrements >= 0", [this]() { return semaphores_in_range(); });
+    w.add_invariant("U1' bitmap + free + transit == capacity", [this]() { return bins_account(); });
   }
 
   // Upper-bound form of S5 for TBuddy, true after every step of the correct code: a level's
@@ -88,6 +93,58 @@ struct heap_inst final : instance {
     // another free is re-linking under the list mutex; stage 2 then looks again. Their exact
     // accounting is checked at quiescence.)
     return std::nullopt;
+  }
+
+  // S1' for the per-SM semaphores with the fast path (fast-path.md E2): the stored C minus the
+  // bias plus the units of speculative decrements not yet undone (ghost) is never negative.
+  std::optional<std::string> semaphores_in_range() const {
+    const ghost_table& gt = ghost_table::current();
+    for (unsigned ai = 0; ai < a.small.num_arenas; ++ai) {
+      const auto& ar = a.small.arenas[ai];
+      const std::int64_t cc = slot_semaphore<P>::c_of(ar.chunk_sem.raw()) + gt.get(ghost_kind::sem_inflight, &ar.chunk_sem);
+      if (cc < 0) return "arena " + str(ai) + " chunk semaphore: C_true + in-flight = " + std::to_string(cc);
+      for (unsigned c = 0; c < geom::num_classes; ++c) {
+        const auto& sem = ar.lists[c].slot_sem;
+        const std::int64_t v = slot_semaphore<P>::c_of(sem.raw()) + gt.get(ghost_kind::sem_inflight, &sem);
+        if (v < 0) return "arena " + str(ai) + " class " + str(c) + " slot semaphore: C_true + in-flight = " + std::to_string(v);
+      }
+    }
+    return std::nullopt;
+  }
+  // U1' for every live bin (ghost bin_live): set bits below capacity + free count + slots in
+  // transit (reserved not claimed, excess not undone, freed not counted) == capacity; bits at or
+  // above capacity stay set.
+  mutable std::uint64_t rotation_ = 0;
+  std::optional<std::string> bins_account() const {
+    const ghost_table& gt = ghost_table::current();
+    std::optional<std::string> bad;
+    auto check = [&](const bin_header* h) {
+      if (bad || gt.get(ghost_kind::bin_live, h) != 1) return;
+      const std::uint64_t off = static_cast<std::uint64_t>(reinterpret_cast<const char*>(h) - a.small.base);
+      const unsigned cap = h->capacity;
+      std::int64_t pop = 0;
+      for (unsigned w = 0; w < geom::bitmap_words; ++w) {
+        const unsigned lo = w * 64;
+        const std::uint64_t valid = cap >= lo + 64 ? ~std::uint64_t{0} : cap <= lo ? 0 : (std::uint64_t{1} << (cap - lo)) - 1;
+        if ((h->bitmap[w] | valid) != ~std::uint64_t{0}) {
+          bad = "U1': bin " + str(off) + ": a bit beyond capacity is clear in word " + str(w);
+          return;
+        }
+        pop += bits::popc(h->bitmap[w] & valid);
+      }
+      const std::int64_t transit = gt.get(ghost_kind::bin_transit, h);
+      if (pop + static_cast<std::int32_t>(h->free) + transit != cap)
+        bad = "U1': bin " + str(off) + ": " + std::to_string(pop) + " set bits + free " + std::to_string(static_cast<std::int32_t>(h->free)) +
+              " + transit " + std::to_string(transit) + " != capacity " + str(cap);
+    };
+    // Per step: the bins with slots in transit (the windows the fast path opens) and, in turn, one
+    // other ghost entry's bin; check_quiescent checks every bin exactly at the end (U1).
+    gt.for_each_nonzero(ghost_kind::bin_transit, [&](std::uintptr_t addr, std::int64_t) { check(reinterpret_cast<const bin_header*>(addr)); });
+    if (gt.size() > 0) {
+      const std::size_t i = rotation_++ % gt.size();
+      if (gt.kind_at(i) == ghost_kind::bin_live) check(reinterpret_cast<const bin_header*>(gt.addr_at(i)));
+    }
+    return bad;
   }
 
   template <class F>
@@ -252,6 +309,17 @@ struct heap_inst final : instance {
             {"chunks left at the end", double(quality.chunks)}};
   }
 
+  // Runs allocator::trim() in a one-lane launch after every lane exited (what the host's trim
+  // does at quiescence).
+  std::optional<std::string> trim_at_quiescence() {
+    random_strategy rs;
+    rs.begin(1, 1);
+    world w({1, 1, 1}, rs, run_limits{1'000, 50'000'000});
+    const run_result r = w.run([this] { a.trim(); });
+    if (r.failed()) return std::string(to_string(r.kind)) + ": " + r.message;
+    return std::nullopt;
+  }
+
   std::optional<std::string> check_final() override {
     for (auto h : mailbox)
       if (h) return "a block was left in a mailbox";
@@ -270,13 +338,17 @@ struct heap_inst final : instance {
     }
     if (a.globals->error_count) return "checked-mode errors: " + str(a.globals->error_count);
     if (m == mode::exhaust) {
-      // recovery: after every block was freed and free buddies merged, the heap is as new
+      // recovery: after every block was freed, a trim at quiescence (hysteresis keeps empty bins
+      // and a free chunk per arena: the host's heap::trim does this) and a merge of free
+      // buddies, the heap is as new (T7 "after trim")
+      if (auto e = trim_at_quiescence()) return "trim: " + *e;
+      if (auto e = check_quiescent(a)) return "after the trim: " + *e;
       merge_free_buddies_quiescent(a);
       if (auto e = check_quiescent(a)) return "after merging: " + *e;
-      if (a.small.buddy.state[1] != node_available) return "T7: the root is not AVAILABLE after freeing everything (state " + str(a.small.buddy.state[1]) + ")";
+      if (a.small.buddy.state[1] != node_available) return "T7: the root is not AVAILABLE after freeing everything and a trim (state " + str(a.small.buddy.state[1]) + ")";
       for (unsigned k = 0; k < a.small.buddy.levels; ++k) {
         const auto f = tbuddy_semaphore<P>::unpack(a.small.buddy.sem[k].raw());
-        if (f.c != (k == a.small.buddy.top() ? 1u : 0u)) return "T7: buddy semaphore " + str(k) + " C=" + str(f.c) + " after freeing everything";
+        if (f.c != (k == a.small.buddy.top() ? 1u : 0u)) return "T7: buddy semaphore " + str(k) + " C=" + str(f.c) + " after freeing everything and a trim";
       }
     }
     if (m == mode::exhaust && failures == 0) return "exhaustion never reached";
@@ -299,6 +371,15 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 6: return make_one<ualloc_bug::none, tbuddy_bug::merge_without_unit>(w, p, md);
     case 7: return make_one<ualloc_bug::none, tbuddy_bug::claim_without_lock>(w, p, md);
     case 8: return make_one<ualloc_bug::none, tbuddy_bug::oom_keeps_promises>(w, p, md);
+    case 9: return make_one<ualloc_bug::claim_without_reservation, tbuddy_bug::none>(w, p, md);
+    case 10: return make_one<ualloc_bug::two_lanes_one_bit, tbuddy_bug::none>(w, p, md);
+    case 11: return make_one<ualloc_bug::pin_swap_drops_bin, tbuddy_bug::none>(w, p, md);
+    case 12: return make_one<ualloc_bug::retire_keeps_pin, tbuddy_bug::none>(w, p, md);
+    case 13: return make_one<ualloc_bug::dead_near_wrap, tbuddy_bug::none>(w, p, md);
+    case 14: return make_one<ualloc_bug::pin_before_init, tbuddy_bug::none>(w, p, md);
+    case 15: return make_one<ualloc_bug::or_drops_lane, tbuddy_bug::none>(w, p, md);
+    case 16: return make_one<ualloc_bug::free_signals_short, tbuddy_bug::none>(w, p, md);
+    case 17: return make_one<ualloc_bug::undo_whole_reservation, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -312,7 +393,10 @@ launch_config shape(const params& p, std::int64_t warps, std::int64_t threads, s
 constexpr const char* bug_help =
     " bug=0 (1 free outside the read-side section, 2 bin retired without try_wait, 3 chunk returned with live "
     "bins, 4 no unlink on exhaustion, 5 a refilled bin is not re-linked, 6 buddy merge without the unit, 7 buddy claim "
-    "without the lock, 8 out of memory keeps the climb's promises)";
+    "without the lock, 8 out of memory keeps the climb's promises; fast path: 9 claim without a reservation, 10 two lanes "
+    "mapped to one bit, 11 a GROW drops a displaced pin that has free slots, 12 retiring a pinned bin keeps it pinned, 13 DEAD "
+    "near wrap-around, 14 pin published before the bin header, 15 free OR-reduction drops a lane, 16 group free signals k-1, "
+    "17 a short reservation undoes all it asked for)";
 
 // Declared keys (toga-sim rejects others and out-of-range values). heap_kib: the simulator backs
 // the heap with host memory, so at most 1 GiB here (toga's own limit, heap_layout::max_heap_bytes,

@@ -31,22 +31,25 @@ using toga::test::failure_text;
 
 }  // namespace
 
-TEST(Allocator, CorrectAllocatorPasses100kSchedulesPerScenario) {
-  struct run {
-    const char* scenario;
-    std::vector<std::pair<const char*, std::int64_t>> params;
-  };
-  for (const run& r : std::vector<run>{{"alloc-storm", {}},
-                                       {"alloc-storm", {{"leak", 1}}},
-                                       {"exhaust-recover", {}},
-                                       {"mixed-sizes", {}},
-                                       {"retire-race", {}}}) {
-    const auto s = explore(r.scenario, r.params, ts::strategy_kind::portfolio, 100'000);
-    EXPECT_FALSE(s.first_failure) << r.scenario << ": " << failure_text(s);
-    EXPECT_EQ(s.counts[0], 100'000u);
-    std::printf("[ %-16s%s ] 100000 schedules: %.0f schedules/s, %.0f steps/schedule\n", r.scenario,
-                r.params.empty() ? "" : " leak", s.schedules_per_second(), double(s.total_steps) / s.schedules);
-  }
+// 100,000 schedules per scenario (portfolio: random, PCT d=2, PCT d=3, stall in turn), one test
+// each so that ctest runs them in parallel and none takes more than a few minutes.
+void passes_100k(const char* scenario, std::vector<std::pair<const char*, std::int64_t>> params, const char* label) {
+  const auto s = explore(scenario, params, ts::strategy_kind::portfolio, 100'000);
+  EXPECT_FALSE(s.first_failure) << scenario << ": " << failure_text(s);
+  EXPECT_EQ(s.counts[0], 100'000u);
+  std::printf("[ %-22s ] 100000 schedules: %.0f schedules/s, %.0f steps/schedule\n", label, s.schedules_per_second(),
+              double(s.total_steps) / s.schedules);
+}
+TEST(Allocator, AllocStormPasses100kSchedules) { passes_100k("alloc-storm", {}, "alloc-storm"); }
+TEST(Allocator, AllocStormLeakPasses100kSchedules) { passes_100k("alloc-storm", {{"leak", 1}}, "alloc-storm leak"); }
+TEST(Allocator, ExhaustRecoverPasses100kSchedules) { passes_100k("exhaust-recover", {}, "exhaust-recover"); }
+TEST(Allocator, MixedSizesPasses100kSchedules) { passes_100k("mixed-sizes", {}, "mixed-sizes"); }
+TEST(Allocator, RetireRacePasses100kSchedules) { passes_100k("retire-race", {}, "retire-race"); }
+// Groups of lanes (warp aggregation at every entry point, fast-path.md E1): one warp of 8 lanes
+// on one SM, so that reservations, word claims, pin swaps and aggregated frees of several lanes
+// interleave with each other.
+TEST(Allocator, WarpGroupsPass100kSchedules) {
+  passes_100k("alloc-storm", {{"threads", 8}, {"warps", 1}, {"sms", 1}, {"size", 16}, {"ops", 4}}, "alloc-storm 8-lane warp");
 }
 
 TEST(Allocator, MachineShapesIncludingPartialWarpsAndCrossSmFrees) {
@@ -82,6 +85,33 @@ TEST(Allocator, WarpCooperativeAllocatePassesOverPartialWarps) {
   EXPECT_FALSE(e.first_failure) << failure_text(e);
 }
 
+// Exhaustion and recovery with UAlloc classes on small heaps and 4 lanes (issue 10): every lane
+// allocates until nullptr, then frees everything; after a trim (hysteresis keeps empty bins and
+// a free chunk per arena) the heap must be as new (T7). The first replay is the schedule that
+// left a listed empty 1 KiB bin behind before hysteresis and the trim (issue 10's seed 19).
+TEST(Allocator, ExhaustRecoverUAllocClassesOnSmallHeaps) {
+  {
+    const ts::scenario* sc = ts::find_scenario("exhaust-recover");
+    ASSERT_NE(sc, nullptr);
+    ts::params p;
+    p.set("heap_kib", 512);
+    p.set("size", 1024);
+    p.set("threads", 4);
+    ts::random_strategy rs;
+    const auto r = ts::run_one(*sc, p, rs, 19, sc->limits);
+    EXPECT_FALSE(r.failed()) << r.message << "\n  replay: toga-sim replay --scenario exhaust-recover --strategy random --seed 19 "
+                                            "--set heap_kib=512 --set size=1024 --set threads=4";
+  }
+  for (std::int64_t size : {16, 64, 256, 1024}) {
+    const auto s = explore("exhaust-recover", {{"heap_kib", 512}, {"size", size}, {"threads", 4}}, ts::strategy_kind::portfolio,
+                           size <= 64 ? 100 : 1'000);
+    EXPECT_FALSE(s.first_failure) << size << " B: " << failure_text(s);
+  }
+  const auto m = explore("exhaust-recover", {{"heap_kib", 1024}, {"size", 256}, {"threads", 2}, {"warps", 2}, {"sms", 2}},
+                         ts::strategy_kind::portfolio, 200);
+  EXPECT_FALSE(m.first_failure) << "2 SMs: " << failure_text(m);
+}
+
 TEST(Allocator, PlantedBugsAreCaughtWithin10kSchedules) {
   struct planted {
     const char* scenario;
@@ -98,6 +128,16 @@ TEST(Allocator, PlantedBugsAreCaughtWithin10kSchedules) {
       {"mixed-sizes", {{"bug", 6}}, "buddy merge without the semaphore unit", true},
       {"exhaust-recover", {{"bug", 7}}, "buddy claim without the parent lock", true},
       {"exhaust-recover", {{"bug", 8}, {"threads", 4}}, "out of memory keeps the climb's promises", true},
+      // the fast path (fast-path.md §5)
+      {"alloc-storm", {{"bug", 9}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 16}}, "claim without a reservation", true},
+      {"alloc-storm", {{"bug", 10}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 16}}, "two lanes mapped to one bit", true},
+      {"alloc-storm", {{"bug", 11}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}, {"leak", 1}}, "GROW drops a displaced pin", true},
+      {"alloc-storm", {{"bug", 12}, {"size", 1024}}, "retiring a pinned bin keeps the pin", true},
+      {"alloc-storm", {{"bug", 13}, {"size", 1024}, {"threads", 4}, {"warps", 1}, {"sms", 1}}, "DEAD near wrap-around", true},
+      {"alloc-storm", {{"bug", 14}, {"size", 1024}, {"threads", 2}, {"warps", 2}, {"sms", 1}}, "pin published before the header", true},
+      {"alloc-storm", {{"bug", 15}, {"threads", 8}, {"warps", 1}, {"sms", 1}, {"size", 16}}, "free OR-reduction drops a lane", true},
+      {"alloc-storm", {{"bug", 16}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 16}}, "group free signals k-1", true},
+      {"alloc-storm", {{"bug", 17}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}}, "short reservation undoes everything", true},
   };
   std::printf("\nplanted allocator bug                         | random    | pct d=3   | stall\n");
   for (const auto& b : bugs) {

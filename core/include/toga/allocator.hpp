@@ -130,14 +130,22 @@ struct allocator {
   //! it in a one-thread kernel). limit_bytes: 0 for none.
   TOGA_HOST_DEVICE void init_after_zero(std::uint64_t limit_bytes) {
     small.buddy.init_after_zero();
+    for (unsigned a = 0; a < small.num_arenas; ++a) {  // biased semaphores start at C = 0 + bias
+      small.arenas[a].chunk_sem.init(0);
+      for (unsigned c = 0; c < geom::num_classes; ++c) small.arenas[a].lists[c].slot_sem.init(0);
+    }
     globals->limit.limit = limit_bytes;
   }
 
   //! At least `bytes` bytes (see the file comment for size and alignment), or nullptr.
-  TOGA_DEVICE void* allocate(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
+  //! Lanes of a warp that call it together for sizes of one class are served as one group (one
+  //! semaphore operation, one reservation, one bitmap claim, statistics once: fast-path.md E1);
+  //! any subset of a warp may call it, and no lane waits for lanes that do not.
+  TOGA_DEVICE TOGA_FORCEINLINE void* allocate(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     if (bytes > heap_bytes) return fail_too_large();  // before rounding: round_up overflows past 2^63
     const std::uint64_t s = geom::round_up(bytes ? bytes : 1);
-    return allocate_rounded(s, s <= geom::max_class_bytes);
+    if (s <= geom::max_class_bytes) return allocate_small(geom::class_of(s));
+    return allocate_large(s);
   }
   //! At least `bytes` bytes aligned to `alignment` (a power of two), or nullptr.
   TOGA_DEVICE void* allocate(std::uint64_t bytes, std::uint64_t alignment) const TOGA_NOEXCEPT(P) {
@@ -146,67 +154,55 @@ struct allocator {
     std::uint64_t s = geom::round_up(bytes ? bytes : 1);
     if (alignment > s) s = alignment;
     // UAlloc slots are aligned to min(s, 128); beyond 128 only TBuddy blocks are aligned enough.
-    return allocate_rounded(s, s <= geom::max_class_bytes && alignment <= geom::bin_header_bytes);
+    if (s <= geom::max_class_bytes && alignment <= geom::bin_header_bytes) return allocate_small(geom::class_of(s));
+    return allocate_large(s);
   }
 
-  //! Warp-cooperative allocate: lanes of a warp that call it together with sizes of the same
-  //! class are served as one group (one semaphore operation, bins made in parallel, statistics
-  //! aggregated); larger sizes take the per-thread path. Same results and errors as allocate.
-  //! Any subset of the warp may call it (partial masks); no lane waits for lanes that do not.
-  TOGA_DEVICE void* allocate_coalesced(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
-    if (bytes > heap_bytes) return fail_too_large();
-    const std::uint64_t s = geom::round_up(bytes ? bytes : 1);
-    if (s > geom::max_class_bytes) return allocate_rounded(s, false);
-    const unsigned c = geom::class_of(s);
-    const unsigned a = P::sm_id() % small.num_arenas;
-    // Key: the class list's semaphore address [DECISION spec §2.6]: unique per heap, arena, class.
-    const auto g = coalesced_group<P>::by_key(reinterpret_cast<std::uintptr_t>(&small.arenas[a].lists[c].slot_sem));
-    const std::uint64_t off = small.allocate_group(a, c, g);
-    // statistics: one update per group, by its leader
-    const std::uint32_t ok = g.ballot(off != no_block);
-    if (g.is_leader()) {
-      arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
-      const unsigned n_ok = bits::popc(ok);
-      if (n_ok) count_alloc(st, n_ok, s * n_ok);
-      if (n_ok < g.size) count_failed(st, g.size - n_ok, geom::chunk_bytes);
-    }
-    return off == no_block ? nullptr : small.base + off;
-  }
-  //! Warp-cooperative deallocate: the same as deallocate for each calling lane (frees touch
-  //! different bins; there is nothing to share).
+  //! The same as allocate: every entry point aggregates per warp (kept for source compatibility).
+  TOGA_DEVICE void* allocate_coalesced(std::uint64_t bytes) const TOGA_NOEXCEPT(P) { return allocate(bytes); }
+  //! The same as deallocate (kept for source compatibility).
   TOGA_DEVICE void deallocate_coalesced(void* ptr) const TOGA_NOEXCEPT(P) { deallocate(ptr); }
 
-  //! Frees a block from allocate (any thread, any kernel). nullptr: nothing.
-  TOGA_DEVICE void deallocate(void* ptr) const TOGA_NOEXCEPT(P) {
+  //! Frees a block from allocate (any thread, any kernel). nullptr: nothing. Lanes of a warp
+  //! that free slots of one bin together are served as one group (fast-path.md E9).
+  TOGA_DEVICE TOGA_FORCEINLINE void deallocate(void* ptr) const TOGA_NOEXCEPT(P) {
     if (ptr == nullptr) return;
     const char* p = static_cast<const char*>(ptr);
     const std::uint64_t off = static_cast<std::uint64_t>(p - small.base);
     if constexpr (Checked) {
       if (p < small.base || off >= heap_bytes) return report(heap_error_kind::foreign_pointer, reinterpret_cast<std::uintptr_t>(ptr));
     }
-    arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
-    if (off % geom::page_bytes == 0) {  // TBuddy blocks start on 4 KiB boundaries; slots never do
-      const std::uint64_t v = small.buddy.allocated_node(off);
-      if constexpr (Checked) {
-        if (v == 0) return report(heap_error_kind::double_free, off);
-        const std::uint32_t s = small.buddy.load_state(v);
-        if (small.buddy.offset_of(v) != off || (s & node_chunk_tag)) return report(heap_error_kind::invalid_pointer, off);
-      }
-      const std::uint64_t size = geom::page_bytes << small.buddy.height(v);
-      small.buddy.free(off);
-      count_free(st, size);
-      return;
-    }
+    if (off % geom::page_bytes == 0) return deallocate_large(off);  // TBuddy blocks start on 4 KiB boundaries; slots never do
     if constexpr (Checked) {
       if (!plausible_slot(off)) return report(heap_error_kind::invalid_pointer, off);
     }
-    unsigned c = 0;
-    if (!small.deallocate(off, c)) {
-      if constexpr (Checked) report(heap_error_kind::double_free, off);
-      return;
+    const std::uint64_t chunk = off & ~(geom::chunk_bytes - 1);
+    const std::uint64_t in = off - chunk;
+    const std::uint64_t bin = chunk + std::uint64_t{geom::owner_bin(in)} * geom::page_bytes;
+    const bin_header* h = reinterpret_cast<const bin_header*>(small.base + bin);
+    // valid: the slot is live, so its bin cannot change class or arena
+    const unsigned c = P::load(const_cast<std::uint32_t*>(&h->class_id), relaxed, device_scope);
+    const unsigned a = P::load(const_cast<std::uint32_t*>(&h->arena), relaxed, device_scope);
+    // group: the lanes freeing slots of the same bin (the bin offset fits 32 bits in 4 KiB units)
+    const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), static_cast<std::uint32_t>(bin >> geom::page_shift)));
+    const std::uint32_t ok = small.template deallocate_group<Checked>(bin, geom::owner_slot(in, c), c, a, g);
+    if (g.is_leader() && ok != 0) {
+      arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
+      const unsigned k = bits::popc(ok);
+      P::fetch_add(&st.deallocations, std::uint64_t{k}, relaxed, device_scope);
+      P::fetch_sub(&st.used_bytes, geom::class_bytes(c) * k, relaxed, device_scope);
     }
-    count_free(st, geom::class_bytes(c));
+    if constexpr (Checked) {
+      if (!((ok >> P::lane_id()) & 1u)) report(heap_error_kind::double_free, off);
+    }
   }
+
+  //! Gives back what hysteresis keeps (fast-path.md E11): retires every empty bin, runs pending
+  //! RCU callbacks and returns cached free chunks to the buddy tree, in every arena. Safe while
+  //! other threads allocate and free; called at quiescence (the host's trim), it leaves the heap
+  //! as new once every block is freed (invariant T7 "after trim"). One thread; returns whether
+  //! anything was given back.
+  TOGA_DEVICE bool trim() const TOGA_NOEXCEPT(P) { return small.reclaim(); }
 
   //! Whether `ptr` points into this heap.
   TOGA_HOST_DEVICE bool contains(const void* ptr) const {
@@ -226,38 +222,59 @@ struct allocator {
     const bool by_limit = lim != 0 && P::load(&globals->limit.reserved, relaxed, device_scope) + block_bytes > lim;
     P::fetch_add(by_limit ? &st.failed_limit : &st.failed, std::uint64_t{n}, relaxed, device_scope);
   }
-  TOGA_DEVICE void* allocate_rounded(std::uint64_t s, bool use_ualloc) const TOGA_NOEXCEPT(P) {
-    arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
-    std::uint64_t off = no_block;
-    std::uint64_t served = s;
-    if (use_ualloc) {
-      off = small.allocate(geom::class_of(s));
-    } else if (s <= heap_bytes) {
-      const unsigned order = geom::order_of(s);
-      served = geom::page_bytes << order;
-      off = small.buddy.alloc(order);
-      if (off == no_block && small.reclaim()) off = small.buddy.alloc(order);  // chunks UAlloc could give back
+  // A UAlloc class for the lanes that ask for it now, as one group keyed by (arena, class).
+  TOGA_DEVICE TOGA_FORCEINLINE void* allocate_small(unsigned c) const TOGA_NOEXCEPT(P) {
+    const unsigned a = P::sm_id() % small.num_arenas;
+    // Key: unique per (arena, class) within the heap [DECISION spec §2.6: the semaphore's identity,
+    // not its batch size]; all lanes of a warp run on one SM, so they share the arena.
+    const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), (a << 4) | c));
+    const std::uint64_t off = small.allocate_group(a, c, g);
+    const std::uint32_t ok = g.ballot(off != no_block);
+    if (g.is_leader()) {  // statistics once per group (E8)
+      arena_stats& st = small.arenas[a].stats;
+      const unsigned n_ok = bits::popc(ok);
+      if (n_ok) count_alloc(st, n_ok, geom::class_bytes(c) * n_ok);
+      if (n_ok < g.size) count_failed(st, g.size - n_ok, geom::chunk_bytes);
     }
+    return off == no_block ? nullptr : small.base + off;
+  }
+  // A TBuddy block of at least s bytes (s > 1 KiB, or a large alignment), per lane.
+  TOGA_DEVICE TOGA_NOINLINE void* allocate_large(std::uint64_t s) const TOGA_NOEXCEPT(P) {
+    arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
+    if (s > heap_bytes) {
+      P::fetch_add(&st.failed_too_large, std::uint64_t{1}, relaxed, device_scope);
+      return nullptr;
+    }
+    const unsigned order = geom::order_of(s);
+    const std::uint64_t served = geom::page_bytes << order;
+    std::uint64_t off = P::inject(fault_site::fail_tbuddy_block) ? no_block : small.buddy.alloc(order);
+    if (off == no_block && small.reclaim()) off = small.buddy.alloc(order);  // chunks UAlloc could give back
     if (off == no_block) {
-      if (!use_ualloc && s > heap_bytes) {
-        P::fetch_add(&st.failed_too_large, std::uint64_t{1}, relaxed, device_scope);
-        return nullptr;
-      }
-      count_failed(st, 1, use_ualloc ? geom::chunk_bytes : served);
+      count_failed(st, 1, served);
       return nullptr;
     }
     count_alloc(st, 1, served);
     return small.base + off;
+  }
+  // Frees a TBuddy block, per lane.
+  TOGA_DEVICE TOGA_NOINLINE void deallocate_large(std::uint64_t off) const TOGA_NOEXCEPT(P) {
+    const std::uint64_t v = small.buddy.allocated_node(off);
+    if constexpr (Checked) {
+      if (v == 0) return report(heap_error_kind::double_free, off);
+      const std::uint32_t s = small.buddy.load_state(v);
+      if (small.buddy.offset_of(v) != off || (s & node_chunk_tag)) return report(heap_error_kind::invalid_pointer, off);
+    }
+    const std::uint64_t size = geom::page_bytes << small.buddy.height(v);
+    small.buddy.free(off);
+    arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
+    P::fetch_add(&st.deallocations, std::uint64_t{1}, relaxed, device_scope);
+    P::fetch_sub(&st.used_bytes, size, relaxed, device_scope);
   }
   TOGA_DEVICE void count_alloc(arena_stats& st, unsigned n, std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     P::fetch_add(&st.allocations, std::uint64_t{n}, relaxed, device_scope);
     const std::uint64_t used = P::fetch_add(&st.used_bytes, bytes, relaxed, device_scope) + bytes;
     // a negative (two's complement) per-arena count never raises the peak
     if (static_cast<std::int64_t>(used) > 0) P::fetch_max(&st.peak_used_bytes, used, relaxed, device_scope);
-  }
-  TOGA_DEVICE void count_free(arena_stats& st, std::uint64_t size) const TOGA_NOEXCEPT(P) {
-    P::fetch_add(&st.deallocations, std::uint64_t{1}, relaxed, device_scope);
-    P::fetch_sub(&st.used_bytes, size, relaxed, device_scope);
   }
   TOGA_DEVICE void report(heap_error_kind k, std::uint64_t where) const TOGA_NOEXCEPT(P) {
     const std::uint32_t i = P::fetch_add(&globals->error_count, 1u, relaxed, device_scope);

@@ -1,9 +1,9 @@
 //! @file toga/bulk_semaphore.hpp
 //! Bulk semaphore: two-stage resource accounting (Gelado & Garland, PPoPP'19, §3.2-3.3;
-//! toga's allocator-spec §2).
+//! toga's allocator-spec §2, amended by fast-path.md E2).
 //!
 //! One 64-bit word holds three unsigned fields, C in the low bits:
-//!   C (count)    units available now;
+//!   C (count)    units available now (stored with a bias, see below);
 //!   E (expected) units promised by producers that are making a batch;
 //!   R (reserved) units claimed by waiters that wait for promised units.
 //! Expected availability A = C + E - R. `wait(N, B)` takes N units from C (OK), reserves and
@@ -11,9 +11,20 @@
 //! keep N, publish the other B - N and then `signal(B - N, B - N)`; a producer that fails must
 //! withdraw its promise with `signal(0, B - N)`, so that out-of-memory reaches every waiter.
 //!
-//! Every decrement of C is a CAS (C never goes negative, not even briefly: spec §2.5 [DECISION]);
-//! `signal` is one fetch_add (valid because E >= b, so no borrow crosses a field). Successful
-//! waits are acquire, signals release. Every spin calls `P::backoff`.
+//! Fast path (fast-path.md E2; reverses spec §2.5 [DECISION] "CAS for every decrement"): with a
+//! `Bias` > 0, C is stored as C_true + Bias, and a take is one speculative `fetch_sub(T)` judged
+//! on the returned word with the spec's own condition (C >= T and C + E - R >= T); on failure it
+//! is undone with `fetch_add(T)` and the CAS loop decides. The bias keeps the stored field from
+//! borrowing from E while at most Bias units of speculative decrements are in flight (per-SM
+//! semaphores: at most 2048 lanes, so Bias = 2^12). The CAS loop never decides on a snapshot
+//! whose stored C is below the bias (in-flight decrements make C_true unknown): it backs off and
+//! reads again. Invariants: S1' C_stored >= 0 and C_true = C_stored - Bias + inflight >= 0;
+//! E and R are never changed by a fast-path operation; S4' a wait returns OK only from an RMW
+//! whose returned word satisfied the take condition. With Bias == 0 every decrement is a CAS
+//! (the spec's form; TBuddy's device-wide semaphores until issue 11).
+//!
+//! `signal` is one fetch_add (valid because E >= b, so no borrow crosses a field). Every spin
+//! calls `P::backoff`.
 //!
 //! Units: N, B, n, b count resources (slots, bins, buddy nodes), not bytes. Thread-safety: all
 //! members may be called concurrently from any thread of the device. Field ranges are checked
@@ -23,6 +34,8 @@
 #include <cstdint>
 
 #include "toga/config.hpp"
+#include "toga/fault.hpp"
+#include "toga/ghost.hpp"
 #include "toga/group.hpp"
 #include "toga/platform.hpp"
 
@@ -35,9 +48,13 @@ enum class sem_result : std::uint8_t { ok, grow };
 //! Deliberate bugs for the simulator's planted-bug tests (never use outside tests).
 enum class sem_bug : std::uint8_t {
   none,
-  fast_path_fetch_sub,    //!< decrement C with fetch_sub and undo on underflow (C briefly < 0)
+  fast_path_fetch_sub,    //!< (unbiased) decrement C with fetch_sub and undo on underflow (C briefly < 0)
   spin_ignores_shortfall, //!< a waiter leaves its spin only when C >= N, never when R >= C + E
   grow_promises_full_batch, //!< GROW adds B to E instead of B - N (an off-by-one promise)
+  fast_no_undo,           //!< (biased) a failed speculative decrement is not undone
+  fast_undo_short,        //!< (biased) the undo gives back one unit less than it took
+  fast_ignores_bias,      //!< (biased) the fast path judges the stored C without subtracting the bias
+  slow_decides_below_bias,//!< (biased) the CAS loop decides on a snapshot whose C is below the bias
 };
 
 //! Outcome of a collective wait, identical in every lane of the group (invariant S7).
@@ -46,11 +63,12 @@ struct collective_wait_result {
   unsigned batches;  //!< GROW: the number m of batches the group must produce (lanes rank < m)
 };
 
-template <class P, unsigned CBITS, unsigned EBITS, unsigned RBITS, sem_bug Bug = sem_bug::none>
+template <class P, unsigned CBITS, unsigned EBITS, unsigned RBITS, sem_bug Bug = sem_bug::none, std::uint64_t Bias = 0>
   requires Platform<P>
 class bulk_semaphore {
   static_assert(CBITS + EBITS + RBITS <= 64, "the three fields must fit one 64-bit word");
   static_assert(CBITS >= 1 && EBITS >= 1 && RBITS >= 1);
+  static_assert(Bias < (std::uint64_t{1} << (CBITS - 1)), "the bias must leave room for C");
 
  public:
   using word_t = std::uint64_t;
@@ -59,6 +77,9 @@ class bulk_semaphore {
   static constexpr word_t r_max = (word_t{1} << RBITS) - 1;
   static constexpr unsigned e_shift = CBITS;
   static constexpr unsigned r_shift = CBITS + EBITS;
+  //! Stored C = true C + bias (0: no fast path).
+  static constexpr word_t bias = Bias;
+  static constexpr bool has_fast_path = Bias > 0;
 
   struct fields {
     word_t c, e, r;
@@ -68,22 +89,51 @@ class bulk_semaphore {
   }
   TOGA_HOST_DEVICE static constexpr word_t pack(fields f) { return f.c | (f.e << e_shift) | (f.r << r_shift); }
 
+  //! True C of a word, as a signed number (negative while speculative decrements are in flight).
+  TOGA_HOST_DEVICE static constexpr std::int64_t c_of(word_t w) {
+    return static_cast<std::int64_t>(w & c_max) - static_cast<std::int64_t>(Bias);
+  }
+
   //! Sets C = count, E = R = 0. Not concurrent with anything (initialisation).
-  TOGA_HOST_DEVICE void init(word_t count) { word_ = pack({count, 0, 0}); }
+  TOGA_HOST_DEVICE void init(word_t count) { word_ = pack({count + Bias, 0, 0}); }
 
   //! Stage 1 for one thread: returns OK (took n units) or GROW (produce a batch of b units, keep
   //! n of them). Requires 1 <= n <= b. Blocks (spinning with backoff) while enough units are
   //! promised but not yet signalled.
-  TOGA_DEVICE sem_result wait(word_t n, word_t b) TOGA_NOEXCEPT(P) { return wait_total(n, b); }
+  TOGA_DEVICE sem_result wait(word_t n, word_t b) TOGA_NOEXCEPT(P) {
+    if constexpr (has_fast_path)
+      if (try_take(n)) return sem_result::ok;
+    return wait_total(n, b);
+  }
+
+  //! The fast path alone (E2): one speculative fetch_sub of t units, judged on the returned word
+  //! with the take condition (C >= t and C + E - R >= t); undone when it fails. True: the caller
+  //! owns t units. Never blocks. Requires a bias (has_fast_path) and t <= Bias.
+  //! Order: acquire on the take (the caller owns published units; [HB] pairs with the release in
+  //! the producer's signal where a caller relies on it; toga's stage 2 synchronises on its own).
+  TOGA_DEVICE TOGA_FORCEINLINE bool try_take(word_t t) TOGA_NOEXCEPT(P) {
+    static_assert(has_fast_path, "try_take needs a biased semaphore");
+    const word_t old = P::fetch_sub(&word_, t, acquire, device_scope);
+    ghost_add<P>(ghost_kind::sem_inflight, this, static_cast<std::int64_t>(t));
+    const fields f = unpack(old);
+    const bool ok = Bug == sem_bug::fast_ignores_bias ? (f.c >= t && f.c + f.e >= f.r + t)
+                                                      : (f.c >= Bias + t && f.c + f.e >= Bias + f.r + t);
+    if (ok) {
+      ghost_add<P>(ghost_kind::sem_inflight, this, -static_cast<std::int64_t>(t));  // kept: now held
+      return true;
+    }
+    undo(t);
+    return false;
+  }
 
   //! Adds n units to C and removes b promised units from E, in one atomic step (release).
   //! Plain release of n units: signal(n, 0). A producer that got GROW from wait(k, B) delivers
   //! signal(B - k, B - k) after publishing, or withdraws with signal(0, B - k) on failure.
-  TOGA_DEVICE void signal(word_t n, word_t b) TOGA_NOEXCEPT(P) {
-    const word_t old = P::fetch_add(&word_, n - (b << e_shift), release, device_scope);
-    const fields f = unpack(old);
-    if (f.e < b || f.c + n > c_max) P::fail("bulk_semaphore::signal: E < b or C overflows (invariant S1)");
-  }
+  TOGA_DEVICE void signal(word_t n, word_t b) TOGA_NOEXCEPT(P) { signal_with(n, b, release); }
+  //! signal without a release: for callers whose resources are published by their own release
+  //! store or found by RMWs (which read the latest value whatever the order), e.g. UAlloc's
+  //! slots (fast-path.md E4). Saves a full barrier per call on the GPU.
+  TOGA_DEVICE void signal_relaxed(word_t n, word_t b) TOGA_NOEXCEPT(P) { signal_with(n, b, relaxed); }
 
   //! Adds b promised units to E (a producer announcing a batch it already holds; settle it
   //! with signal(b, b) or withdraw it with signal(0, b)).
@@ -93,11 +143,14 @@ class bulk_semaphore {
   }
 
   //! Non-blocking: takes n units from C if C >= n (acquire); ignores E and R.
+  //! With a bias, a snapshot whose C is below bias + n (speculative decrements in flight) counts as
+  //! "not available": try_wait never blocks, and its callers (retirement, merges) treat false as
+  //! "keep the resource", which is always safe.
   TOGA_DEVICE bool try_wait(word_t n) TOGA_NOEXCEPT(P) {
     word_t cur = P::load(&word_, relaxed, device_scope);
     for (unsigned lost = 0;; ++lost) {
       fields f = unpack(cur);
-      if (f.c < n) return false;
+      if (f.c < n + Bias) return false;
       f.c -= n;
       if (P::compare_exchange(&word_, cur, pack(f), acquire, device_scope)) return true;
       P::backoff(lost);  // as in wait_total: no lock-step retries under contention
@@ -117,7 +170,9 @@ class bulk_semaphore {
       const word_t t = n * g.size;
       const word_t per_batch = b / n;  // lanes one batch serves
       const word_t m = (g.size + per_batch - 1) / per_batch;
-      packed = wait_total(t, m * b) == sem_result::ok ? 0u : static_cast<std::uint32_t>(m);
+      bool ok = false;
+      if constexpr (has_fast_path) ok = try_take(t);
+      packed = ok || wait_total(t, m * b) == sem_result::ok ? 0u : static_cast<std::uint32_t>(m);
     }
     packed = g.broadcast(packed);
     return packed == 0 ? collective_wait_result{sem_result::ok, 0} : collective_wait_result{sem_result::grow, packed};
@@ -132,7 +187,12 @@ class bulk_semaphore {
     return b - served * n;
   }
 
-  //! A relaxed snapshot of the three fields (for invariants and statistics).
+  //! The CAS loop alone, for a group leader that already tried try_take(t): takes t units, waits
+  //! for promised ones, or returns GROW having promised `total - t` units (`total` = the batches
+  //! the caller will make, in units).
+  TOGA_DEVICE sem_result wait_slow(word_t t, word_t total) TOGA_NOEXCEPT(P) { return wait_total(t, total); }
+
+  //! A relaxed snapshot of the three fields, C as stored (with the bias; for statistics).
   TOGA_DEVICE fields peek() const TOGA_NOEXCEPT(P) {
     return unpack(P::load(const_cast<word_t*>(&word_), relaxed, device_scope));
   }
@@ -157,17 +217,23 @@ class bulk_semaphore {
       // at once would otherwise retry in lock step, one success per round (quadratic traffic).
       for (unsigned lost = 0;; ++lost) {
         fields f = unpack(cur);
-        if (f.c + f.e < f.r + t) {  // A = C + E - R < t: nothing suffices, we produce
-          f.e += (Bug == sem_bug::grow_promises_full_batch) ? total : total - t;
-          check(f);
-          if (P::compare_exchange(&word_, cur, pack(f), acq_rel, device_scope)) return sem_result::grow;
-        } else if (f.c >= t) {  // take now
-          f.c -= t;
-          if (P::compare_exchange(&word_, cur, pack(f), acquire, device_scope)) return sem_result::ok;
-        } else {  // enough is promised: reserve and wait for it
-          f.r += t;
-          check(f);
-          if (P::compare_exchange(&word_, cur, pack(f), relaxed, device_scope)) break;
+        if (Bias > 0 && f.c < Bias && Bug != sem_bug::slow_decides_below_bias) {
+          // speculative decrements in flight: the true C is unknown; never GROW or reserve on it
+        } else {
+          const word_t c = f.c - Bias;  // (the planted bug decides on a wrapped C)
+          P::inject(fault_site::stall_read_to_rmw);
+          if (c + f.e < f.r + t) {  // A = C + E - R < t: nothing suffices, we produce
+            f.e += (Bug == sem_bug::grow_promises_full_batch) ? total : total - t;
+            check(f);
+            if (P::compare_exchange(&word_, cur, pack(f), acq_rel, device_scope)) return sem_result::grow;
+          } else if (c >= t) {  // take now
+            f.c -= t;
+            if (P::compare_exchange(&word_, cur, pack(f), acquire, device_scope)) return sem_result::ok;
+          } else {  // enough is promised: reserve and wait for it
+            f.r += t;
+            check(f);
+            if (P::compare_exchange(&word_, cur, pack(f), relaxed, device_scope)) break;
+          }
         }
         P::backoff(lost);
         cur = P::load(&word_, relaxed, device_scope);
@@ -194,17 +260,36 @@ class bulk_semaphore {
         // C / R, drawn from the lane and the attempt), so that one unit does not cost R failed
         // CASes on the word its producers need (a thundering herd: quadratic traffic).
         for (word_t extra = f.r >> 10; extra > 0; --extra) P::backoff(attempt);
-        if (f.c >= t) {
-          if (f.r > f.c && spread(attempt) % f.r >= f.c) continue;
+        if (f.c < Bias) continue;  // speculative decrements in flight: look again
+        const word_t c = f.c - Bias;
+        if (c >= t) {
+          if (f.r > c && spread(attempt) % f.r >= c) continue;
           f.c -= t;
           f.r -= t;
           if (P::compare_exchange(&word_, now, pack(f), acquire, device_scope)) return sem_result::ok;
           continue;
         }
-        if (Bug != sem_bug::spin_ignores_shortfall && f.r > f.c + f.e) break;
+        if (Bug != sem_bug::spin_ignores_shortfall && f.r > c + f.e) break;
       }
       P::fetch_sub(&word_, t << r_shift, relaxed, device_scope);
     }
+  }
+  // Undo of a failed speculative decrement (relaxed: it only gives back what we took).
+  TOGA_DEVICE void undo(word_t t) TOGA_NOEXCEPT(P) {
+    P::inject(fault_site::stall_speculative_undo);
+    if constexpr (Bug == sem_bug::fast_no_undo) return;
+    const word_t back = Bug == sem_bug::fast_undo_short ? t - 1 : t;
+    P::fetch_add(&word_, back, relaxed, device_scope);
+    ghost_add<P>(ghost_kind::sem_inflight, this, -static_cast<std::int64_t>(t));
+  }
+  TOGA_DEVICE void signal_with_check(word_t old, word_t n, word_t b) const TOGA_NOEXCEPT(P) {
+    const fields f = unpack(old);
+    if (f.e < b || f.c + n > c_max) P::fail("bulk_semaphore::signal: E < b or C overflows (invariant S1)");
+  }
+  template <class O>
+  TOGA_DEVICE void signal_with(word_t n, word_t b, O order) TOGA_NOEXCEPT(P) {
+    const word_t old = P::fetch_add(&word_, n - (b << e_shift), order, device_scope);
+    signal_with_check(old, n, b);
   }
   // A per-lane, per-attempt pseudo-random number (splitmix64 finaliser of lane and attempt).
   TOGA_DEVICE static word_t spread(unsigned attempt) TOGA_NOEXCEPT(P) {
@@ -225,5 +310,10 @@ template <class P, sem_bug Bug = sem_bug::none>
 using tbuddy_semaphore = bulk_semaphore<P, 26, 19, 19, Bug>;
 template <class P, sem_bug Bug = sem_bug::none>
 using arena_semaphore = bulk_semaphore<P, 31, 21, 12, Bug>;
+//! Per-SM semaphores with the fast path (fast-path.md E2): C biased by 2^12 > 2048, the most
+//! lanes of one SM that can have a speculative decrement in flight at once.
+inline constexpr std::uint64_t arena_bias = std::uint64_t{1} << 12;
+template <class P, sem_bug Bug = sem_bug::none, std::uint64_t Bias = arena_bias>
+using fast_arena_semaphore = bulk_semaphore<P, 31, 21, 12, Bug, Bias>;
 
 }  // namespace toga

@@ -53,6 +53,7 @@ struct coalesced_group {
   //! The value of the lane with rank r.
   template <class T>
   TOGA_DEVICE T from_rank(T v, unsigned r) const TOGA_NOEXCEPT(P) {
+    if (size == 1) return v;
     std::uint32_t m = mask;
     for (unsigned i = 0; i < r; ++i) m &= m - 1;
     return P::shfl(mask, v, static_cast<int>(bits::ctz(m)));
@@ -60,7 +61,9 @@ struct coalesced_group {
   TOGA_DEVICE void sync() const TOGA_NOEXCEPT(P) {
     if (size > 1) P::syncwarp(mask);
   }
-  TOGA_DEVICE std::uint32_t ballot(bool pred) const TOGA_NOEXCEPT(P) { return P::ballot(mask, pred); }
+  TOGA_DEVICE std::uint32_t ballot(bool pred) const TOGA_NOEXCEPT(P) {
+    return size == 1 ? (pred ? mask : 0u) : P::ballot(mask, pred);
+  }
   //! Sum of v over the lanes of lower rank (exclusive scan), and the total in `total`.
   TOGA_DEVICE std::uint32_t exclusive_scan(std::uint32_t v, std::uint32_t& total) const TOGA_NOEXCEPT(P) {
     std::uint32_t below = 0, sum = 0;

@@ -130,7 +130,11 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
         if (i < cap && bit) ++pop;
       }
       if (h->free != cap - pop) return "U1: bin free=" + to_string(h->free) + " but " + to_string(cap - pop) + " clear bits";
-      if ((h->listed != 0) != (h->free > 0)) return "U2: bin listed=" + to_string(h->listed) + " with free=" + to_string(h->free);
+      const bool pinned = a.small.arenas[h->arena % a.small.num_arenas].lists[h->class_id % geom::num_classes].pin ==
+                          off + std::uint64_t{bi} * geom::page_bytes;
+      if (h->listed && pinned) return "U2': a bin is both listed and pinned";
+      if ((h->listed != 0 || pinned) != (static_cast<std::int32_t>(h->free) > 0))
+        return "U2': bin listed=" + to_string(h->listed) + " pinned=" + to_string(pinned) + " with free=" + to_string(static_cast<std::int32_t>(h->free));
     }
     if (ch->free_bins != geom::usable_bins - used) return "U3: chunk free_bins=" + to_string(ch->free_bins) + " but " + to_string(geom::usable_bins - used) + " unused";
     if ((ch->listed != 0) != (ch->free_bins > 0)) return "U3: chunk listed=" + to_string(ch->listed) + " with free_bins=" + to_string(ch->free_bins);
@@ -140,7 +144,10 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
   for (unsigned ai = 0; ai < a.small.num_arenas; ++ai) {
     const auto& ar = a.small.arenas[ai];
     if (ar.chunk_mtx) return "chunk mutex of arena " + to_string(ai) + " held at quiescence";
-    const auto cf = std::remove_reference_t<decltype(ar.chunk_sem)>::unpack(ar.chunk_sem.raw());
+    using chunk_sem_t = std::remove_reference_t<decltype(ar.chunk_sem)>;
+    auto cf = chunk_sem_t::unpack(ar.chunk_sem.raw());
+    if (cf.c < chunk_sem_t::bias) return "S1': arena " + to_string(ai) + " chunk semaphore C below its bias at quiescence";
+    cf.c -= chunk_sem_t::bias;
     if (cf.e || cf.r || cf.c != chunk_free_listed[ai])
       return "S5/U3: arena " + to_string(ai) + " chunk semaphore C/E/R=" + to_string(cf.c) + "/" + to_string(cf.e) + "/" + to_string(cf.r) +
              ", listed chunks have " + to_string(chunk_free_listed[ai]) + " free bins";
@@ -150,13 +157,22 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
       if (L.rcu.readers_raw(0) || L.rcu.readers_raw(1) || L.rcu.pending_raw() || L.rcu.cb_head_raw())
         return "R4: RCU domain of arena " + to_string(ai) + " class " + to_string(c) + " not quiescent";
       std::uint64_t sum = 0, n = 0;
+      if (L.pin != 0) {
+        const auto* h = reinterpret_cast<const bin_header*>(a.small.base + L.pin);
+        if (h->listed || h->class_id != c || h->arena != ai) return "U2': pinned bin listed, or of the wrong class or arena";
+        if (h->free == bin_dead) return "U2': the pin is DEAD";
+        sum += h->free;
+      }
       for (std::uint64_t bin = L.head; bin != 0; bin = reinterpret_cast<const bin_header*>(a.small.base + bin)->next) {
         const auto* h = reinterpret_cast<const bin_header*>(a.small.base + bin);
         if (++n > (a.heap_bytes >> geom::page_shift)) return "U2: bin list has a cycle";
         if (!h->listed || h->class_id != c || h->arena != ai) return "U2: listed bin with wrong flag, class or arena";
         sum += h->free;
       }
-      const auto sf = std::remove_reference_t<decltype(L.slot_sem)>::unpack(L.slot_sem.raw());
+      using slot_sem_t = std::remove_reference_t<decltype(L.slot_sem)>;
+      auto sf = slot_sem_t::unpack(L.slot_sem.raw());
+      if (sf.c < slot_sem_t::bias) return "S1': slot semaphore C below its bias at quiescence";
+      sf.c -= slot_sem_t::bias;
       if (sf.e || sf.r || sf.c != sum)
         return "S5: arena " + to_string(ai) + " class " + to_string(c) + " slot semaphore C/E/R=" + to_string(sf.c) + "/" +
                to_string(sf.e) + "/" + to_string(sf.r) + ", listed bins have " + to_string(sum) + " free slots";

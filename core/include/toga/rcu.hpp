@@ -13,6 +13,15 @@
 //! the epoch, wait for the old parity's readers to leave, release the mutex, and only then run
 //! the collected callbacks (spec §4.6, steps 1-5, in that order).
 //!
+//! Memory orders (fast-path.md E4; changes spec §4.4): the read side is the store-buffering
+//! pairing SRCU uses. Reader: relaxed epoch load, relaxed increment of its parity's counter,
+//! one fence(seq_cst), acquire re-load of the epoch; unlock is a release decrement. Writer: a
+//! release store of the new epoch, fence(seq_cst), then acquire loads of the old parity's counter.
+//! Either the reader's re-load sees the new epoch (then it synchronises with the writer's release
+//! store and sees every unlink made before the flip, and it retries under the new parity), or the
+//! writer's load after its fence sees the reader's increment (the two seq_cst fences are ordered)
+//! and waits for it. One full barrier per read_lock and one per read_unlock.
+//!
 //! Items are 64-bit handles (addresses or indices, never 0); each carries an intrusive 64-bit
 //! link that the caller provides through `link_of(item)`. Thread-safety: everything may be called
 //! concurrently from any thread; never call `retire` or `synchronize` inside a read-side
@@ -22,6 +31,7 @@
 #include <cstdint>
 
 #include "toga/config.hpp"
+#include "toga/fault.hpp"
 #include "toga/platform.hpp"
 
 namespace toga {
@@ -32,6 +42,9 @@ enum class rcu_bug : std::uint8_t {
   no_epoch_recheck,      //!< readers register without re-checking the epoch
   barrier_skips_wait,    //!< the barrier does not wait for the old parity's readers
   collect_before_clear,  //!< collect the LIFO before clearing pending: a delegated item is lost
+  reader_without_fence,  //!< read_lock without its seq_cst fence (needs weak memory to show)
+  relaxed_unlock,        //!< read_unlock is relaxed: the reader's accesses may follow the grace period (weak memory)
+  relaxed_recheck,       //!< the reader's epoch re-load is relaxed: it may miss unlinks made before the flip (weak memory)
 };
 
 //! What a retire did.
@@ -48,15 +61,23 @@ class rcu_domain {
   //! atomics; never blocks.
   TOGA_DEVICE std::uint32_t read_lock() TOGA_NOEXCEPT(P) {
     for (;;) {
-      const std::uint32_t e = P::load(&epoch_, seq_cst, device_scope);
-      P::fetch_add(&readers_[e & 1u], 1u, seq_cst, device_scope);
+      const std::uint32_t e = P::load(&epoch_, relaxed, device_scope);
+      P::fetch_add(&readers_[e & 1u], 1u, relaxed, device_scope);
+      // [SB] orders our increment before the re-load against the writer's flip-then-load.
+      if constexpr (Bug != rcu_bug::reader_without_fence) P::fence(seq_cst, device_scope);
       if constexpr (Bug == rcu_bug::no_epoch_recheck) return e;
-      if (P::load(&epoch_, seq_cst, device_scope) == e) return e;
-      P::fetch_sub(&readers_[e & 1u], 1u, release, device_scope);  // raced with a flip: retry
+      // [HB] acquire: if we see the new epoch, every unlink before the flip is visible to us.
+      const std::uint32_t now = Bug == rcu_bug::relaxed_recheck ? P::load(&epoch_, relaxed, device_scope)
+                                                                 : P::load(&epoch_, acquire, device_scope);
+      if (now == e) return e;
+      P::fetch_sub(&readers_[e & 1u], 1u, relaxed, device_scope);  // raced with a flip: retry (read nothing yet)
     }
   }
+  //! Leaves the read-side section (release: [HB] our reads of protected memory happen before the
+  //! grace period's end, which the writer observes with acquire loads).
   TOGA_DEVICE void read_unlock(std::uint32_t token) TOGA_NOEXCEPT(P) {
-    P::fetch_sub(&readers_[token & 1u], 1u, release, device_scope);
+    if constexpr (Bug == rcu_bug::relaxed_unlock) P::fetch_sub(&readers_[token & 1u], 1u, relaxed, device_scope);
+    else P::fetch_sub(&readers_[token & 1u], 1u, release, device_scope);
   }
 
   //! Retires `item` (already unlinked from every structure readers can reach: R2). Runs
@@ -136,8 +157,10 @@ class rcu_domain {
 
  private:
   TOGA_DEVICE void flip_and_wait() TOGA_NOEXCEPT(P) {
-    const std::uint32_t e = P::load(&epoch_, seq_cst, device_scope);
-    P::store(&epoch_, e + 1, seq_cst, device_scope);
+    P::inject(fault_site::delay_grace_period);
+    const std::uint32_t e = P::load(&epoch_, relaxed, device_scope);  // under barrier_mtx: only we write it
+    P::store(&epoch_, e + 1, release, device_scope);  // [HB] unlinks before the flip, for readers that see it
+    P::fence(seq_cst, device_scope);                  // [SB] pairs with the reader's fence
     if constexpr (Bug == rcu_bug::barrier_skips_wait) return;
     for (unsigned attempt = 0; P::load(&readers_[e & 1u], acquire, device_scope) != 0; ++attempt) P::backoff(attempt);
   }

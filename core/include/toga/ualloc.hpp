@@ -1,35 +1,53 @@
 //! @file toga/ualloc.hpp
 //! UAlloc: the fine-grained allocator for 16 B .. 1 KiB (Gelado & Garland, PPoPP'19, §4.2;
-//! allocator-spec §5).
+//! allocator-spec §5, amended by fast-path.md E1-E5, E8, E9, E11, E12).
 //!
 //! One arena per SM. Each arena has a list of chunks (512 KiB from TBuddy) with a bulk semaphore
-//! counting free bins, and per size class a list of bins with free slots, guarded by a writer
-//! mutex and an RCU domain, with a bulk semaphore counting free slots.
-//!  - allocate: stage 1 on the class's slot semaphore; GROW makes a new bin (from the arena's
-//!    chunks, or a new chunk) and keeps slot 0; OK walks the bin list inside a read-side section
-//!    and takes a reservation from the first bin whose free count is positive, then claims a
-//!    zero bit of its bitmap (scan start scattered by thread). A bin whose free count it took
-//!    to 0 is unlinked (reconcile).
-//!  - deallocate: the bin and slot come from the address alone (geometry.hpp). Inside a
-//!    read-side section: clear the bit, raise the free count, re-link the bin if it was empty,
-//!    signal one slot; a bin that became entirely free is retired (try_wait on its capacity, CAS
-//!    free -> DEAD, unlink) and, after leaving the read-side section, deferred to RCU; the
-//!    callback returns the bin to its chunk, and a chunk whose bins are all free goes back to
-//!    TBuddy (symmetric rule, spec §5.9).
-//!  [DEVIATION from spec §5.8/§5.9: the spec calls rcu_defer inside the free path's read-side
-//!  section; a barrier started there waits for its own reader forever. The CAS to DEAD makes
-//!  the caller the bin's only retirer, so it may leave the section first and defer after.]
+//! counting free bins, and per size class a list of bins with free slots plus one *pinned* bin,
+//! guarded by a writer mutex and an RCU domain, with a bulk semaphore counting free slots.
+//!
+//! Allocation is per group (E1): the lanes of a warp that ask for one class in one arena at the
+//! same time (a group of one is legal). The group leader does the shared-word work; results reach
+//! the lanes by shuffles. The fast path, per group, in order (fast-path.md §1 cost model):
+//!   1. `slot_sem.try_take(T)`: one speculative fetch_sub of the group's T units (E2);
+//!   2. `rcu.read_lock()`: one seq_cst fence (E4);
+//!   3. load the pin (acquire) and reserve T slots with one fetch_sub on its free count, keeping
+//!      clamp(old, 0, T) and undoing the rest (E3);
+//!   4. claim T bits of one bitmap word with one fetch_or (acquire), starting at the reservation's
+//!      ordinal (exact in a fresh bin), and hand them to the lanes in rank order;
+//!   5. `rcu.read_unlock()` (release).
+//! Everything else (a failed take, a short reservation, lost bits, an exhausted pin, GROW, the
+//! out-of-memory fallback) runs in one non-inlined slow path that the whole group enters (E10).
+//! Free is per group too (E9): lanes freeing slots of one bin clear their bits with one release
+//! fetch_and per bitmap word, and the leader raises the free count, signals and tests retirement
+//! once, inside one read-side section.
+//!
+//! Bins: a bin's free count may go transiently negative (a clamped reservation not yet undone);
+//! a retired bin's count is bin_dead = -2^30, far from wrap-around, so transient decrements of a
+//! retired bin stay negative. Zero crossings: the RMW that takes a bin's count from > 0 to <= 0
+//! (the last units reserved) and the RMW that takes it from <= 0 to > 0 (a free or an undo) each
+//! call `reconcile` afterwards, which under the list mutex makes the bin findable (listed or
+//! pinned) exactly when its count is positive. Invariants (ghost-checked in the simulator):
+//!   U1' popcount(bitmap & valid) + free + transit == capacity for a live bin, where transit =
+//!       slots reserved and not yet claimed + excess not yet undone + bits freed not yet counted;
+//!   U2' at quiescence free > 0 <=> listed or pinned; a DEAD bin is neither; the pin is never DEAD.
+//! Hysteresis (E11): empty bins of classes with >= 32 slots stay listed and a pinned bin is never
+//! retired by a free; an arena keeps one entirely free chunk. `reclaim()` (run before an
+//! allocation returns nullptr, and by the host's trim) retires every empty bin and returns cached
+//! chunks, so after a trim the heap is as new (T7).
 //!
 //! All shared fields (headers inside the heap, arena metadata) are touched only through Platform
-//! atomics. Offsets are bytes from the heap base; 0 means "none" (no bin or chunk starts there).
+//! atomics. Offsets are bytes from the heap base; 0 means "none" (no bin starts there).
 #pragma once
 
 #include <cstdint>
 
-#include "toga/bulk_semaphore.hpp"
 #include "toga/bits.hpp"
+#include "toga/bulk_semaphore.hpp"
 #include "toga/config.hpp"
+#include "toga/fault.hpp"
 #include "toga/geometry.hpp"
+#include "toga/ghost.hpp"
 #include "toga/group.hpp"
 #include "toga/platform.hpp"
 #include "toga/rcu.hpp"
@@ -43,25 +61,37 @@ enum class ualloc_bug : std::uint8_t {
   free_outside_read_section,  //!< deallocate touches the bin without an RCU read-side section
   retire_without_try_wait,    //!< a bin is retired without taking its units from the semaphore
   chunk_returned_with_live_bins,  //!< a chunk goes back to TBuddy while some of its bins are in use
-  no_unlink_on_exhaustion,    //!< a bin whose last slot was taken stays listed
+  no_unlink_on_exhaustion,    //!< a bin whose last slot was reserved stays listed (or pinned)
   no_relink_on_refill,        //!< a free that refills an exhausted bin does not re-link it
+  // fast path (fast-path.md §5)
+  claim_without_reservation,  //!< the fast path claims bits without reserving them in the free count
+  two_lanes_one_bit,          //!< lanes take claimed bits off by one: two lanes get the same slot
+  pin_swap_drops_bin,         //!< a GROW displaces a pin that still has free slots without linking it
+  retire_keeps_pin,           //!< retiring a pinned bin leaves it pinned
+  dead_near_wrap,             //!< a retired bin's count is INT32_MIN: a transient decrement wraps positive
+  pin_before_init,            //!< a GROW publishes its bin as the pin before writing the header
+  or_drops_lane,              //!< the free path's OR reduction drops the highest lane of a word group
+  free_signals_short,         //!< a group free signals k - 1 units
+  undo_whole_reservation,     //!< a short reservation undoes all it asked for, not only the excess
 };
 
 //! Header of a regular bin: the first 128 B of the bin (P Fig. 3).
 struct bin_header {
   std::uint64_t bitmap[geom::bitmap_words];  //!< 1 = slot in use or beyond capacity
-  std::uint32_t free;      //!< slots not reserved; bin_dead once retired
+  std::uint32_t free;      //!< slots not reserved (int32; transiently negative); bin_dead once retired
   std::uint32_t capacity;
   std::uint32_t class_id;
   std::uint32_t arena;
-  std::uint32_t listed;
+  std::uint32_t listed;    //!< 1 while on the class list (written under list_mtx)
   std::uint32_t pad0;
   std::uint64_t next, prev;  //!< bin list links (readers follow next only)
   std::uint64_t rcu_next;    //!< deferred-reclamation link
   std::uint64_t pad1[2];
 };
 static_assert(sizeof(bin_header) == geom::bin_header_bytes);
-inline constexpr std::uint32_t bin_dead = 0x80000000u;  //!< negative as int32: never positive
+//! Free count of a retired bin: -2^30 as int32, far from both wrap-arounds, so that the transient
+//! fetch_sub of a reader that still holds the bin (at most one per lane in flight) stays negative.
+inline constexpr std::uint32_t bin_dead = 0xc0000000u;
 
 //! Header of a chunk: the first 128 B of its bin 0.
 struct chunk_header {
@@ -75,14 +105,23 @@ struct chunk_header {
 };
 static_assert(sizeof(chunk_header) == geom::bin_header_bytes);
 
-//! Per (arena, class): the bin list and its synchronisation.
+//! UAlloc's per-SM semaphores (slots of a class, bins of an arena): the fast path (E2).
+template <class P>
+using slot_semaphore = fast_arena_semaphore<P>;
+
+//! Per (arena, class): the pinned bin, the bin list and their synchronisation. 128 B: the
+//! semaphore and pin (read by every allocating warp) and the RCU reader counters (written by
+//! every warp) sit in different 64 B sectors.
 template <class P>
 struct class_list {
-  std::uint64_t head;
+  slot_semaphore<P> slot_sem;  //!< units: free slots of findable (listed or pinned) bins
+  std::uint64_t pin;           //!< the bin served first (0: none); written under list_mtx
+  std::uint64_t head;          //!< first listed bin (0: none)
   std::uint32_t list_mtx;
-  std::uint32_t pad;
-  arena_semaphore<P> slot_sem;
+  std::uint32_t pad0;
+  std::uint64_t pad1[4];
   rcu_domain<P> rcu;
+  std::uint64_t pad2[4];
 };
 
 //! Statistics kept per arena (summed by the host). Signed quantities are two's complement in
@@ -97,18 +136,33 @@ struct arena_stats {
   std::uint64_t failed;          //!< allocations that returned nullptr: heap exhausted
   std::uint64_t failed_limit;    //!< ... because the byte limit would have been exceeded
   std::uint64_t failed_too_large;//!< ... because the request exceeds the heap
+  std::uint64_t grows;           //!< bins made (GROW), including over-production (fast-path.md E2)
   std::uint64_t bins[geom::num_classes];  //!< bins in use per class (signed)
   std::uint64_t chunks;          //!< chunks held (signed)
+  std::uint64_t pad[32 - 9 - geom::num_classes];
 };
+static_assert(sizeof(arena_stats) == 256);
 
 template <class P>
 struct arena {
   std::uint32_t chunk_mtx;
-  std::uint32_t pad;
+  std::uint32_t pad0;
   std::uint64_t chunk_head;  //!< first listed chunk's offset + 1, or 0
-  arena_semaphore<P> chunk_sem;  //!< units: free usable bins of listed chunks
+  slot_semaphore<P> chunk_sem;  //!< units: free usable bins of listed chunks
+  std::uint64_t pad1[13];
   class_list<P> lists[geom::num_classes];
   arena_stats stats;
+};
+
+//! What the fast path hands to the slow path (fast-path.md E10): the group's progress.
+struct alloc_progress {
+  std::uint64_t bin;       //!< bin the leader holds a reservation in (0: none)
+  std::uint32_t reserved;  //!< units reserved in `bin`, not yet claimed (leader's view)
+  std::uint32_t units;     //!< semaphore units held, not yet reserved in any bin
+  std::uint32_t served;    //!< lanes of rank < served have their slot
+  std::uint32_t token;     //!< RCU token of the leader's read-side section
+  std::uint32_t hint;      //!< bitmap bit where the next claim starts looking
+  std::uint32_t stage;     //!< 0: nothing taken yet; 1: units held (inside the read-side section)
 };
 
 //! UAlloc over a heap whose chunks come from `buddy`.
@@ -120,155 +174,470 @@ struct ualloc {
   arena<P>* arenas;
   unsigned num_arenas;
 
+  //! Classes with at least this many slots per bin keep their empty bins listed (E11).
+  static constexpr std::uint32_t hysteresis_min_capacity = 32;
+  static constexpr std::uint32_t dead = Bug == ualloc_bug::dead_near_wrap ? 0x80000000u : bin_dead;
+
+  static_assert(sizeof(class_list<P>) == 128 && sizeof(arena<P>) == 128 + 128 * geom::num_classes + 256,
+                "class lists and arenas are laid out in 128 B lines");
+
   TOGA_DEVICE bin_header* bin_at(std::uint64_t off) const { return reinterpret_cast<bin_header*>(base + off); }
   TOGA_DEVICE chunk_header* chunk_at(std::uint64_t off) const { return reinterpret_cast<chunk_header*>(base + off); }
 
-  //! One slot of class c; its offset, or no_block when the heap is exhausted.
-  TOGA_DEVICE std::uint64_t allocate(unsigned c) const TOGA_NOEXCEPT(P) { return allocate_in(P::sm_id() % num_arenas, c); }
-  //! The same in arena a.
-  TOGA_DEVICE std::uint64_t allocate_in(unsigned a, unsigned c) const TOGA_NOEXCEPT(P) {
-    class_list<P>& L = arenas[a].lists[c];
-    const std::uint32_t cap = geom::capacity(c);
-    if (L.slot_sem.wait(1, cap) == sem_result::grow) {
-      const std::uint64_t bin = new_bin(a);
-      if (bin == 0) {
-        L.slot_sem.signal(0, cap - 1);  // withdraw: out of memory reaches every waiter
-        return no_block;
-      }
-      init_bin(bin, c, a, 1);
-      lock(&L.list_mtx);
-      link_bin(L, bin);
-      unlock(&L.list_mtx);
-      L.slot_sem.signal(cap - 1, cap - 1);  // publish, then signal (a waiter that comes early looks again)
-      P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{1}, relaxed, device_scope);
-      return slot_offset_of(bin, c, 0);
-    }
-    return stage2(L, c);
+  //! One slot of class c for the calling lane alone; its offset, or no_block when the heap is
+  //! exhausted.
+  TOGA_DEVICE std::uint64_t allocate(unsigned c) const TOGA_NOEXCEPT(P) {
+    return allocate_group(P::sm_id() % num_arenas, c, coalesced_group<P>::self());
   }
 
-  // Stage 2: we own a unit, so a listed bin has a free count reserved for us (publishers link
-  // before they signal); a bin between an unlink and a re-link makes us look again.
-  TOGA_DEVICE std::uint64_t stage2(class_list<P>& L, unsigned c) const TOGA_NOEXCEPT(P) {
-    const std::uint32_t e = L.rcu.read_lock();
-    std::uint64_t bin = 0;
-    std::uint32_t old = 0;
-    for (unsigned attempt = 0; bin == 0; ++attempt) {
-      for (std::uint64_t b = P::load(&L.head, acquire, device_scope); b != 0;
-           b = P::load(&bin_at(b)->next, acquire, device_scope)) {
-        old = try_dec_positive(&bin_at(b)->free);
-        if (static_cast<std::int32_t>(old) > 0) {
-          bin = b;
-          break;
+  //! Group allocation (E1): every lane of `g` (lanes of one warp asking for class c in arena a)
+  //! gets one slot; returns this lane's offset, or no_block when the heap is exhausted. The fast
+  //! path is inline; everything else is `allocate_slow`, entered by the whole group.
+  TOGA_DEVICE TOGA_FORCEINLINE std::uint64_t allocate_group(unsigned a, unsigned c, const coalesced_group<P>& g) const
+      TOGA_NOEXCEPT(P) {
+    class_list<P>& L = arenas[a].lists[c];
+    const std::uint32_t t = g.size;
+    alloc_progress pr{0, 0, 0, 0, 0, 0, 0};
+    std::uint64_t claimed = 0;  // bits of word pr.hint / 64 this group claimed (leader)
+    if (g.is_leader() && L.slot_sem.try_take(t)) {          // (1) relaxed-enough take: [E2]
+      pr.stage = 1;
+      pr.units = t;
+      pr.token = L.rcu.read_lock();                          // (2) one fence [E4]
+      const std::uint64_t bin = P::load(&L.pin, acquire, device_scope);  // [HB] pin publication (release store under list_mtx)
+      if (bin != 0) {
+        bin_header* h = bin_at(bin);
+        // (3) reserve t slots: relaxed, the RMW reads the latest count; bitmap claims synchronise.
+        std::uint32_t old = t;
+        if constexpr (Bug != ualloc_bug::claim_without_reservation) {
+          old = P::fetch_sub(&h->free, t, relaxed, device_scope);
+          ghost_add<P>(ghost_kind::bin_transit, h, t);
+        }
+        const std::int32_t o = static_cast<std::int32_t>(old);
+        if (o >= static_cast<std::int32_t>(t)) {
+          pr.bin = bin;
+          pr.units = 0;
+          pr.reserved = t;
+          // (4) the reservation's ordinal is where a fresh bin's free bits start
+          const std::uint32_t cap = geom::capacity(c);
+          pr.hint = cap - static_cast<std::uint32_t>(o);
+          const unsigned w = pr.hint / 64, b0 = pr.hint % 64;
+          const std::uint64_t want = (t >= 64 - b0 ? ~std::uint64_t{0} : ((std::uint64_t{1} << t) - 1)) << b0;
+          const std::uint64_t was = P::fetch_or(&h->bitmap[w], want, acquire, device_scope);  // [HB] with the freer's release fetch_and
+          claimed = want & ~was;
+          const unsigned got = bits::popc(claimed);
+          if constexpr (Bug != ualloc_bug::claim_without_reservation) ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(got));
+          pr.reserved -= got;
+          pr.hint = w * 64;  // (a word with claims of ours; the slow path looks from here)
+          if (o == static_cast<std::int32_t>(t)) pr.stage = 2;  // we reserved the last units: swap the pin (slow path)
+        } else {
+          pr.stage = 3;  // short reservation: the slow path clamps and undoes (h known from the pin)
+          pr.bin = bin;
+          pr.reserved = static_cast<std::uint32_t>(o);  // the old count (may be <= 0)
         }
       }
-      if (bin == 0) P::backoff(attempt);
     }
-    L.rcu.read_unlock(e);  // free < capacity now: the bin cannot be retired under us
-    const unsigned i = claim_zero_bit(bin_at(bin));
-    if (old == 1 && Bug != ualloc_bug::no_unlink_on_exhaustion) reconcile(L, bin);
-    return slot_offset_of(bin, c, i);
+    // Broadcast: the bin with the word index in its low bits (bins are 4 KiB aligned), and the
+    // claimed bits; lanes of rank < popc(claimed) take the rank-th claimed bit.
+    const std::uint64_t bin_w = g.broadcast(pr.bin | (pr.hint / 64));
+    claimed = g.broadcast(claimed);
+    const unsigned got = bits::popc(claimed);
+    std::uint64_t mine = no_block;
+    if (g.rank < got) mine = slot_offset_of(bin_w & ~std::uint64_t{4095}, c, (bin_w & 4095) * 64 + select_bit(claimed, lane_pick(g.rank)));
+    const std::uint32_t need_slow = g.broadcast(static_cast<std::uint32_t>(got < t || pr.stage >= 2));
+    if (!need_slow) {
+      if (g.is_leader()) L.rcu.read_unlock(pr.token);  // (5) release [E4]
+      return mine;
+    }
+    pr.served = got;
+    return allocate_slow(a, c, g, pr, mine);
   }
 
-  //! Collective allocate (P §2.2, spec §2.6): every lane of `g` (lanes of one warp asking for
-  //! class c) gets one slot. One semaphore CAS for the group; on GROW(m) the lanes of rank < m
-  //! each make a bin whose first slots are already taken for the ranks it serves (rank r is
-  //! served by bin r / capacity, slot r % capacity). Returns this lane's offset or no_block.
-  //! `a` is the arena whose class list keyed the group (the same for every lane).
-  TOGA_DEVICE std::uint64_t allocate_group(unsigned a, unsigned c, const coalesced_group<P>& g) const TOGA_NOEXCEPT(P) {
-    if (g.size == 1) return allocate_in(a, c);
-    class_list<P>& L = arenas[a].lists[c];
-    const std::uint32_t cap = geom::capacity(c);
-    const collective_wait_result w = L.slot_sem.wait_collective(g, 1, cap);
-    if (w.result == sem_result::ok) return stage2(L, c);
-    std::uint64_t bin = 0;
-    if (g.rank < w.batches) {
-      const std::uint64_t left = arena_semaphore<P>::batch_leftover(g.rank, g.size, 1, cap);
-      bin = new_bin(a);
-      if (bin == 0) {
-        L.slot_sem.signal(0, left);
-      } else {
-        init_bin(bin, c, a, static_cast<unsigned>(cap - left));
-        if (left > 0) {  // a bin the group fills completely stays unlisted (U2) until a free re-links it
-          lock(&L.list_mtx);
-          link_bin(L, bin);
-          unlock(&L.list_mtx);
-        }
-        L.slot_sem.signal(left, left);
-        P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{1}, relaxed, device_scope);
-      }
-    }
-    const std::uint64_t mine = g.from_rank(bin, g.rank / cap);
-    return mine == 0 ? no_block : slot_offset_of(mine, c, g.rank % cap);
-  }
-
-  //! Frees the slot at heap offset `off` (not 4 KiB aligned). Returns false, changing nothing,
-  //! when the slot is not allocated (a double free).
-  TOGA_DEVICE bool deallocate(std::uint64_t off, unsigned& class_out) const TOGA_NOEXCEPT(P) {
-    const std::uint64_t chunk = off & ~(geom::chunk_bytes - 1);
-    const std::uint64_t in = off - chunk;
-    const std::uint64_t bin = chunk + std::uint64_t{geom::owner_bin(in)} * geom::page_bytes;
+  //! Group free (E9): every lane of `g` frees the slot `slot` of the bin at heap offset `bin`
+  //! (the same bin for the whole group; class c, arena a from its header). Returns the mask of
+  //! lanes whose slot was allocated (the others are double frees, detected exactly in checked
+  //! builds and changing nothing; in unchecked builds two lanes of one call freeing the same slot
+  //! are undefined).
+  template <bool Exact>
+  TOGA_DEVICE TOGA_FORCEINLINE std::uint32_t deallocate_group(std::uint64_t bin, unsigned slot, unsigned c, unsigned a,
+                                                             const coalesced_group<P>& g) const TOGA_NOEXCEPT(P) {
     bin_header* h = bin_at(bin);
-    const unsigned c = P::load(&h->class_id, relaxed, device_scope);  // valid: the slot is live
-    const unsigned a = P::load(&h->arena, relaxed, device_scope);
-    class_out = c;
     class_list<P>& L = arenas[a].lists[c];
-    const unsigned slot = geom::owner_slot(in, c);
-    const std::uint32_t cap = geom::capacity(c);
-    std::uint32_t e = 0;
-    if constexpr (Bug != ualloc_bug::free_outside_read_section) e = L.rcu.read_lock();
+    const unsigned w = slot / 64;
     const std::uint64_t bit = std::uint64_t{1} << (slot % 64);
-    const std::uint64_t was = P::fetch_and(&h->bitmap[slot / 64], ~bit, release, device_scope);
-    if (!(was & bit)) {  // not allocated: a double free (or a pointer toga did not hand out)
-      if constexpr (Bug != ualloc_bug::free_outside_read_section) L.rcu.read_unlock(e);
-      return false;
+    std::uint64_t was;
+    if (Exact || g.size == 1) {
+      // [HB] release: our accesses to the slot happen before its next owner's (acquire fetch_or)
+      was = P::fetch_and(&h->bitmap[w], ~bit, release, device_scope);
+      if (was & bit) ghost_add<P>(ghost_kind::bin_transit, h, 1);
+    } else {
+      const std::uint32_t wm = P::match_any(g.mask, static_cast<std::uint32_t>(w));
+      std::uint32_t lo = static_cast<std::uint32_t>(bit), hi = static_cast<std::uint32_t>(bit >> 32);
+      if constexpr (Bug == ualloc_bug::or_drops_lane) {
+        if (bits::popc(wm) > 1 && P::lane_id() == 63u - bits::clz(static_cast<std::uint64_t>(wm))) lo = hi = 0;
+      }
+      lo = P::reduce_or(wm, lo);
+      hi = P::reduce_or(wm, hi);
+      const std::uint64_t all = (std::uint64_t{hi} << 32) | lo;
+      // the warp barrier orders every lane's accesses to its slot before the word leader's
+      // release RMW (cumulative), so one release covers the whole word group
+      P::syncwarp(wm);
+      const unsigned wl = bits::ctz(wm);
+      if (P::lane_id() == wl) {
+        was = P::fetch_and(&h->bitmap[w], ~all, release, device_scope);
+        ghost_add<P>(ghost_kind::bin_transit, h, bits::popc(was & all));
+      }
+      was = P::shfl(wm, was, static_cast<int>(wl));
     }
-    const std::uint32_t before = P::fetch_add(&h->free, 1u, acq_rel, device_scope);
-    if (before == 0 && Bug != ualloc_bug::no_relink_on_refill) reconcile(L, bin);  // it was exhausted: re-link
-    L.slot_sem.signal(1, 0);
-    // Retire an empty bin. Not only the free that raised the count to capacity tries: its
-    // try_wait(cap) fails while other frees of the bin have not signalled yet, so every free that
-    // sees an empty bin after its own signal tries (one CAS wins; the others give units back).
-    bool retire = false;
-    if (before + 1 == cap || P::load(&h->free, relaxed, device_scope) == cap) retire = try_retire(L, bin, cap);
-    if constexpr (Bug != ualloc_bug::free_outside_read_section) L.rcu.read_unlock(e);
-    if (retire) retire_bin(L, bin);
-    return true;
+    const std::uint32_t ok = g.ballot((was & bit) != 0);
+    const std::uint32_t k = bits::popc(ok);
+    if (g.is_leader() && k > 0) free_count(L, bin, c, k);
+    return ok;
   }
 
-  //! Under memory pressure, before an allocation returns nullptr: retires the empty bins that
-  //! stay listed (their last free's try_wait lost a race) and runs every pending RCU callback in
-  //! every arena, so that bins go back to their chunks and free chunks back to TBuddy. Never call
-  //! it inside a read-side section. Returns whether anything was reclaimed.
+  //! Under memory pressure, before an allocation returns nullptr, and for the host's trim: retires
+  //! every empty bin (listed or pinned), runs every pending RCU callback, and returns every cached
+  //! chunk to TBuddy, in every arena. Never call it inside a read-side section. Returns whether
+  //! anything was reclaimed.
   TOGA_DEVICE TOGA_NOINLINE bool reclaim() const TOGA_NOEXCEPT(P) {
     bool any = false;
-    for (unsigned a = 0; a < num_arenas; ++a)
+    for (unsigned a = 0; a < num_arenas; ++a) {
       for (unsigned c = 0; c < geom::num_classes; ++c) {
         class_list<P>& L = arenas[a].lists[c];
-        if (P::load(&L.head, relaxed, device_scope) == 0 && P::load(&L.rcu.cb_head_word(), relaxed, device_scope) == 0) continue;
+        if (P::load(&L.head, relaxed, device_scope) == 0 && P::load(&L.pin, relaxed, device_scope) == 0 &&
+            P::load(&L.rcu.cb_head_word(), relaxed, device_scope) == 0)
+          continue;
         const std::uint32_t cap = geom::capacity(c);
-        constexpr unsigned batch = 8;
-        std::uint64_t empty[batch];
-        unsigned n = 0;
-        const std::uint32_t e = L.rcu.read_lock();
-        for (std::uint64_t b = P::load(&L.head, acquire, device_scope); b != 0 && n < batch;
-             b = P::load(&bin_at(b)->next, acquire, device_scope))
-          if (P::load(&bin_at(b)->free, relaxed, device_scope) == cap && try_retire(L, b, cap)) empty[n++] = b;
-        L.rcu.read_unlock(e);
-        for (unsigned i = 0; i < n; ++i) retire_bin(L, empty[i]);
-        any |= n > 0;
+        // Passes until one retires nothing: retiring the pin pins the first listed bin, which may
+        // be empty too. Bounded, in case concurrent frees keep emptying bins.
+        for (unsigned pass = 0; pass < 64; ++pass) {
+          constexpr unsigned batch = 8;
+          std::uint64_t empty[batch];
+          unsigned n = 0;
+          const std::uint32_t e = L.rcu.read_lock();
+          const std::uint64_t pin = P::load(&L.pin, acquire, device_scope);
+          if (pin != 0 && P::load(&bin_at(pin)->free, relaxed, device_scope) == cap && try_retire(L, pin, cap)) empty[n++] = pin;
+          for (std::uint64_t b = P::load(&L.head, acquire, device_scope); b != 0 && n < batch;
+               b = P::load(&bin_at(b)->next, acquire, device_scope))
+            if (b != pin && P::load(&bin_at(b)->free, relaxed, device_scope) == cap && try_retire(L, b, cap)) empty[n++] = b;
+          L.rcu.read_unlock(e);
+          for (unsigned i = 0; i < n; ++i) retire_bin(L, empty[i]);
+          any |= n > 0;
+          if (n == 0) break;
+        }
         any |= L.rcu.flush([this](std::uint64_t b) { return &bin_at(b)->rcu_next; },
                            [this](std::uint64_t b) { release_bin(b); }) > 0;
       }
+      any |= return_cached_chunks(a);
+    }
     return any;
   }
 
   //! Heap offset of slot i of class c in the bin at heap offset `bin`.
-  TOGA_DEVICE static std::uint64_t slot_offset_of(std::uint64_t bin, unsigned c, unsigned i) {
+  TOGA_HOST_DEVICE static std::uint64_t slot_offset_of(std::uint64_t bin, unsigned c, unsigned i) {
     const std::uint64_t chunk = bin & ~(geom::chunk_bytes - 1);
     return chunk + geom::slot_offset(static_cast<unsigned>((bin - chunk) / geom::page_bytes), c, i);
   }
 
  private:
+  // The claimed bit a lane of rank r takes (the planted bug maps two ranks to one bit).
+  TOGA_DEVICE static unsigned lane_pick(unsigned r) {
+    if constexpr (Bug == ualloc_bug::two_lanes_one_bit) return r > 1 ? r - 1 : r;
+    return r;
+  }
+  // Index of the k-th set bit of x (k < popc(x)).
+  TOGA_DEVICE static unsigned select_bit(std::uint64_t x, unsigned k) {
+    const std::uint32_t lo = static_cast<std::uint32_t>(x);
+    const unsigned nlo = bits::popc(lo);
+    unsigned base = 0;
+    std::uint32_t v = lo;
+    if (k >= nlo) {
+      k -= nlo;
+      v = static_cast<std::uint32_t>(x >> 32);
+      base = 32;
+    }
+    for (; k > 0; --k) v &= v - 1;
+    return base + bits::ctz(v);
+  }
+
+  // ---- slow path of allocation ---------------------------------------------------------------
+
+  // Entered by the whole group when the fast path did not serve every lane: finishes stage 2
+  // (claims, more reservations, a pin swap), or runs stage 1 with the CAS loop and GROW, and the
+  // out-of-memory fallback. Returns this lane's offset or no_block.
+  TOGA_DEVICE TOGA_NOINLINE std::uint64_t allocate_slow(unsigned a, unsigned c, coalesced_group<P> g, alloc_progress pr,
+                                                        std::uint64_t mine) const TOGA_NOEXCEPT(P) {
+    class_list<P>& L = arenas[a].lists[c];
+    const std::uint32_t cap = geom::capacity(c);
+    const std::uint32_t t = g.size;
+    pr.stage = g.broadcast(pr.stage);
+    if (pr.stage == 0) {
+      // Stage 1 by the CAS loop: OK (units for the whole group) or GROW(m).
+      std::uint32_t m = 0;
+      if (g.is_leader()) {
+        const std::uint32_t per_batch = cap;
+        const std::uint32_t batches = (t + per_batch - 1) / per_batch;
+        if (L.slot_sem.wait_slow(t, std::uint64_t{batches} * cap) == sem_result::grow) m = batches;
+        else pr.token = L.rcu.read_lock();
+        pr.units = t;
+      }
+      m = g.broadcast(m);
+      if (m > 0) {
+        mine = grow(a, c, g, m);
+        return fallback_if_failed(a, c, g, mine);
+      }
+      pr.stage = 1;
+    }
+    // Stage 2: the leader holds pr.units semaphore units and pr.reserved units in pr.bin.
+    if (g.is_leader()) {
+      if (pr.stage == 3) {  // the fast path's short reservation on the pin: keep what it got
+        bin_header* h = bin_at(pr.bin);
+        const std::int32_t o = static_cast<std::int32_t>(pr.reserved);
+        const std::uint32_t got = o <= 0 ? 0u : static_cast<std::uint32_t>(o);
+        settle_reservation(L, pr.bin, h, t, got, o);
+        pr.reserved = got;
+        pr.units = t - got;
+        pr.hint = cap - static_cast<std::uint32_t>(o > 0 ? o : 0);
+        if (got == 0) pr.bin = 0;
+      } else if (pr.stage == 2) {
+        reconcile(L, pr.bin);  // we reserved the pin's last units: swap the pin
+      }
+    }
+    while (g.broadcast(pr.served) < t) {
+      std::uint64_t claimed = 0;
+      if (g.is_leader()) {
+        if (pr.reserved == 0) find_reservation(L, c, pr);
+        claimed = claim_bits(bin_at(pr.bin), cap, pr.reserved, pr.hint);
+        ghost_add<P>(ghost_kind::bin_transit, bin_at(pr.bin), -static_cast<std::int64_t>(bits::popc(claimed)));
+        pr.reserved -= bits::popc(claimed);
+      }
+      const std::uint64_t bin_w = g.broadcast(pr.bin | (pr.hint / 64));
+      claimed = g.broadcast(claimed);
+      const std::uint32_t first = g.broadcast(pr.served);
+      const unsigned got = bits::popc(claimed);
+      if (g.rank >= first && g.rank < first + got)
+        mine = slot_offset_of(bin_w & ~std::uint64_t{4095}, c, (bin_w & 4095) * 64 + select_bit(claimed, lane_pick(g.rank - first)));
+      pr.served = first + got;
+    }
+    if (g.is_leader()) {
+      P::inject(fault_site::stall_read_section);
+      L.rcu.read_unlock(pr.token);
+    }
+    return mine;
+  }
+
+  // Leader, inside the read-side section, holding pr.units units and no reservation: reserves in
+  // the pin, then in listed bins, until a bin gives at least one unit. A unit guarantees a
+  // findable bin has a free slot for us (publishers make bins findable before they signal), but a
+  // bin between an unlink and a re-link, or a pin being swapped, makes us look again.
+  TOGA_DEVICE void find_reservation(class_list<P>& L, unsigned c, alloc_progress& pr) const TOGA_NOEXCEPT(P) {
+    const std::uint32_t cap = geom::capacity(c);
+    for (unsigned attempt = 0;; ++attempt) {
+      std::uint64_t b = P::load(&L.pin, acquire, device_scope);
+      bool from_list = false;
+      for (;;) {
+        if (b != 0) {
+          std::uint32_t old = 0;
+          const std::uint32_t got = reserve(L, b, pr.units, old);
+          if (got > 0) {
+            pr.bin = b;
+            pr.reserved = got;
+            pr.units -= got;
+            pr.hint = old < cap ? cap - old : 0;  // the reservation's ordinal
+            return;
+          }
+        }
+        b = from_list ? P::load(&bin_at(b)->next, acquire, device_scope) : P::load(&L.head, acquire, device_scope);
+        from_list = true;
+        if (b == 0) break;
+      }
+      P::backoff(attempt);
+    }
+  }
+
+  // Reserves up to `want` slots of the bin with one fetch_sub, keeps clamp(old, 0, want) and
+  // undoes the rest; handles both zero crossings. Returns what it kept; `old` receives the count
+  // it found, clamped at 0.
+  TOGA_DEVICE std::uint32_t reserve(class_list<P>& L, std::uint64_t bin, std::uint32_t want, std::uint32_t& old) const TOGA_NOEXCEPT(P) {
+    bin_header* h = bin_at(bin);
+    P::inject(fault_site::stall_read_to_rmw);
+    const std::int32_t o = static_cast<std::int32_t>(P::fetch_sub(&h->free, want, relaxed, device_scope));
+    ghost_add<P>(ghost_kind::bin_transit, h, want);
+    const std::uint32_t got = o <= 0 ? 0u : (o >= static_cast<std::int32_t>(want) ? want : static_cast<std::uint32_t>(o));
+    settle_reservation(L, bin, h, want, got, o);
+    old = o > 0 ? static_cast<std::uint32_t>(o) : 0u;
+    return got;
+  }
+  // After a fetch_sub of `want` that returned o and keeps `got`: undo the excess and reconcile
+  // the bin at each zero crossing we made.
+  TOGA_DEVICE void settle_reservation(class_list<P>& L, std::uint64_t bin, bin_header* h, std::uint32_t want,
+                                      std::uint32_t got, std::int32_t o) const TOGA_NOEXCEPT(P) {
+    const std::uint32_t excess = Bug == ualloc_bug::undo_whole_reservation && got > 0 && got < want ? want : want - got;
+    bool refilled = false;
+    if (excess > 0) {
+      P::inject(fault_site::stall_speculative_undo);
+      const std::int32_t before = static_cast<std::int32_t>(P::fetch_add(&h->free, excess, relaxed, device_scope));
+      ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(want - got));
+      refilled = before <= 0 && before + static_cast<std::int32_t>(excess) > 0;  // frees came in meanwhile
+    }
+    const bool emptied = o > 0 && o <= static_cast<std::int32_t>(want);  // we reserved the last units
+    if ((emptied && Bug != ualloc_bug::no_unlink_on_exhaustion) || refilled) reconcile(L, bin);
+  }
+
+  // Claims up to `n` zero bits of the bin's bitmap for the holder of n reserved slots, one
+  // fetch_or of one word's zero bits, starting at bit `hint` (updated). Returns the bits claimed
+  // in word hint / 64 (possibly none: then the hint moved on). A reservation guarantees n zero
+  // bits exist (U1'): bits another lane set meanwhile are simply lost and we look further.
+  TOGA_DEVICE static std::uint64_t claim_bits(bin_header* h, std::uint32_t cap, std::uint32_t n, std::uint32_t& hint) TOGA_NOEXCEPT(P) {
+    if (n == 0) return 0;
+    for (unsigned attempt = 0;; ++attempt) {
+      if (hint >= cap) hint = 0;
+      const unsigned w = hint / 64;
+      const std::uint64_t cur = P::load(&h->bitmap[w], relaxed, device_scope);
+      const std::uint64_t from = ~std::uint64_t{0} << (hint % 64);
+      std::uint64_t zeros = ~cur & from;
+      if (zeros == 0) zeros = ~cur;  // wrap within the word once
+      if (zeros == 0) {
+        hint = (w + 1) * 64;
+        if (attempt % geom::bitmap_words == geom::bitmap_words - 1) P::backoff(attempt / geom::bitmap_words);
+        continue;
+      }
+      std::uint64_t want = 0;
+      for (std::uint32_t k = 0; k < n && zeros != 0; ++k) {
+        want |= zeros & (~zeros + 1);
+        zeros &= zeros - 1;
+      }
+      P::inject(fault_site::stall_read_to_rmw);
+      const std::uint64_t was = P::fetch_or(&h->bitmap[w], want, acquire, device_scope);  // [HB] with the freer's release
+      const std::uint64_t got = want & ~was;
+      hint = w * 64;
+      if (got != 0) return got;
+    }
+  }
+
+  // ---- GROW -----------------------------------------------------------------------------------
+
+  // The group got GROW(m): lanes of rank < m each make one bin; lane r is served by bin r / cap,
+  // slot r % cap (the producer's first slots are taken for its lanes). Returns this lane's offset
+  // or no_block (its producer found no memory).
+  TOGA_DEVICE std::uint64_t grow(unsigned a, unsigned c, const coalesced_group<P>& g, std::uint32_t m) const TOGA_NOEXCEPT(P) {
+    class_list<P>& L = arenas[a].lists[c];
+    const std::uint32_t cap = geom::capacity(c);
+    std::uint64_t bin = 0;
+    if (g.rank < m) {
+      const std::uint64_t left = slot_semaphore<P>::batch_leftover(g.rank, g.size, 1, cap);
+      P::inject(fault_site::stall_grow);
+      bin = new_bin(a);
+      if (bin == 0) {
+        L.slot_sem.signal(0, left);  // withdraw: out of memory reaches every waiter
+      } else {
+        if constexpr (Bug == ualloc_bug::pin_before_init)
+          if (left > 0) publish_bin(L, bin);
+        init_bin(bin, c, a, static_cast<unsigned>(cap - left));
+        if (left > 0 && Bug != ualloc_bug::pin_before_init) publish_bin(L, bin);  // a full bin stays unfindable (U2')
+        L.slot_sem.signal(left, left);  // [HB] release: units after the pin that makes them findable
+        P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{1}, relaxed, device_scope);
+        P::fetch_add(&arenas[a].stats.grows, std::uint64_t{1}, relaxed, device_scope);
+      }
+    }
+    const std::uint64_t mine = g.from_rank(bin, g.rank / cap);
+    return mine == 0 ? no_block : slot_offset_of(mine, c, g.rank % cap);
+  }
+  // Makes a new bin the pin (E3); a displaced pin that still has free slots is linked.
+  TOGA_DEVICE void publish_bin(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
+    lock(&L.list_mtx);
+    const std::uint64_t old = P::load(&L.pin, relaxed, device_scope);
+    P::store(&L.pin, bin, release, device_scope);  // [HB] readers that load the pin see the header
+    if (old != 0 && Bug != ualloc_bug::pin_swap_drops_bin &&
+        static_cast<std::int32_t>(P::load(&bin_at(old)->free, relaxed, device_scope)) > 0 &&
+        !P::load(&bin_at(old)->listed, relaxed, device_scope))
+      link_bin(L, old);
+    unlock(&L.list_mtx);
+  }
+
+  // Lanes that got no_block: try the other arenas' bins of the class, then reclaim and retry
+  // once (E12). Entered by the whole group.
+  TOGA_DEVICE std::uint64_t fallback_if_failed(unsigned a, unsigned c, const coalesced_group<P>& g, std::uint64_t mine) const TOGA_NOEXCEPT(P) {
+    const std::uint32_t failed = g.ballot(mine == no_block);
+    if (failed == 0) return mine;
+    if (mine != no_block) return mine;
+    // the failed lanes continue alone, one at a time (rare: the heap is nearly exhausted)
+    for (unsigned i = 1; i < num_arenas && mine == no_block; ++i) mine = take_elsewhere((a + i) % num_arenas, c);
+    if (mine == no_block && reclaim()) mine = retry_once(a, c);
+    return mine;
+  }
+  // One slot of class c from arena b's findable bins, without GROW: a CAS take (no speculative
+  // decrement on a semaphore of another SM: its bias covers its own lanes only).
+  TOGA_DEVICE std::uint64_t take_elsewhere(unsigned b, unsigned c) const TOGA_NOEXCEPT(P) {
+    class_list<P>& L = arenas[b].lists[c];
+    if (!L.slot_sem.try_wait(1)) return no_block;
+    alloc_progress pr{0, 0, 1, 0, 0, 0, 1};
+    pr.token = L.rcu.read_lock();
+    find_reservation(L, c, pr);
+    std::uint64_t claimed = 0;
+    while (claimed == 0) claimed = claim_bits(bin_at(pr.bin), geom::capacity(c), 1, pr.hint);
+    ghost_add<P>(ghost_kind::bin_transit, bin_at(pr.bin), -1);
+    L.rcu.read_unlock(pr.token);
+    return slot_offset_of(pr.bin, c, (pr.hint / 64) * 64 + bits::ctz(claimed));
+  }
+  // After a reclaim: one more allocation by this lane alone in its own arena (no further fallback).
+  TOGA_DEVICE std::uint64_t retry_once(unsigned a, unsigned c) const TOGA_NOEXCEPT(P) {
+    class_list<P>& L = arenas[a].lists[c];
+    const std::uint32_t cap = geom::capacity(c);
+    if (L.slot_sem.wait_slow(1, cap) == sem_result::grow) {
+      const auto self = coalesced_group<P>::self();
+      return grow(a, c, self, 1);
+    }
+    alloc_progress pr{0, 0, 1, 0, 0, 0, 1};
+    pr.token = L.rcu.read_lock();
+    find_reservation(L, c, pr);
+    std::uint64_t claimed = 0;
+    while (claimed == 0) claimed = claim_bits(bin_at(pr.bin), cap, 1, pr.hint);
+    ghost_add<P>(ghost_kind::bin_transit, bin_at(pr.bin), -1);
+    L.rcu.read_unlock(pr.token);
+    return slot_offset_of(pr.bin, c, (pr.hint / 64) * 64 + bits::ctz(claimed));
+  }
+
+  // ---- free ---------------------------------------------------------------------------------------
+
+  // Leader of a free group, after its k bits were cleared: count them, re-link at a zero
+  // crossing, signal, and retire an empty bin (spec §5.8/§5.9 per group). The read-side section
+  // covers every access to the header after our count makes the bin retirable.
+  TOGA_DEVICE TOGA_FORCEINLINE void free_count(class_list<P>& L, std::uint64_t bin, unsigned c, std::uint32_t k) const TOGA_NOEXCEPT(P) {
+    bin_header* h = bin_at(bin);
+    const std::uint32_t cap = geom::capacity(c);
+    std::uint32_t e = 0;
+    if constexpr (Bug != ualloc_bug::free_outside_read_section) e = L.rcu.read_lock();
+    const std::int32_t before = static_cast<std::int32_t>(P::fetch_add(&h->free, k, relaxed, device_scope));
+    ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(k));
+    const bool refilled = before <= 0 && before + static_cast<std::int32_t>(k) > 0 && Bug != ualloc_bug::no_relink_on_refill;
+    // Retire an empty bin of a small-capacity class unless it is the pin (E11). Not only the free
+    // that raised the count to capacity tries: its try_wait(cap) fails while other frees of the bin
+    // have not signalled yet, so every free that sees an empty bin after its own signal tries.
+    const bool may_retire = cap < hysteresis_min_capacity;
+    if (refilled || may_retire) {
+      free_cold(L, bin, cap, k, before, refilled, e);
+      return;
+    }
+    L.slot_sem.signal_relaxed(Bug == ualloc_bug::free_signals_short ? k - 1 : k, 0);  // slots are found by RMWs (E4)
+    P::inject(fault_site::stall_read_section);
+    if constexpr (Bug != ualloc_bug::free_outside_read_section) L.rcu.read_unlock(e);
+  }
+  // The rest of a group free when the bin was refilled from empty (re-link) or belongs to a class
+  // whose empty bins are retired; ends the read-side section.
+  TOGA_DEVICE TOGA_NOINLINE void free_cold(class_list<P>& L, std::uint64_t bin, std::uint32_t cap, std::uint32_t k, std::int32_t before,
+                                           bool refilled, std::uint32_t e) const TOGA_NOEXCEPT(P) {
+    bin_header* h = bin_at(bin);
+    if (refilled) reconcile(L, bin);  // it was exhausted: re-link
+    L.slot_sem.signal_relaxed(Bug == ualloc_bug::free_signals_short ? k - 1 : k, 0);
+    bool retire = false;
+    if (cap < hysteresis_min_capacity && P::load(&L.pin, relaxed, device_scope) != bin &&
+        (before + static_cast<std::int32_t>(k) == static_cast<std::int32_t>(cap) || P::load(&h->free, relaxed, device_scope) == cap))
+      retire = try_retire(L, bin, cap);
+    P::inject(fault_site::stall_read_section);
+    if constexpr (Bug != ualloc_bug::free_outside_read_section) L.rcu.read_unlock(e);
+    if (retire) retire_bin(L, bin);
+  }
+
   TOGA_DEVICE void retire_bin(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     L.rcu.retire(bin, [this](std::uint64_t b) { return &bin_at(b)->rcu_next; }, [this](std::uint64_t b) { release_bin(b); });
   }
@@ -281,49 +650,16 @@ struct ualloc {
   }
   TOGA_DEVICE static void unlock(std::uint32_t* m) TOGA_NOEXCEPT(P) { P::store(m, 0u, release, device_scope); }
 
-  TOGA_DEVICE static std::uint32_t try_dec_positive(std::uint32_t* f) TOGA_NOEXCEPT(P) {
-    std::uint32_t cur = P::load(f, relaxed, device_scope);
-    for (unsigned lost = 0;; ++lost) {
-      if (static_cast<std::int32_t>(cur) <= 0) return cur;
-      if (P::compare_exchange(f, cur, cur - 1, acquire, device_scope)) return cur;
-      P::backoff(lost);  // no lock-step retries by the many lanes that share a bin
-      cur = P::load(f, relaxed, device_scope);
-    }
-  }
-  // A reservation guarantees a zero bit below capacity exists (U1); find and set one.
-  TOGA_DEVICE static unsigned claim_zero_bit(bin_header* h) TOGA_NOEXCEPT(P) {
-    const unsigned start = (P::thread_id() * 7u + P::block_id()) % geom::bitmap_words;
-    // Each lane looks for a zero bit from its own position in the word, not from bit 0: lanes
-    // that share a bin would otherwise all fetch_or the same lowest free bit, and all but one
-    // retry, so filling a 16 B bin (248 slots) cost thousands of atomics instead of ~248.
-    const unsigned rot = (P::thread_id() * 37u + P::block_id() * 11u) & 63u;
-    for (unsigned attempt = 0;; ++attempt) {
-      for (unsigned k = 0; k < geom::bitmap_words; ++k) {
-        const unsigned w = (start + k) % geom::bitmap_words;
-        std::uint64_t cur = P::load(&h->bitmap[w], relaxed, device_scope);
-        while (~cur != 0) {
-          const std::uint64_t zeros = ~cur;
-          const std::uint64_t ahead = zeros & (~std::uint64_t{0} << rot);
-          const unsigned b = bits::ctz(ahead != 0 ? ahead : zeros);
-          const std::uint64_t bit = std::uint64_t{1} << b;
-          const std::uint64_t was = P::fetch_or(&h->bitmap[w], bit, acq_rel, device_scope);
-          if (!(was & bit)) return w * 64 + b;
-          cur = was | bit;
-        }
-      }
-      P::backoff(attempt);
-    }
-  }
   // A fresh bin: bits >= capacity set, `taken` slots (0..taken-1) in use.
   TOGA_DEVICE void init_bin(std::uint64_t bin, unsigned c, unsigned a, unsigned taken) const TOGA_NOEXCEPT(P) {
     bin_header* h = bin_at(bin);
     const unsigned cap = geom::capacity(c);
     for (unsigned w = 0; w < geom::bitmap_words; ++w) {
       std::uint64_t bits = 0;
-      for (unsigned b = 0; b < 64; ++b) {
-        const unsigned i = w * 64 + b;
-        if (i >= cap || i < taken) bits |= std::uint64_t{1} << b;
-      }
+      const unsigned lo = w * 64;
+      // bits [lo, lo+64) that are < taken or >= cap
+      if (taken > lo) bits |= taken - lo >= 64 ? ~std::uint64_t{0} : ((std::uint64_t{1} << (taken - lo)) - 1);
+      if (cap < lo + 64) bits |= cap <= lo ? ~std::uint64_t{0} : ~((std::uint64_t{1} << (cap - lo)) - 1);
       P::store(&h->bitmap[w], bits, relaxed, device_scope);
     }
     P::store(&h->free, cap - taken, relaxed, device_scope);
@@ -333,6 +669,7 @@ struct ualloc {
     P::store(&h->listed, 0u, relaxed, device_scope);
     P::store(&h->next, std::uint64_t{0}, relaxed, device_scope);
     P::store(&h->prev, std::uint64_t{0}, relaxed, device_scope);
+    ghost_add<P>(ghost_kind::bin_live, h, 1);
   }
   // Under list_mtx. Readers may stand on the bin: only the links of others change on unlink.
   TOGA_DEVICE void link_bin(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
@@ -342,7 +679,7 @@ struct ualloc {
     P::store(&h->prev, std::uint64_t{0}, relaxed, device_scope);
     if (head) P::store(&bin_at(head)->prev, bin, relaxed, device_scope);
     P::store(&h->listed, 1u, relaxed, device_scope);
-    P::store(&L.head, bin, release, device_scope);  // publish after initialising
+    P::store(&L.head, bin, release, device_scope);  // [HB] publish after initialising
   }
   TOGA_DEVICE void unlink_bin(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     bin_header* h = bin_at(bin);
@@ -353,14 +690,32 @@ struct ualloc {
     if (next) P::store(&bin_at(next)->prev, prev, relaxed, device_scope);
     P::store(&h->listed, 0u, relaxed, device_scope);  // h->next stays: readers on it go on
   }
-  // Converges `listed` with `free` whichever zero crossing came first (spec §5.6).
+  // Under list_mtx: the pin `bin` is exhausted or retired; pin the first listed bin instead
+  // (unlinking it) or nothing.
+  TOGA_DEVICE void replace_pin(class_list<P>& L) const TOGA_NOEXCEPT(P) {
+    P::inject(fault_site::stall_pin_swap);
+    const std::uint64_t head = P::load(&L.head, relaxed, device_scope);
+    if (head != 0) unlink_bin(L, head);
+    P::store(&L.pin, head, release, device_scope);  // [HB] (the bin was published when linked; release keeps it simple)
+  }
+  // Converges findability with the free count whichever zero crossing came first (spec §5.6,
+  // extended to the pin): a bin with free > 0 is listed or pinned; one with free <= 0 (DEAD
+  // included) is neither.
   TOGA_DEVICE void reconcile(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     bin_header* h = bin_at(bin);
     lock(&L.list_mtx);
-    const std::uint32_t f = P::load(&h->free, relaxed, device_scope);
-    const std::uint32_t listed = P::load(&h->listed, relaxed, device_scope);
-    if (f == 0 && listed) unlink_bin(L, bin);
-    else if (static_cast<std::int32_t>(f) > 0 && !listed) link_bin(L, bin);
+    const std::int32_t f = static_cast<std::int32_t>(P::load(&h->free, relaxed, device_scope));
+    const bool listed = P::load(&h->listed, relaxed, device_scope) != 0;
+    const bool pinned = P::load(&L.pin, relaxed, device_scope) == bin;
+    if (f > 0) {
+      if (!listed && !pinned) {
+        if (P::load(&L.pin, relaxed, device_scope) == 0) P::store(&L.pin, bin, release, device_scope);
+        else link_bin(L, bin);
+      }
+    } else {
+      if (listed) unlink_bin(L, bin);
+      if (pinned) replace_pin(L);
+    }
     unlock(&L.list_mtx);
   }
   // Inside L's read-side section. True when the caller now owns the bin's retirement.
@@ -368,20 +723,24 @@ struct ualloc {
     if constexpr (Bug != ualloc_bug::retire_without_try_wait)
       if (!L.slot_sem.try_wait(cap)) return false;  // the units are promised to waiters: keep it
     std::uint32_t expected = cap;
-    if (!P::compare_exchange(&bin_at(bin)->free, expected, bin_dead, acq_rel, device_scope)) {
+    if (!P::compare_exchange(&bin_at(bin)->free, expected, dead, acq_rel, device_scope)) {
       if constexpr (Bug != ualloc_bug::retire_without_try_wait) L.slot_sem.signal(cap, 0);
-      return false;  // somebody allocated meanwhile
+      return false;  // somebody reserved meanwhile
     }
+    ghost_add<P>(ghost_kind::bin_live, bin_at(bin), -1);
     lock(&L.list_mtx);
     if (P::load(&bin_at(bin)->listed, relaxed, device_scope)) unlink_bin(L, bin);
+    if (Bug != ualloc_bug::retire_keeps_pin && P::load(&L.pin, relaxed, device_scope) == bin) replace_pin(L);
     unlock(&L.list_mtx);
     return true;
   }
-  // RCU callback: the bin goes back to its chunk; an entirely free chunk goes back to TBuddy.
+  // RCU callback: the bin goes back to its chunk; an entirely free chunk goes back to TBuddy
+  // unless it is the arena's one cached chunk (E11).
   TOGA_DEVICE void release_bin(std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     const unsigned a = P::load(&bin_at(bin)->arena, relaxed, device_scope);
     const unsigned c = P::load(&bin_at(bin)->class_id, relaxed, device_scope);
     P::fetch_sub(&arenas[a].stats.bins[c], std::uint64_t{1}, relaxed, device_scope);
+    P::poison(base + bin + sizeof(bin_header), geom::bin_data_bytes);
     arena<P>& A = arenas[a];
     const std::uint64_t chunk = bin & ~(geom::chunk_bytes - 1);
     chunk_header* ch = chunk_at(chunk);
@@ -390,7 +749,8 @@ struct ualloc {
     P::fetch_and(&ch->bin_bitmap[b / 64], ~(std::uint64_t{1} << (b % 64)), relaxed, device_scope);
     const std::uint32_t fb = P::fetch_add(&ch->free_bins, 1u, relaxed, device_scope) + 1;
     const bool all_free = Bug == ualloc_bug::chunk_returned_with_live_bins ? true : fb == geom::usable_bins;
-    if (all_free && A.chunk_sem.try_wait(fb - 1)) {  // the other free bins were signalled earlier
+    if (all_free && (Bug == ualloc_bug::chunk_returned_with_live_bins || another_free_chunk(A, chunk)) &&
+        A.chunk_sem.try_wait(fb - 1)) {  // the other free bins were signalled earlier
       if (P::load(&ch->listed, relaxed, device_scope)) unlink_chunk(A, chunk);
       unlock(&A.chunk_mtx);
       P::fetch_sub(&A.stats.chunks, std::uint64_t{1}, relaxed, device_scope);
@@ -400,6 +760,39 @@ struct ualloc {
     if (!P::load(&ch->listed, relaxed, device_scope)) link_chunk(A, chunk);
     A.chunk_sem.signal(1, 0);  // under the mutex: try_wait above never sees a half-signalled chunk
     unlock(&A.chunk_mtx);
+  }
+  // Under chunk_mtx: is another listed chunk of the arena entirely free (the cached one)?
+  TOGA_DEVICE bool another_free_chunk(arena<P>& A, std::uint64_t chunk) const TOGA_NOEXCEPT(P) {
+    for (std::uint64_t link = P::load(&A.chunk_head, relaxed, device_scope); link != 0;
+         link = P::load(&chunk_at(dec(link))->next, relaxed, device_scope))
+      if (dec(link) != chunk && P::load(&chunk_at(dec(link))->free_bins, relaxed, device_scope) == geom::usable_bins) return true;
+    return false;
+  }
+  // Returns the arena's entirely free chunks to TBuddy (reclaim). True if any went back.
+  TOGA_DEVICE bool return_cached_chunks(unsigned a) const TOGA_NOEXCEPT(P) {
+    arena<P>& A = arenas[a];
+    if (P::load(&A.chunk_head, relaxed, device_scope) == 0) return false;
+    bool any = false;
+    for (;;) {
+      std::uint64_t victim = 0;  // link (offset + 1) of an entirely free chunk, or 0
+      lock(&A.chunk_mtx);
+      for (std::uint64_t link = P::load(&A.chunk_head, relaxed, device_scope); link != 0;
+           link = P::load(&chunk_at(dec(link))->next, relaxed, device_scope))
+        if (P::load(&chunk_at(dec(link))->free_bins, relaxed, device_scope) == geom::usable_bins) {
+          victim = link;
+          break;
+        }
+      if (victim != 0 && A.chunk_sem.try_wait(geom::usable_bins)) {
+        unlink_chunk(A, dec(victim));
+        unlock(&A.chunk_mtx);
+        P::fetch_sub(&A.stats.chunks, std::uint64_t{1}, relaxed, device_scope);
+        buddy.free(dec(victim));
+        any = true;
+        continue;
+      }
+      unlock(&A.chunk_mtx);
+      return any;
+    }
   }
   // Chunk links hold offset + 1 (a chunk may start at offset 0; 0 means "none").
   TOGA_DEVICE static std::uint64_t enc(std::uint64_t chunk) { return chunk + 1; }
@@ -426,7 +819,7 @@ struct ualloc {
   TOGA_DEVICE std::uint64_t new_bin(unsigned a) const TOGA_NOEXCEPT(P) {
     arena<P>& A = arenas[a];
     if (A.chunk_sem.wait(1, geom::usable_bins) == sem_result::grow) {
-      std::uint64_t chunk = buddy.alloc(geom::chunk_order);
+      std::uint64_t chunk = P::inject(fault_site::fail_chunk) ? no_block : buddy.alloc(geom::chunk_order);
       if (chunk == no_block && reclaim()) chunk = buddy.alloc(geom::chunk_order);
       if (chunk == no_block) {
         A.chunk_sem.signal(0, geom::usable_bins - 1);

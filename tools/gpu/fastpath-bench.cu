@@ -1,0 +1,324 @@
+// fastpath-bench: a small, self-contained GPU benchmark of toga's small-size fast path
+// (fast-path.md), for iterating on the core between toga-bench runs. Every figure is taken beside
+// the warp-aggregated bump floor (bump-warp) in the same process; medians of 5 timed launches
+// after a warm-up, CUDA events around one kernel. Every allocation is checked after the timed
+// kernel: nullptr, alignment, bounds, overlap (sorted on the host) and a whole-block pattern
+// written by one kernel and verified by another before the free.
+// Not part of the CMake build. On the GPU machine:
+//   nvcc -std=c++20 -O3 -gencode=arch=compute_90,code=sm_90 -Xptxas -v -Icore/include \
+//        -Ibackends/cuda/include tools/gpu/fastpath-bench.cu backends/cuda/src/heap.cu -o fastpath-bench
+//   ./fastpath-bench [--threads N] [--reps R] [--sizes 16,64,256,1024]
+// Output: one table row per (case, size): toga fresh / warm alloc ms, free ms, bump-warp alloc /
+// free ms, ratios, failures; exit 1 if any check failed.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "toga/cuda/heap.cuh"
+
+#define CK(x)                                                                                          \
+  do {                                                                                                 \
+    cudaError_t e_ = (x);                                                                              \
+    if (e_ != cudaSuccess) {                                                                           \
+      std::fprintf(stderr, "fastpath-bench: %s failed: %s (%s:%d)\n", #x, cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(1);                                                                                    \
+    }                                                                                                  \
+  } while (0)
+
+namespace {
+
+constexpr unsigned block = 256;
+
+__global__ void __launch_bounds__(block) toga_alloc(toga::cuda::heap_ref h, void** out, unsigned n, unsigned size) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = h.allocate(size);
+}
+__global__ void __launch_bounds__(block) toga_free(toga::cuda::heap_ref h, void** in, unsigned n) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) h.deallocate(in[i]);
+}
+// churn (T5): every thread `iters` times allocates, writes its block's first and last word, frees
+__global__ void __launch_bounds__(block) toga_churn(toga::cuda::heap_ref h, unsigned n, unsigned size, unsigned iters, unsigned* fails) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  for (unsigned k = 0; k < iters; ++k) {
+    auto* p = static_cast<volatile std::uint64_t*>(h.allocate(size));
+    if (!p) {
+      atomicAdd(fails, 1u);
+      continue;
+    }
+    const std::uint64_t tag = (std::uint64_t{i} << 32) | k;
+    p[0] = tag;
+    p[size / 8 - 1] = tag;
+    if (p[0] != tag || p[size / 8 - 1] != tag) atomicAdd(fails + 1, 1u);
+    h.deallocate(const_cast<std::uint64_t*>(p));
+  }
+}
+
+// the floor: lanes of a warp sum their sizes (shuffle prefix over the active lanes), one lane does
+// one atomicAdd on a global offset
+__global__ void __launch_bounds__(block) bumpw_alloc(char* base, unsigned long long* top, unsigned long long cap, void** out, unsigned n,
+                                                     unsigned size) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const unsigned mask = __activemask();
+  const unsigned lane = threadIdx.x % 32;
+  unsigned long long mine = size, incl = size;
+  for (unsigned d = 1; d < 32; d <<= 1) {
+    const unsigned long long v = __shfl_up_sync(mask, incl, d);
+    if (lane >= d && ((mask >> (lane - d)) & 1u)) incl += v;
+  }
+  const unsigned last = 31 - __clz(mask);
+  const unsigned long long total = __shfl_sync(mask, incl, last);
+  unsigned long long start = 0;
+  if (lane == last) start = atomicAdd(top, total);
+  start = __shfl_sync(mask, start, last);
+  const unsigned long long off = start + incl - mine;
+  out[i] = off + size <= cap ? base + off : nullptr;
+}
+__global__ void __launch_bounds__(block) bumpw_free(void** in, unsigned n, unsigned* sink) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n && in[i] == reinterpret_cast<void*>(1)) atomicAdd(sink, 1u);  // reads the pointer, frees nothing
+}
+__global__ void __launch_bounds__(block) bumpw_churn(char* base, unsigned long long* top, unsigned long long cap, unsigned n, unsigned size,
+                                                     unsigned iters, unsigned* fails) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  for (unsigned k = 0; k < iters; ++k) {
+    const unsigned mask = __activemask();
+    const unsigned lane = threadIdx.x % 32;
+    const unsigned leader = __ffs(mask) - 1;
+    const unsigned rank = __popc(mask & ((1u << lane) - 1));
+    unsigned long long start = 0;
+    if (lane == leader) start = atomicAdd(top, static_cast<unsigned long long>(__popc(mask)) * size);
+    start = __shfl_sync(mask, start, leader);
+    const unsigned long long off = start + static_cast<unsigned long long>(rank) * size;
+    if (off + size > cap) {
+      atomicAdd(fails, 1u);
+      continue;
+    }
+    auto* p = reinterpret_cast<volatile std::uint64_t*>(base + off);
+    const std::uint64_t tag = (std::uint64_t{i} << 32) | k;
+    p[0] = tag;
+    p[size / 8 - 1] = tag;
+    if (p[0] != tag || p[size / 8 - 1] != tag) atomicAdd(fails + 1, 1u);
+  }
+}
+
+// checks: fill every block with its pattern, then verify it
+__global__ void fill(void** ptrs, unsigned n, unsigned size) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n || !ptrs[i]) return;
+  auto* w = static_cast<std::uint64_t*>(ptrs[i]);
+  for (unsigned k = 0; k < size / 8; ++k) w[k] = (std::uint64_t{i} << 20) ^ k ^ 0x5a5a000000000000ull;
+}
+__global__ void verify(void** ptrs, unsigned n, unsigned size, unsigned* bad) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n || !ptrs[i]) return;
+  const auto* w = static_cast<const std::uint64_t*>(ptrs[i]);
+  for (unsigned k = 0; k < size / 8; ++k)
+    if (w[k] != ((std::uint64_t{i} << 20) ^ k ^ 0x5a5a000000000000ull)) {
+      atomicAdd(bad, 1u);
+      return;
+    }
+}
+
+struct timer {
+  cudaEvent_t a, b;
+  timer() {
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+  }
+  ~timer() {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+  }
+  template <class F>
+  float ms(F&& launch) {
+    CK(cudaEventRecord(a));
+    launch();
+    CK(cudaGetLastError());
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float t = 0;
+    CK(cudaEventElapsedTime(&t, a, b));
+    return t;
+  }
+};
+
+float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Host checks of one allocation round: counts nullptrs, misaligned, out-of-bounds and
+// overlapping blocks, and pattern mismatches (written by `fill`, read by `verify`).
+struct check_result {
+  unsigned nulls = 0, misaligned = 0, outside = 0, overlaps = 0, corrupt = 0;
+  unsigned bad() const { return misaligned + outside + overlaps + corrupt; }
+};
+check_result check_round(void** d_ptrs, unsigned n, unsigned size, const char* base, std::uint64_t heap_bytes, unsigned* d_bad) {
+  check_result r;
+  const unsigned grid = (n + block - 1) / block;
+  fill<<<grid, block>>>(d_ptrs, n, size);
+  CK(cudaMemset(d_bad, 0, sizeof(unsigned)));
+  verify<<<grid, block>>>(d_ptrs, n, size, d_bad);
+  CK(cudaGetLastError());
+  CK(cudaMemcpy(&r.corrupt, d_bad, sizeof(unsigned), cudaMemcpyDeviceToHost));
+  std::vector<std::uintptr_t> p(n);
+  CK(cudaMemcpy(p.data(), d_ptrs, n * sizeof(void*), cudaMemcpyDeviceToHost));
+  std::vector<std::uintptr_t> live;
+  live.reserve(n);
+  const std::uintptr_t lo = reinterpret_cast<std::uintptr_t>(base), hi = lo + heap_bytes;
+  const std::uintptr_t align = std::min<unsigned>(size, 128) < 16 ? 16 : std::min<unsigned>(size, 128);
+  for (auto v : p) {
+    if (!v) {
+      ++r.nulls;
+      continue;
+    }
+    if ((v - lo) % align) ++r.misaligned;
+    if (v < lo || v + size > hi) ++r.outside;
+    live.push_back(v);
+  }
+  std::sort(live.begin(), live.end());
+  for (std::size_t i = 1; i < live.size(); ++i)
+    if (live[i] < live[i - 1] + size) ++r.overlaps;
+  return r;
+}
+
+std::vector<unsigned> parse_list(const char* s) {
+  std::vector<unsigned> v;
+  for (const char* p = s; *p;) {
+    char* end = nullptr;
+    v.push_back(static_cast<unsigned>(std::strtoul(p, &end, 10)));
+    p = *end == ',' ? end + 1 : end;
+    if (end == p && *p) break;
+  }
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  unsigned n = 1u << 20, reps = 5, churn_n = 1u << 18, iters = 16;
+  std::vector<unsigned> sizes = {16, 64, 256, 1024};
+  std::vector<unsigned> churn_sizes = {16, 256};
+  std::uint64_t heap_bytes = std::uint64_t{8} << 30;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "fastpath-bench: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--threads") n = static_cast<unsigned>(std::strtoul(next(), nullptr, 10));
+    else if (a == "--reps") reps = static_cast<unsigned>(std::strtoul(next(), nullptr, 10));
+    else if (a == "--sizes") sizes = parse_list(next());
+    else if (a == "--churn-sizes") churn_sizes = parse_list(next());
+    else if (a == "--heap-gib") heap_bytes = std::strtoull(next(), nullptr, 10) << 30;
+    else {
+      std::fprintf(stderr, "fastpath-bench: unknown option %s (--threads N --reps R --sizes a,b --churn-sizes a,b --heap-gib G)\n", a.c_str());
+      return 2;
+    }
+  }
+  if (n == 0 || reps == 0 || sizes.empty()) {
+    std::fprintf(stderr, "fastpath-bench: --threads, --reps and --sizes must be positive\n");
+    return 2;
+  }
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  int driver = 0;
+  CK(cudaDriverGetVersion(&driver));
+  std::printf("GPU %s, %d SMs, driver %d; %u threads, %u-thread blocks, %u timed reps (median) after a warm-up\n", prop.name,
+              prop.multiProcessorCount, driver, n, block, reps);
+  {
+    cudaFuncAttributes fa{}, ff{};
+    CK(cudaFuncGetAttributes(&fa, toga_alloc));
+    CK(cudaFuncGetAttributes(&ff, toga_free));
+    std::printf("registers: toga_alloc %d, toga_free %d (stack %zu / %zu B)\n", fa.numRegs, ff.numRegs, fa.localSizeBytes, ff.localSizeBytes);
+  }
+
+  void** d_ptrs = nullptr;
+  unsigned* d_bad = nullptr;
+  CK(cudaMalloc(&d_ptrs, std::size_t{n} * sizeof(void*)));
+  CK(cudaMalloc(&d_bad, 4 * sizeof(unsigned)));
+  char* bump_base = nullptr;
+  unsigned long long* bump_top = nullptr;
+  const unsigned long long bump_cap = std::uint64_t{n} * 1024 * 2;
+  CK(cudaMalloc(&bump_base, bump_cap));
+  CK(cudaMalloc(&bump_top, sizeof(unsigned long long)));
+  const unsigned grid = (n + block - 1) / block;
+  timer tm;
+  unsigned failures = 0;
+
+  std::printf("\n%-6s %6s | %9s %9s %9s | %9s %9s | %8s %8s %8s | %s\n", "case", "size", "fresh ms", "alloc ms", "free ms",
+              "bumpw a", "bumpw f", "x fresh", "x alloc", "x free", "checks");
+  for (unsigned size : sizes) {
+    // bump-warp, same process
+    std::vector<float> ba, bf;
+    for (unsigned r = 0; r <= reps; ++r) {
+      CK(cudaMemset(bump_top, 0, sizeof(unsigned long long)));
+      const float a = tm.ms([&] { bumpw_alloc<<<grid, block>>>(bump_base, bump_top, bump_cap, d_ptrs, n, size); });
+      const float f = tm.ms([&] { bumpw_free<<<grid, block>>>(d_ptrs, n, d_bad); });
+      if (r > 0) ba.push_back(a), bf.push_back(f);
+    }
+    // toga: the first round on a fresh heap, then warm rounds
+    toga::cuda::heap h(heap_bytes);
+    std::vector<float> ta, tf;
+    float fresh = 0;
+    check_result worst;
+    for (unsigned r = 0; r <= reps; ++r) {
+      const float a = tm.ms([&] { toga_alloc<<<grid, block>>>(h.ref(), d_ptrs, n, size); });
+      const check_result c = check_round(d_ptrs, n, size, static_cast<const char*>(h.ref().view().small.base), h.capacity(), d_bad);
+      if (c.bad() + c.nulls > worst.bad() + worst.nulls) worst = c;
+      const float f = tm.ms([&] { toga_free<<<grid, block>>>(h.ref(), d_ptrs, n); });
+      if (r == 0) fresh = a;
+      else ta.push_back(a), tf.push_back(f);
+    }
+    const toga::heap_statistics st = h.stats();
+    const bool ok = worst.bad() == 0 && worst.nulls == 0 && st.used_bytes == 0 && st.failed == 0;
+    failures += !ok;
+    const float ma = median(ta), mf = median(tf), mba = median(ba), mbf = median(bf);
+    std::printf("%-6s %6u | %9.4f %9.4f %9.4f | %9.4f %9.4f | %8.2f %8.2f %8.2f | %s (null %u, misaligned %u, outside %u, overlap %u, corrupt %u; used %llu)\n",
+                "T1", size, fresh, ma, mf, mba, mbf, fresh / mba, ma / mba, mf / mbf, ok ? "ok" : "FAILED", worst.nulls,
+                worst.misaligned, worst.outside, worst.overlaps, worst.corrupt, static_cast<unsigned long long>(st.used_bytes));
+  }
+  // churn (T5)
+  std::printf("\n%-6s %6s | %12s %12s | %8s | %s\n", "case", "size", "toga Mpair/s", "bumpw Mpair/s", "ratio", "checks");
+  for (unsigned size : churn_sizes) {
+    toga::cuda::heap h(heap_bytes);
+    const unsigned cg = (churn_n + block - 1) / block;
+    std::vector<float> t, b;
+    unsigned fails[2] = {0, 0};
+    for (unsigned r = 0; r <= reps; ++r) {
+      CK(cudaMemset(d_bad, 0, 2 * sizeof(unsigned)));
+      const float x = tm.ms([&] { toga_churn<<<cg, block>>>(h.ref(), churn_n, size, iters, d_bad); });
+      unsigned f[2];
+      CK(cudaMemcpy(f, d_bad, sizeof f, cudaMemcpyDeviceToHost));
+      fails[0] += f[0], fails[1] += f[1];
+      CK(cudaMemset(bump_top, 0, sizeof(unsigned long long)));
+      const float y = tm.ms([&] { bumpw_churn<<<cg, block>>>(bump_base, bump_top, bump_cap, churn_n, size, iters, d_bad + 2); });
+      if (r > 0) t.push_back(x), b.push_back(y);
+    }
+    const double pairs = double(churn_n) * iters;
+    const toga::heap_statistics st = h.stats();
+    const bool ok = fails[0] == 0 && fails[1] == 0 && st.used_bytes == 0;
+    failures += !ok;
+    std::printf("%-6s %6u | %12.0f %12.0f | %8.2f | %s (nullptr %u, corrupt %u)\n", "T5", size, pairs / (median(t) * 1e3), pairs / (median(b) * 1e3),
+                median(t) / median(b), ok ? "ok" : "FAILED", fails[0], fails[1]);
+  }
+  cudaFree(d_ptrs);
+  cudaFree(d_bad);
+  cudaFree(bump_base);
+  cudaFree(bump_top);
+  std::printf("\n%s\n", failures ? "SOME CHECKS FAILED" : "all checks passed");
+  return failures ? 1 : 0;
+}
