@@ -3,9 +3,11 @@
 //!
 //! Every atomic, fence, backoff and warp intrinsic first reaches a scheduling point of the
 //! running world (which may switch to another lane), then takes effect in one indivisible step.
-//! Memory is sequentially consistent at that granularity: memory orders and scopes are
-//! accepted and recorded by type but do not weaken anything (see docs/simulator.md, "what the
-//! model does not cover"). Only valid inside a lane of a running `toga::sim::world`.
+//! Under `--memory sc` (the default) memory is sequentially consistent at that granularity and
+//! orders do not weaken anything; under `--memory weak` the world's memory model
+//! (toga/sim/memory.hpp) lets relaxed loads read older stores and makes orders, fences and scopes
+//! matter. Block-scope atomics are checked for scoped races under both (docs/simulator.md §4).
+//! Only valid inside a lane of a running `toga::sim::world`.
 #pragma once
 
 #include <cstdint>
@@ -23,28 +25,46 @@ struct platform {
   //! Lanes of an aborted schedule are unwound by an exception: core code must not be noexcept.
   static constexpr bool noexcept_ops = false;
 
+  // Atomics: a scheduling point, then the operation. Without memory tracking (the default,
+  // sequentially consistent) the word is read and written directly; otherwise the world's
+  // memory model decides what a load reads and records stores, views and scoped races.
   template <class T, memory_order O, scope S>
   static T load(T* p, order_tag<O>, scope_tag<S>) {
     static_assert(O != memory_order::release && O != memory_order::acq_rel, "a load cannot be release");
-    w().point(op::load);
+    world& wd = w();
+    wd.point(op::load);
+    if constexpr (S == scope::block) wd.note_block_scope();
+    if (memory_state* m = wd.memory()) return static_cast<T>(m->load(p, sizeof(T), O, S));
     return *p;
   }
   template <class T, memory_order O, scope S>
   static void store(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
     static_assert(O != memory_order::acquire && O != memory_order::acq_rel, "a store cannot be acquire");
-    w().point(op::store);
+    world& wd = w();
+    wd.point(op::store);
+    if constexpr (S == scope::block) wd.note_block_scope();
+    if (memory_state* m = wd.memory()) return m->store(p, sizeof(T), v, O, S);
     *p = v;
   }
   template <class T, memory_order O, scope S>
   static T exchange(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
-    w().point(op::exchange);
-    T old = *p;
-    *p = v;
-    return old;
+    return rmw<T, O, S>(op::exchange, p, [v](T) { return v; });
   }
   template <class T, memory_order O, scope S>
   static bool compare_exchange(T* p, T& expected, std::type_identity_t<T> desired, order_tag<O>, scope_tag<S>) {
-    w().point(op::cas);
+    world& wd = w();
+    wd.point(op::cas);
+    if constexpr (S == scope::block) wd.note_block_scope();
+    if (memory_state* m = wd.memory()) {
+      const T cur = static_cast<T>(m->rmw_read(p, sizeof(T)));
+      if (cur == expected) {
+        m->rmw_write(p, sizeof(T), desired, O, S);
+        return true;
+      }
+      m->rmw_fail(p, sizeof(T), failure_order(O), S);
+      expected = cur;
+      return false;
+    }
     if (*p == expected) {
       *p = desired;
       return true;
@@ -54,42 +74,30 @@ struct platform {
   }
   template <class T, memory_order O, scope S>
   static T fetch_add(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
-    w().point(op::fetch_add);
-    T old = *p;
-    *p = static_cast<T>(old + v);
-    return old;
+    return rmw<T, O, S>(op::fetch_add, p, [v](T old) { return static_cast<T>(old + v); });
   }
   template <class T, memory_order O, scope S>
   static T fetch_sub(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
-    w().point(op::fetch_sub);
-    T old = *p;
-    *p = static_cast<T>(old - v);
-    return old;
+    return rmw<T, O, S>(op::fetch_sub, p, [v](T old) { return static_cast<T>(old - v); });
   }
   template <class T, memory_order O, scope S>
   static T fetch_and(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
-    w().point(op::fetch_and);
-    T old = *p;
-    *p = old & v;
-    return old;
+    return rmw<T, O, S>(op::fetch_and, p, [v](T old) { return static_cast<T>(old & v); });
   }
   template <class T, memory_order O, scope S>
   static T fetch_or(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
-    w().point(op::fetch_or);
-    T old = *p;
-    *p = old | v;
-    return old;
+    return rmw<T, O, S>(op::fetch_or, p, [v](T old) { return static_cast<T>(old | v); });
   }
+  //! An RMW even when v <= *p (atom.max writes max(old, v) back), as in PTX's model.
   template <class T, memory_order O, scope S>
   static T fetch_max(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
-    w().point(op::fetch_max);
-    T old = *p;
-    if (v > old) *p = v;
-    return old;
+    return rmw<T, O, S>(op::fetch_max, p, [v](T old) { return v > old ? v : old; });
   }
   template <memory_order O, scope S>
   static void fence(order_tag<O>, scope_tag<S>) {
-    w().point(op::fence);
+    world& wd = w();
+    wd.point(op::fence);
+    if (memory_state* m = wd.memory()) m->fence(O, S);
   }
 
   // identity
@@ -130,9 +138,10 @@ struct platform {
   }
   static std::uint32_t lanemask_lt() { return (1u << w().self().lane) - 1u; }
 
-  // fault injection (toga/fault.hpp): a scheduling point; no site is active yet
-  static bool inject(fault_site) { return false; }
-  static void poison(void*, std::uint64_t) {}
+  // fault injection (toga/fault.hpp, toga/sim/faults.hpp): sites enabled by run_limits::faults
+  // fire by choices of the schedule; otherwise nothing happens and nothing is recorded.
+  static bool inject(fault_site s) { return w().inject(s); }
+  static void poison(void* p, std::uint64_t bytes) { w().poison(p, bytes); }
 
   // progress and failure
   static void backoff(unsigned) { w().point(op::backoff); }
@@ -153,6 +162,20 @@ struct platform {
 
  private:
   static world& w() { return *world::current(); }
+  template <class T, memory_order O, scope S, class F>
+  static T rmw(op k, T* p, F f) {
+    world& wd = w();
+    wd.point(k);
+    if constexpr (S == scope::block) wd.note_block_scope();
+    if (memory_state* m = wd.memory()) {
+      const T old = static_cast<T>(m->rmw_read(p, sizeof(T)));
+      m->rmw_write(p, sizeof(T), f(old), O, S);
+      return old;
+    }
+    const T old = *p;
+    *p = f(old);
+    return old;
+  }
 };
 
 static_assert(toga::Platform<platform>);
