@@ -12,6 +12,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <csignal>
 #include <unistd.h>
 
 #include "toga/sim/faults.hpp"
@@ -81,6 +82,89 @@ std::string replay_command(const scenario& sc, const params& p, const strategy_c
   if (limits.memory != memory_model::sc) c << " --memory " << to_string(limits.memory);
   if (limits.faults) c << " --faults " << faults_to_string(limits.faults);
   return c.str();
+}
+
+// ---- crash reports -----------------------------------------------------------------------------
+
+crash_context& this_thread_crash_context() {
+  thread_local crash_context c;
+  return c;
+}
+
+namespace {
+int crash_fd = -1;
+// async-signal-safe output
+void put(int fd, const char* s) {
+  std::size_t n = 0;
+  while (s[n]) ++n;
+  while (n > 0) {
+    const ssize_t w = ::write(fd, s, n);
+    if (w <= 0) return;
+    s += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+void put_u64(int fd, std::uint64_t v) {
+  char buf[24];
+  int i = 23;
+  buf[i] = 0;
+  do {
+    buf[--i] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v);
+  put(fd, buf + i);
+}
+void on_crash(int sig) {
+  const crash_context& c = this_thread_crash_context();
+  put(2, "\ntoga-sim: the code under test crashed the simulator (signal ");
+  put_u64(2, static_cast<std::uint64_t>(sig));
+  if (c.active) {
+    put(2, ", a wild memory access or the like) in schedule ");
+    put_u64(2, c.index);
+    put(2, " of scenario ");
+    put(2, c.scenario);
+    put(2, "; replay it alone (under a debugger) with:\n  toga-sim replay --scenario ");
+    put(2, c.scenario);
+    put(2, " --strategy ");
+    put(2, to_string(c.strategy));
+    if (c.strategy == strategy_kind::pct) {
+      put(2, " --pct-depth ");
+      put_u64(2, c.pct_depth);
+      put(2, " --pct-steps ");
+      put_u64(2, c.pct_steps);
+    }
+    put(2, " --seed ");
+    put_u64(2, c.seed);
+    put(2, " (with the same --set, --memory and --faults options)\n");
+    if (crash_fd >= 0) {  // CRASH index seed strategy pct_depth pct_steps signal
+      put(crash_fd, "CRASH ");
+      put_u64(crash_fd, c.index);
+      put(crash_fd, " ");
+      put_u64(crash_fd, c.seed);
+      put(crash_fd, " ");
+      put_u64(crash_fd, static_cast<std::uint64_t>(c.strategy));
+      put(crash_fd, " ");
+      put_u64(crash_fd, c.pct_depth);
+      put(crash_fd, " ");
+      put_u64(crash_fd, c.pct_steps);
+      put(crash_fd, " ");
+      put_u64(crash_fd, static_cast<std::uint64_t>(sig));
+      put(crash_fd, "\n");
+    }
+  } else {
+    put(2, ")\n");
+  }
+  ::_exit(3);
+}
+}  // namespace
+
+void install_crash_reporter(int fd) {
+  crash_fd = fd;
+  struct sigaction sa {};
+  sa.sa_handler = on_crash;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_ONSTACK;
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) sigaction(sig, &sa, nullptr);
 }
 
 namespace {
@@ -179,8 +263,18 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
     auto body = [&](const oneapi::tbb::blocked_range<std::uint64_t>& range) {
       for (std::uint64_t i = range.begin(); i != range.end(); ++i) {
         if (opt.stop_on_failure && i > lowest_fail.load(std::memory_order_relaxed)) return;
-        auto strat = make_strategy(cfg, i);
+        strategy_config eff;
+        auto strat = make_strategy(cfg, i, &eff);
+        crash_context& cc = this_thread_crash_context();
+        cc.active = true;
+        cc.scenario = sc.name.c_str();
+        cc.index = i;
+        cc.seed = opt.seed + i;
+        cc.strategy = eff.kind;
+        cc.pct_depth = eff.pct_depth;
+        cc.pct_steps = eff.pct_steps;
         const run_result r = run_one(sc, opt.scenario_params, *strat, opt.seed + i, limits);
+        cc.active = false;
         verdicts[i] = static_cast<std::uint8_t>(r.kind);
         steps[i] = r.steps;
         hashes[i] = r.trace_hash;
@@ -280,16 +374,19 @@ class shrinker {
     }
   }
   bool budget_left() const { return rep.replays < max_replays_ && rep.steps < max_steps_; }
-  // Replays a candidate under the cap; true (and `out`) when it keeps the verdict kind.
-  bool attempt(std::vector<std::uint32_t> d, run_result& out) {
-    out = replay_list(sc_, p_, capped_, std::move(d));
+  // Replays a candidate (a changed copy of `base`'s decisions) under the cap, each lane taking
+  // its own data choices (replay_strategy's per-lane reading); true (and `out`) when it keeps the
+  // verdict kind.
+  bool attempt(const std::vector<std::uint32_t>& d, const run_result& base, run_result& out) {
+    replay_strategy rs(d, base.decision_flags, base.decision_lanes);
+    out = run_one(sc_, p_, rs, 0, capped_);
     ++rep.replays;
     rep.steps += out.steps;
     return out.kind == kind_;
   }
-  bool accept_if_better(std::vector<std::uint32_t> d, run_result& cur) {
+  bool accept_if_better(const std::vector<std::uint32_t>& d, run_result& cur) {
     run_result r;
-    if (attempt(std::move(d), r) && better(r, cur)) {
+    if (attempt(d, cur, r) && better(r, cur)) {
       cur = std::move(r);
       return true;
     }
@@ -310,7 +407,7 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
   shrinker s(sc, p, limits, failing, max_replays, max_steps_total);
   s.rep.original = failing;
   run_result cur;
-  if (!s.attempt(failing.decisions, cur)) {  // the list does not reproduce it (under the cap)
+  if (!s.attempt(failing.decisions, failing, cur)) {  // the list does not reproduce it (under the cap)
     s.rep.shrunk = failing;
     return s.rep;
   }
@@ -336,6 +433,33 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
       if (found) break;
     }
   }
+  // 1b. A search among schedules that preempt little by construction, PCT with
+  // depth 1, 2, 3, 4 (d - 1 priority changes; backoffs switch without preempting), a few hundred
+  // seeds each, within a quarter of the budget. The first depth that fails again wins.
+  if (cur.preemptions > 1) {
+    const unsigned seeds = std::max(1u, max_replays / 16);
+    // PCT's k: the length of a default-policy schedule, as explore calibrates it
+    replay_strategy def({});
+    const run_result calib = run_one(sc, p, def, 0, s.capped_);
+    ++s.rep.replays;
+    s.rep.steps += calib.steps;
+    const std::uint64_t k = std::max<std::uint64_t>(1, std::min(calib.steps, failing.steps));
+    for (unsigned d = 1; d <= 4 && s.budget_left(); ++d) {
+      bool found = false;
+      for (unsigned seed = 1; seed <= seeds && s.budget_left(); ++seed) {
+        pct_strategy ps(d, k);
+        run_result r = run_one(sc, p, ps, seed, s.capped_);
+        ++s.rep.replays;
+        s.rep.steps += r.steps;
+        if (r.kind == failing.kind && better(r, cur)) {
+          cur = std::move(r);
+          found = true;
+          break;
+        }
+      }
+      if (found || cur.preemptions < d) break;
+    }
+  }
   // 2. ddmin over the deviations: reset a chunk of them to the default; on success keep the
   // granularity (the list shrank), else try the next chunk, then halve the chunks.
   for (std::size_t chunks = 2; s.budget_left();) {
@@ -349,7 +473,7 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
       const std::size_t lo = dev.size() * c / chunks, hi = dev.size() * (c + 1) / chunks;
       std::vector<std::uint32_t> cand = cur.decisions;
       for (std::size_t k = lo; k < hi; ++k) cand[dev[k]] = default_of(cur, dev[k]);
-      if (s.accept_if_better(std::move(cand), cur)) {
+      if (s.accept_if_better(cand, cur)) {
         progress = true;
         chunks = std::max<std::size_t>(chunks - 1, 2);
         break;
@@ -371,7 +495,7 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
         if ((pass == 0) != preempt) continue;
         std::vector<std::uint32_t> cand = cur.decisions;
         cand[i] = default_of(cur, i);
-        if (s.accept_if_better(std::move(cand), cur)) {
+        if (s.accept_if_better(cand, cur)) {
           improved = true;
           break;
         }
@@ -385,7 +509,7 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
     for (std::size_t k = dev.size(); k-- > 1 && s.budget_left();) {
       std::vector<std::uint32_t> cand = cur.decisions;
       cand[dev[k]] = cand[dev[k - 1]] = decision_default;
-      if (s.accept_if_better(std::move(cand), cur)) {
+      if (s.accept_if_better(cand, cur)) {
         improved = true;
         break;
       }
@@ -394,9 +518,10 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
   while (!cur.decisions.empty() && s.budget_left()) {
     std::vector<std::uint32_t> cand(cur.decisions.begin(), cur.decisions.end() - 1);
     run_result r;
-    if (!s.attempt(cand, r) || better(cur, r)) break;
-    cur.decisions = std::move(cand);
+    if (!s.attempt(cand, cur, r) || better(cur, r)) break;
+    cur.decisions = std::move(cand);  // a prefix of a recording replays alike in both readings
     cur.decision_flags.resize(cur.decisions.size());
+    cur.decision_lanes.resize(cur.decisions.size());
   }
   // Confirm under the real limits (the cap only cut candidates short).
   run_result confirmed = replay_list(sc, p, limits, cur.decisions);
@@ -410,6 +535,7 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
   s.rep.shrunk = std::move(confirmed);
   s.rep.shrunk.decisions = list;  // the (possibly trimmed) list that replays it
   s.rep.shrunk.decision_flags.resize(list.size());
+  s.rep.shrunk.decision_lanes.resize(list.size());
   return s.rep;
 }
 

@@ -197,6 +197,40 @@ struct lock_order final : instance {
   }
 };
 
+// dining: n lanes around a table of n spin locks; lane i needs locks i and (i + 1) mod n. The
+// correct code takes the lower-numbered lock first (a global order); bug=1 takes lock i first
+// (the ring order), so all n lanes can each hold one lock and spin on the next: a deadlock that
+// needs n - 1 preemptions (each lane but the last must be stopped holding its first lock), seen
+// as a livelock because the lanes spin.
+template <int Bug>
+struct dining final : instance {
+  std::vector<std::uint32_t> locks;
+  unsigned n, rounds;
+  std::uint32_t eaten = 0;
+  dining(const launch_config& c, const params& p) : locks(c.lanes(), 0), n(c.lanes()), rounds(static_cast<unsigned>(p.get("rounds", 1))) {}
+  void lane() override {
+    const unsigned i = P::thread_id();
+    const unsigned a = i, b = (i + 1) % n;
+    const unsigned first = Bug == 1 ? a : std::min(a, b), second = Bug == 1 ? b : std::max(a, b);
+    for (unsigned r = 0; r < rounds; ++r) {
+      spin_lock<P>(&locks[first]);
+      spin_lock<P>(&locks[second]);
+      P::fetch_add(&eaten, 1u, relaxed, device_scope);
+      spin_unlock<P>(&locks[second]);
+      spin_unlock<P>(&locks[first]);
+    }
+  }
+  std::optional<std::string> check_final() override {
+    if (eaten != n * rounds) return "eaten " + std::to_string(eaten) + " times, want " + std::to_string(n * rounds);
+    return std::nullopt;
+  }
+};
+
+std::unique_ptr<instance> make_dining(world& w, const params& p) {
+  if (p.get("bug", 0) == 1) return std::make_unique<dining<1>>(w.config(), p);
+  return std::make_unique<dining<0>>(w.config(), p);
+}
+
 // warp-ticket: warp-aggregated ticket dispenser, the pattern toga's allocator front end uses:
 // the lanes that call together (activemask) group by key (match_any), the leader takes a block
 // of tickets with one fetch_add and passes the base to its group through a per-leader slot
@@ -338,6 +372,13 @@ void register_builtin_scenarios() {
                             {"threads", 1, 32, 32, "threads per warp; < 32 makes partial warps"},
                             {"sms", 1, 64, 1, "SMs"},
                             {"bug", 0, 2, 0, "planted bug"}}));
+    add_scenario(with_keys({"dining",
+                            "n lanes, n spin locks, lane i needs locks i and i+1 mod n, taken lower-numbered first; "
+                            "params lanes=4 rounds=1 bug=0 (1 ring order: a deadlock cycle needing lanes - 1 preemptions)",
+                            expectation::pass, [](const params& p) { return lanes_shape(p, 4); }, make_dining,
+                            run_limits{2'000, 20'000}},
+                           {{"lanes", 2, 16, 4, "lanes (and locks)"}, {"rounds", 1, 100, 1, "meals per lane"},
+                            {"bug", 0, 1, 0, "planted bug"}}));
     add_scenario(with_keys({"warp-mask",
                             "planted CUDA-rule violation: lanes call __ballot_sync with a mask that excludes them",
                             expectation::fails, [](const params&) { return lanes_shape(params{}, 4); },

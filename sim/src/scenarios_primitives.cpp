@@ -11,6 +11,7 @@
 #include "toga/bulk_semaphore.hpp"
 #include "toga/group.hpp"
 #include "toga/rcu.hpp"
+#include "toga/sim/ghost.hpp"
 #include "toga/sim/platform.hpp"
 #include "toga/sim/scenario.hpp"
 #include "toga/sim/world.hpp"
@@ -29,10 +30,14 @@ std::string str(std::uint64_t v) { return std::to_string(v); }
 // available item; GROW: it takes a batch of B new items from a backing store of `capacity`
 // batches (failing when it is used up), keeps one, publishes B-1 and signals them. It uses its
 // item, then puts it back and signals 1. bug: 1 fast-path fetch_sub, 2 spin ignores shortfall,
-// 3 GROW promises the full batch, 4 a failing producer does not withdraw its promise.
-template <sem_bug Bug>
+// 3 GROW promises the full batch, 4 a failing producer does not withdraw its promise. fast=1 (and
+// bugs 5-8) use the biased semaphore with the speculative fetch_sub fast path (fast-path.md E2):
+// C is then the stored C minus the bias plus the ghost count of units in flight (S1'), and no unit
+// may be in flight at quiescence. bug: 5 no undo, 6 undo one short, 7 fast path ignores the bias,
+// 8 CAS loop decides below the bias.
+template <sem_bug Bug, std::uint64_t Bias = 0>
 struct semaphore_inst final : instance {
-  using sem_t = arena_semaphore<P, Bug>;
+  using sem_t = bulk_semaphore<P, 31, 21, 12, Bug, Bias>;
   sem_t sem;
   unsigned lanes, b, capacity, rounds;
   bool keep;  // lanes keep their items (nothing comes back: out-of-memory must reach waiters)
@@ -55,11 +60,14 @@ struct semaphore_inst final : instance {
         avail(capacity * b, 0),
         debt(w.config().lanes(), 0),
         owner(capacity * b, none) {
+    ghost_table::current().clear();
     sem.init(0);
     w.add_invariant("S1 fields in range", [this]() -> std::optional<std::string> {
       const auto f = sem_t::unpack(sem.raw());
       if (sem_t::pack(f) != sem.raw()) return "stray bits";
-      if (f.c > avail.size()) return "C = " + str(f.c) + " exceeds every item there is (a borrow from C)";
+      const std::int64_t c = c_true();
+      if (c < 0) return "true C = " + std::to_string(c) + " is negative (a unit taken twice)";
+      if (static_cast<std::uint64_t>(c) > avail.size()) return "C = " + str(c) + " exceeds every item there is (a borrow from C)";
       return std::nullopt;
     });
     w.add_invariant("S2 E == promises", [this]() -> std::optional<std::string> {
@@ -72,11 +80,16 @@ struct semaphore_inst final : instance {
     w.add_invariant("S5 published == C + held + unsignalled", [this]() -> std::optional<std::string> {
       std::uint64_t pool = 0;
       for (auto a : avail) pool += a;
-      const auto f = sem_t::unpack(sem.raw());
-      if (pool != f.c + held + unsignalled)
-        return "pool " + str(pool) + " != C " + str(f.c) + " + held " + str(held) + " + unsignalled " + str(unsignalled);
+      const std::int64_t c = c_true();
+      if (static_cast<std::int64_t>(pool) != c + static_cast<std::int64_t>(held + unsignalled))
+        return "pool " + str(pool) + " != C " + std::to_string(c) + " + held " + str(held) + " + unsignalled " + str(unsignalled);
       return std::nullopt;
     });
+  }
+  // C as the spec counts it: the stored C without the bias, plus the units speculative
+  // decrements hold in flight (ghost state from the core, toga/ghost.hpp).
+  std::int64_t c_true() const {
+    return sem_t::c_of(sem.raw()) + ghost_table::current().get(ghost_kind::sem_inflight, &sem);
   }
 
   std::uint32_t claim() {
@@ -138,7 +151,10 @@ struct semaphore_inst final : instance {
     std::uint64_t pool = 0;
     for (auto a : avail) pool += a;
     if (f.e != 0 || f.r != 0) return "quiescent E = " + str(f.e) + ", R = " + str(f.r) + " (want 0, 0)";
-    if (f.c != pool) return "quiescent C = " + str(f.c) + " but " + str(pool) + " items are in the pool";
+    if (const auto inflight = ghost_table::current().get(ghost_kind::sem_inflight, &sem))
+      return std::to_string(inflight) + " units of speculative decrements still in flight at quiescence (never undone)";
+    if (sem_t::c_of(sem.raw()) != static_cast<std::int64_t>(pool))
+      return "quiescent C = " + std::to_string(sem_t::c_of(sem.raw())) + " but " + str(pool) + " items are in the pool";
     if (capacity * (keep ? 1 : b) >= lanes * (keep ? rounds : 1) && oom) return str(oom) + " lanes ran out of memory with a backing store that suffices";
     return std::nullopt;
   }
@@ -505,6 +521,65 @@ void register_publish_scenario() {
        {"bug", 0, 7, 0, "planted bug"}}));
 }
 
+// ---- admission: a counting semaphore's try-acquire -----------------------------------------------
+// Lanes take one of `cap` permits (load the count, check it is below cap, CAS it one up, retry
+// on failure), hold it for a few scheduling points and give it back with fetch_sub. Invariant at
+// every step: at most cap lanes hold a permit. The planted bugs need cap + 1 lanes past the check
+// at once, so a failing schedule needs about cap preemptions (deep bugs, simulator-notes §4): bug 1
+// check then fetch_add (the check and the increment are separate steps; cap + 1 deviations), 2
+// retry-less CAS (a failed CAS is taken for a success), 3 the permit is given back before the
+// last scheduling point of the hold (cap deviations), 4 the check is <= cap (off by one; cap
+// deviations).
+template <int Bug>
+struct admission_inst final : instance {
+  std::uint32_t count = 0;
+  unsigned inside = 0, cap, hold;
+  admission_inst(world& w, const params& p)
+      : cap(static_cast<unsigned>(p.get("cap", 2))), hold(static_cast<unsigned>(p.get("hold", 2))) {
+    w.add_invariant("at most cap permits held", [this]() -> std::optional<std::string> {
+      if (inside > cap) return str(inside) + " lanes hold a permit, cap " + str(cap);
+      return std::nullopt;
+    });
+  }
+  void take_permit() {
+    for (unsigned attempt = 0;; ++attempt) {
+      std::uint32_t v = P::load(&count, relaxed, device_scope);
+      if (Bug == 4 ? v <= cap : v < cap) {
+        if constexpr (Bug == 1) {
+          P::fetch_add(&count, 1u, acquire, device_scope);
+          return;
+        } else if constexpr (Bug == 2) {
+          P::compare_exchange(&count, v, v + 1, acquire, device_scope);
+          return;
+        } else {
+          if (P::compare_exchange(&count, v, v + 1, acquire, device_scope)) return;
+        }
+      }
+      P::backoff(attempt);
+    }
+  }
+  void lane() override {
+    take_permit();
+    ++inside;
+    for (unsigned i = 0; i < hold; ++i) {
+      if (Bug == 3 && i + 1 == hold) P::fetch_sub(&count, 1u, release, device_scope);  // too early
+      P::fence(relaxed, device_scope);  // scheduling points while holding it
+    }
+    --inside;
+    if constexpr (Bug != 3) P::fetch_sub(&count, 1u, release, device_scope);
+  }
+};
+
+std::unique_ptr<instance> make_admission(world& w, const params& p) {
+  switch (p.get("bug", 0)) {
+    case 1: return std::make_unique<admission_inst<1>>(w, p);
+    case 2: return std::make_unique<admission_inst<2>>(w, p);
+    case 3: return std::make_unique<admission_inst<3>>(w, p);
+    case 4: return std::make_unique<admission_inst<4>>(w, p);
+    default: return std::make_unique<admission_inst<0>>(w, p);
+  }
+}
+
 launch_config one_warp(const params& p, std::int64_t def) {
   return {1, 1, static_cast<unsigned>(std::clamp<std::int64_t>(p.get("lanes", def), 1, 32))};
 }
@@ -515,12 +590,20 @@ launch_config warps(const params& p, std::int64_t def_warps, std::int64_t def_th
 }
 
 std::unique_ptr<instance> make_semaphore(world& w, const params& p) {
+  constexpr std::uint64_t bias = arena_bias;
+  const bool fast = p.get("fast", 0) != 0;
   switch (p.get("bug", 0)) {
     case 1: return std::make_unique<semaphore_inst<sem_bug::fast_path_fetch_sub>>(w, p, true);
     case 2: return std::make_unique<semaphore_inst<sem_bug::spin_ignores_shortfall>>(w, p, true);
     case 3: return std::make_unique<semaphore_inst<sem_bug::grow_promises_full_batch>>(w, p, true);
     case 4: return std::make_unique<semaphore_inst<sem_bug::none>>(w, p, false);
-    default: return std::make_unique<semaphore_inst<sem_bug::none>>(w, p, true);
+    case 5: return std::make_unique<semaphore_inst<sem_bug::fast_no_undo, bias>>(w, p, true);
+    case 6: return std::make_unique<semaphore_inst<sem_bug::fast_undo_short, bias>>(w, p, true);
+    case 7: return std::make_unique<semaphore_inst<sem_bug::fast_ignores_bias, bias>>(w, p, true);
+    case 8: return std::make_unique<semaphore_inst<sem_bug::slow_decides_below_bias, bias>>(w, p, true);
+    default:
+      if (fast) return std::make_unique<semaphore_inst<sem_bug::none, bias>>(w, p, true);
+      return std::make_unique<semaphore_inst<sem_bug::none>>(w, p, true);
   }
 }
 std::unique_ptr<instance> make_mutex(world& w, const params& p) {
@@ -549,6 +632,9 @@ std::unique_ptr<instance> make_rcu(world& w, const params& p) {
     case 1: return std::make_unique<rcu_inst<rcu_bug::no_epoch_recheck>>(w, p);
     case 2: return std::make_unique<rcu_inst<rcu_bug::barrier_skips_wait>>(w, p);
     case 3: return std::make_unique<rcu_inst<rcu_bug::collect_before_clear>>(w, p);
+    case 4: return std::make_unique<rcu_inst<rcu_bug::reader_without_fence>>(w, p);
+    case 5: return std::make_unique<rcu_inst<rcu_bug::relaxed_unlock>>(w, p);
+    case 6: return std::make_unique<rcu_inst<rcu_bug::relaxed_recheck>>(w, p);
     default: return std::make_unique<rcu_inst<rcu_bug::none>>(w, p);
   }
 }
@@ -562,15 +648,17 @@ void register_primitive_scenarios() {
   add_scenario(with_keys(
       {"semaphore",
        "bulk semaphore: producers/consumers with batches, out-of-memory withdrawal; params lanes=4 batch=3 "
-       "capacity=lanes rounds=2 keep=0 bug=0 (1 fast-path fetch_sub, 2 spin ignores shortfall, 3 GROW promises "
-       "full batch, 4 failing producer keeps its promise)",
+       "capacity=lanes rounds=2 keep=0 fast=0 (1: biased semaphore, speculative fetch_sub) bug=0 (1 fast-path "
+       "fetch_sub, 2 spin ignores shortfall, 3 GROW promises full batch, 4 failing producer keeps its promise; biased: 5 no "
+       "undo, 6 undo one short, 7 fast path ignores the bias, 8 CAS loop decides below the bias)",
        expectation::pass, [](const params& p) { return one_warp(p, 4); }, make_semaphore},
       {{"lanes", 1, 32, 4, "lanes in one warp"},
        {"batch", 2, 64, 3, "units per GROW batch"},
        {"capacity", 0, 4096, 4, "batches the backing store holds (default: lanes)"},
        {"rounds", 1, 100, 2, "waits per lane"},
        {"keep", 0, 1, 0, "1: lanes keep their items"},
-       {"bug", 0, 4, 0, "planted bug"}}));
+       {"fast", 0, 1, 0, "1: the biased semaphore with the speculative fetch_sub fast path"},
+       {"bug", 0, 8, 0, "planted bug"}}));
   add_scenario(with_keys(
       {"semaphore-collective",
        "collective (warp) semaphore waits over partial warps, GROW(m) shared by m producers; params warps=2 "
@@ -598,12 +686,13 @@ void register_primitive_scenarios() {
   scenario rcu = with_keys(
       {"rcu",
        "RCU readers vs writers that unlink and retire, delegated reclamation; params lanes=5 readers=2 "
-       "passes=2 bug=0 (1 no epoch re-check, 2 barrier does not wait, 3 collect before clearing pending)",
+       "passes=2 bug=0 (1 no epoch re-check, 2 barrier does not wait, 3 collect before clearing pending; weak memory: "
+       "4 reader without its seq_cst fence, 5 relaxed read_unlock, 6 relaxed epoch re-check)",
        expectation::pass, [](const params& p) { return one_warp(p, 5); }, make_rcu},
       {{"lanes", 2, 32, 5, "lanes in one warp: readers, then writers"},
        {"readers", 1, 31, 2, "reading lanes (fewer than lanes)"},
        {"passes", 1, 100, 2, "read-side sections per reader"},
-       {"bug", 0, 3, 0, "planted bug"}});
+       {"bug", 0, 6, 0, "planted bug"}});
   rcu.check = [](const params& p) -> std::optional<std::string> {
     if (p.get("readers", 2) >= p.get("lanes", 5))
       return "readers=" + std::to_string(p.get("readers", 2)) + " must be below lanes=" + std::to_string(p.get("lanes", 5)) +
@@ -612,6 +701,21 @@ void register_primitive_scenarios() {
   };
   add_scenario(std::move(rcu));
   register_publish_scenario();
+  scenario adm = with_keys(
+      {"admission",
+       "try-acquire of a counting semaphore (load, check < cap, CAS, retry), held for a few points; params lanes=4 cap=2 "
+       "hold=2 bug=0 (1 check then fetch_add, 2 retry-less CAS, 3 permit given back before the hold ends, 4 check "
+       "off by one; 1, 3 and 4 need about cap preemptions)",
+       expectation::pass, [](const params& p) { return one_warp(p, 4); }, make_admission},
+      {{"lanes", 2, 32, 4, "lanes in one warp"},
+       {"cap", 1, 31, 2, "permits"},
+       {"hold", 1, 100, 2, "scheduling points a permit is held"},
+       {"bug", 0, 4, 0, "planted bug"}});
+  adm.check = [](const params& p) -> std::optional<std::string> {
+    if (p.get("cap", 2) >= p.get("lanes", 4)) return "cap must be below lanes (otherwise nothing contends)";
+    return std::nullopt;
+  };
+  add_scenario(std::move(adm));
 }
 
 }  // namespace toga::sim

@@ -70,7 +70,30 @@ unsigned replay_strategy::pick_lane(const pick_context& c) {
   return default_pick(c);
 }
 
-std::uint32_t replay_strategy::pick_value(std::uint32_t n, std::uint64_t) {
+replay_strategy::replay_strategy(const std::vector<std::uint32_t>& d, const std::vector<std::uint8_t>& flags,
+                                 const std::vector<std::uint32_t>& lanes)
+    : per_lane_(true) {
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    const bool data = i < flags.size() && (flags[i] & 4);
+    if (!data) {
+      d_.push_back(d[i]);
+      continue;
+    }
+    const unsigned lane = i < lanes.size() ? lanes[i] : 0;
+    if (lane >= data_.size()) data_.resize(lane + 1);
+    data_[lane].push_back(d[i]);
+  }
+  data_pos_.assign(data_.size(), 0);
+}
+
+std::uint32_t replay_strategy::pick_value(std::uint32_t n, std::uint64_t, unsigned lane) {
+  if (per_lane_) {
+    if (lane < data_.size() && data_pos_[lane] < data_[lane].size()) {
+      const std::uint32_t d = data_[lane][data_pos_[lane]++];
+      if (d < n) return d;
+    }
+    return 0;
+  }
   if (pos_ < d_.size()) {
     const std::uint32_t d = d_[pos_++];
     if (d < n) return d;
@@ -101,7 +124,7 @@ unsigned exhaustive_strategy::pick_lane(const pick_context& c) {
   return alts_[next_choice(static_cast<std::uint32_t>(alts_.size()))];
 }
 
-std::uint32_t exhaustive_strategy::pick_value(std::uint32_t n, std::uint64_t) { return next_choice(n); }
+std::uint32_t exhaustive_strategy::pick_value(std::uint32_t n, std::uint64_t, unsigned) { return next_choice(n); }
 
 bool exhaustive_strategy::advance() {
   stack_.resize(std::min(stack_.size(), pos_));

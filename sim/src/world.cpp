@@ -436,6 +436,7 @@ unsigned world::pick(bool yield, bool current_runnable) {
   if (next != def) flags |= (current_runnable && !yield && next != current_) ? 1 : 2;
   result_.decisions.push_back(next == def ? decision_default : next);
   result_.decision_flags.push_back(flags);
+  result_.decision_lanes.push_back(current_);
   return next;
 }
 
@@ -443,10 +444,11 @@ std::uint32_t world::choose(std::uint32_t n) {
   if (n <= 1) return 0;
   std::uint32_t v = 0;
   if (result_.steps < limits_.fair_after) {
-    v = strategy_->pick_value(n, result_.steps);
+    v = strategy_->pick_value(n, result_.steps, current_);
     if (v >= n) v = n - 1;
     result_.decisions.push_back(v);
     result_.decision_flags.push_back(4);
+    result_.decision_lanes.push_back(current_);
   }
   result_.trace_hash = mix64(result_.trace_hash ^ (0x5eedull << 32) ^ v);
   return v;

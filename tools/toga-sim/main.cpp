@@ -18,11 +18,21 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <stdexcept>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "toga/sim/faults.hpp"
 #include "toga/sim/litmus.hpp"
+#include "toga/sim/mutants.hpp"
 #include "toga/sim/runner.hpp"
 #include "toga/sim/scenario.hpp"
 
@@ -302,6 +312,271 @@ int cmd_litmus(const std::string& memory, unsigned bound, std::uint64_t max_sche
   return bad ? 1 : 0;
 }
 
+// mutants: the mutant suite (toga/sim/mutants.hpp).
+struct mutants_args {
+  std::string filter;
+  std::uint64_t schedules = 10'000;
+  unsigned threads = 0;
+  std::string json;
+  std::string baseline;
+  std::string write_baseline;
+  bool ci = false;
+  bool shrink = false;
+  bool list = false;
+};
+
+void add_mutants(CLI::App* c, mutants_args& a) {
+  c->add_option("--filter", a.filter, "run the mutants whose id, class or scenario matches this regular expression");
+  c->add_option("--schedules", a.schedules, "at most this many schedules per mutant")->capture_default_str();
+  c->add_option("--threads", a.threads, "worker threads (0: all cores)");
+  c->add_option("--json", a.json, "write the results to FILE");
+  c->add_option("--baseline", a.baseline, "baseline of killed mutants (default: sim/mutants-baseline.json of the source "
+                                          "tree; 'none': no comparison)");
+  c->add_option("--write-baseline", a.write_baseline, "write this run's kills as the new baseline to FILE");
+  c->add_flag("--ci", a.ci, "only the CI subset");
+  c->add_flag("--shrink", a.shrink, "shrink every failure and report its preemptions (slow for livelocks)");
+  c->add_flag("--list", a.list, "list the catalogue without running it");
+}
+
+std::string params_text(const ts::mutant& m) {
+  std::string t;
+  for (const auto& [k, v] : m.params) t += (t.empty() ? "" : " ") + k + "=" + std::to_string(v);
+  return t;
+}
+
+std::string strategy_text(const ts::strategy_config& s) {
+  if (s.kind == ts::strategy_kind::pct) return "pct d=" + std::to_string(s.pct_depth);
+  return ts::to_string(s.kind);
+}
+
+// Runs one mutant in a child process, so that a planted bug that makes the code under test
+// crash the simulator (a wild access) becomes a crash verdict instead of ending the suite.
+ts::mutant_result run_isolated(const ts::mutant& m, const mutants_args& a) {
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    ::close(fds[0]);
+    ts::install_crash_reporter(fds[1]);
+    int rc = 0;
+    try {
+      const ts::mutant_result r = ts::run_mutant(m, a.schedules, a.threads, a.shrink);
+      nlohmann::json j;
+      j["killed"] = r.killed;
+      j["schedules"] = r.schedules;
+      j["verdict"] = static_cast<int>(r.verdict);
+      j["message"] = r.message;
+      j["replay"] = r.replay;
+      j["deterministic"] = r.deterministic;
+      j["preemptions"] = r.preemptions;
+      if (r.shrunk_preemptions) j["shrunk_preemptions"] = *r.shrunk_preemptions;
+      j["shrunk_replays"] = r.shrunk_replays;
+      j["seconds"] = r.seconds;
+      j["shrink_seconds"] = r.shrink_seconds;
+      const std::string out = "RESULT " + j.dump() + "\n";
+      if (::write(fds[1], out.data(), out.size()) < 0) rc = 4;
+    } catch (const std::exception& e) {
+      const std::string out = std::string("ERROR ") + e.what() + "\n";
+      if (::write(fds[1], out.data(), out.size()) < 0) rc = 4;
+    }
+    ::_exit(rc);
+  }
+  ::close(fds[1]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ts::mutant_result r;
+  r.m = &m;
+  if (text.rfind("RESULT ", 0) == 0) {
+    const auto j = nlohmann::json::parse(text.substr(7));
+    r.killed = j.at("killed");
+    r.schedules = j.at("schedules");
+    r.verdict = static_cast<ts::verdict_kind>(j.at("verdict").get<int>());
+    r.message = j.at("message");
+    r.replay = j.at("replay");
+    r.deterministic = j.at("deterministic");
+    r.preemptions = j.at("preemptions");
+    if (j.contains("shrunk_preemptions")) r.shrunk_preemptions = j.at("shrunk_preemptions").get<std::uint32_t>();
+    r.shrunk_replays = j.at("shrunk_replays");
+    r.seconds = j.at("seconds");
+    r.shrink_seconds = j.at("shrink_seconds");
+    return r;
+  }
+  if (text.rfind("ERROR ", 0) == 0) throw std::invalid_argument("mutant " + m.id + ": " + text.substr(6));
+  if (text.rfind("CRASH ", 0) == 0) {
+    std::istringstream in(text.substr(6));
+    std::uint64_t index = 0, seed = 0, kind = 0, depth = 0, steps = 0;
+    int sig = 0;
+    in >> index >> seed >> kind >> depth >> steps >> sig;
+    r.killed = true;
+    r.schedules = index + 1;
+    r.verdict = ts::verdict_kind::crash;
+    r.message = "the code under test crashed the simulator (signal " + std::to_string(sig) + ")";
+    const ts::scenario& sc = need_scenario(m.scenario);
+    ts::params p;
+    for (const auto& [k, v] : m.params) p.set(k, v);
+    ts::strategy_config cfg;
+    cfg.kind = static_cast<ts::strategy_kind>(kind);
+    cfg.pct_depth = static_cast<unsigned>(depth);
+    cfg.pct_steps = steps;
+    ts::run_limits l = sc.limits;
+    l.memory = m.memory;
+    l.faults = m.faults;
+    r.replay = ts::replay_command(sc, p, cfg, seed, l);
+    return r;
+  }
+  throw std::runtime_error("mutant " + m.id + ": the child process ended without a result (status " + std::to_string(status) + ")");
+}
+
+int cmd_mutants(const mutants_args& a) {
+  if (a.schedules == 0) throw usage_error("--schedules 0 explores nothing; give at least 1");
+  std::optional<std::regex> re;
+  if (!a.filter.empty()) {
+    try {
+      re.emplace(a.filter);
+    } catch (const std::regex_error& e) {
+      throw usage_error("--filter '" + a.filter + "' is not a regular expression: " + e.what());
+    }
+  }
+  ts::register_builtin_scenarios();
+  std::vector<const ts::mutant*> chosen;
+  for (const auto& m : ts::mutant_catalogue()) {
+    if (a.ci && !m.ci) continue;
+    if (re && !std::regex_search(m.id, *re) && !std::regex_search(m.cls, *re) && !std::regex_search(m.scenario, *re)) continue;
+    chosen.push_back(&m);
+  }
+  if (chosen.empty()) throw usage_error("no mutant matches --filter '" + a.filter + "' (toga-sim mutants --list)");
+  if (a.list) {
+    fmt::print("| mutant | class | GPU | scenario | params | memory | faults | strategy | depth | CI | what |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (const auto* m : chosen)
+      fmt::print("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}{} |\n", m->id, m->cls, m->gpu_specific ? "yes" : "",
+                 m->scenario, params_text(*m), ts::to_string(m->memory), ts::faults_to_string(m->faults),
+                 strategy_text(m->strategy), m->depth, m->ci ? "yes" : "", m->what,
+                 m->equivalent ? " (equivalent: " + m->note + ")" : "");
+    return 0;
+  }
+  std::optional<ts::mutant_baseline> base;
+  const std::string base_path = a.baseline.empty() ? ts::default_mutant_baseline_path() : a.baseline;
+  if (a.baseline != "none") {
+    std::ifstream probe(base_path);
+    if (probe) base = ts::load_mutant_baseline(base_path);
+    else if (!a.baseline.empty()) throw ts::input_error("cannot open mutant baseline '" + base_path + "'");
+  }
+
+  fmt::print("| mutant | class | scenario | memory | strategy | schedules to first failure | verdict | replay |\n");
+  fmt::print("|---|---|---|---|---|---|---|---|\n");
+  std::vector<ts::mutant_result> results;
+  int regressions = 0, nondeterministic = 0;
+  std::vector<std::string> notes;
+  for (const auto* m : chosen) {
+    ts::mutant_result r = run_isolated(*m, a);
+    std::string killed = r.killed ? std::to_string(r.schedules) : "survived " + std::to_string(r.schedules);
+    if (r.shrunk_preemptions) killed += fmt::format(" (shrunk to {} preemptions{})", *r.shrunk_preemptions, r.shrunk_replays ? "" : ", NOT REPLAYED");
+    if (m->equivalent) killed += " (equivalent)";
+    fmt::print("| {} | {} | {} {} | {} | {} | {} | {} | `{}` |\n", m->id, m->cls, m->scenario, params_text(*m),
+               ts::to_string(m->memory) + (m->faults ? " faults " + ts::faults_to_string(m->faults) : ""),
+               strategy_text(m->strategy), killed, r.killed ? ts::to_string(r.verdict) : "-", r.replay);
+    std::fflush(stdout);
+    if (r.killed && !r.deterministic) {
+      ++nondeterministic;
+      notes.push_back(m->id + ": NON-DETERMINISTIC: a re-run of the failing schedule differed");
+    }
+    if (base && !r.killed && !m->equivalent) {
+      const auto was = base->find(m->id);
+      if (was && *was > 0 && *was <= a.schedules) {
+        ++regressions;
+        notes.push_back(m->id + ": REGRESSION: killed at schedule " + std::to_string(*was) +
+                        " in the baseline, survived " + std::to_string(a.schedules) + " schedules now");
+      }
+    }
+    if (base && r.killed) {
+      const auto was = base->find(m->id);
+      if (!was) notes.push_back(m->id + ": not in the baseline (killed at " + std::to_string(r.schedules) + ")");
+      else if (*was == 0) notes.push_back(m->id + ": killed now (" + std::to_string(r.schedules) + "), survived in the baseline");
+    }
+    results.push_back(std::move(r));
+  }
+
+  // summary over the counted (non-equivalent) mutants
+  std::uint64_t counted = 0, killed = 0, gpu = 0, gpu_killed = 0, deep = 0, weak_mo = 0, weak_mo_killed = 0;
+  std::set<std::string> classes;
+  std::vector<std::uint64_t> to_kill;
+  for (const auto& r : results) {
+    const auto& m = *r.m;
+    if (m.equivalent) continue;
+    ++counted;
+    classes.insert(m.cls);
+    if (m.gpu_specific) ++gpu;
+    if (m.depth >= 3) ++deep;
+    if (m.cls == "memory-order" || m.cls == "scope") ++weak_mo;
+    if (!r.killed) continue;
+    ++killed;
+    to_kill.push_back(r.schedules);
+    if (m.gpu_specific) ++gpu_killed;
+    if (m.cls == "memory-order" || m.cls == "scope") ++weak_mo_killed;
+  }
+  std::sort(to_kill.begin(), to_kill.end());
+  const double median = to_kill.empty() ? 0.0
+                        : to_kill.size() % 2 ? double(to_kill[to_kill.size() / 2])
+                                             : (to_kill[to_kill.size() / 2 - 1] + to_kill[to_kill.size() / 2]) / 2.0;
+  fmt::print("\n{} of {} mutants killed within {} schedules ({:.1f}%; {} equivalent mutants not counted); median schedules "
+             "to the first failure {:.1f}\n",
+             killed, counted, a.schedules, counted ? 100.0 * killed / counted : 0.0, results.size() - counted, median);
+  fmt::print("{} classes; {} GPU-specific mutants ({} killed); memory-order and scope: {} of {} killed; {} need 3+ "
+             "preemptions\n",
+             classes.size(), gpu, gpu_killed, weak_mo_killed, weak_mo, deep);
+  for (const auto& n : notes) fmt::print("  {}\n", n);
+  if (!base) fmt::print("  (no baseline compared: {} not found)\n", base_path);
+
+  if (!a.json.empty()) {
+    nlohmann::ordered_json j;
+    j["format"] = "toga-sim mutants results 1";
+    j["schedules"] = a.schedules;
+    j["killed"] = killed;
+    j["counted"] = counted;
+    j["median_schedules_to_kill"] = median;
+    auto& arr = j["mutants"] = nlohmann::ordered_json::array();
+    for (const auto& r : results) {
+      nlohmann::ordered_json x;
+      x["id"] = r.m->id;
+      x["class"] = r.m->cls;
+      x["gpu_specific"] = r.m->gpu_specific;
+      x["scenario"] = r.m->scenario;
+      x["params"] = params_text(*r.m);
+      x["memory"] = ts::to_string(r.m->memory);
+      x["faults"] = ts::faults_to_string(r.m->faults);
+      x["strategy"] = strategy_text(r.m->strategy);
+      x["depth"] = r.m->depth;
+      x["equivalent"] = r.m->equivalent;
+      x["killed"] = r.killed;
+      x["schedules"] = r.schedules;
+      x["verdict"] = r.killed ? ts::to_string(r.verdict) : "survived";
+      x["message"] = r.message;
+      x["replay"] = r.replay;
+      x["deterministic"] = r.deterministic;
+      x["preemptions"] = r.preemptions;
+      if (r.shrunk_preemptions) x["shrunk_preemptions"] = *r.shrunk_preemptions;
+      x["seconds"] = r.seconds;
+      x["note"] = r.m->note;
+      arr.push_back(x);
+    }
+    std::ofstream f(a.json);
+    if (!f) throw std::runtime_error("cannot write '" + a.json + "'");
+    f << j.dump(1) << "\n";
+  }
+  if (!a.write_baseline.empty()) {
+    ts::save_mutant_baseline(a.write_baseline, a.schedules, results);
+    fmt::print("baseline written: {}\n", a.write_baseline);
+  }
+  return regressions || nondeterministic ? 1 : 0;
+}
+
 // demo: the catalogue against its expectations; the planted bugs must be found.
 int cmd_demo(std::uint64_t schedules, unsigned threads) {
   if (schedules == 0) throw usage_error("--schedules 0 explores nothing; give at least 1");
@@ -331,6 +606,7 @@ int cmd_demo(std::uint64_t schedules, unsigned threads) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ts::install_crash_reporter();
   CLI::App app{"toga-sim: the toga fiber simulator (schedules of simulated GPU lanes)"};
   app.require_subcommand(1);
   bool list_keys = false;
@@ -375,6 +651,11 @@ int main(int argc, char** argv) {
   lt->add_option("--bound", litmus_bound, "deviations from the default policy (scheduling and read choices)")->capture_default_str();
   lt->add_option("--schedules", litmus_schedules, "at most this many schedules per configuration")->capture_default_str();
 
+  mutants_args ma;
+  auto* mu = app.add_subcommand("mutants", "run the mutant suite: every planted bug, schedules to its first failure, "
+                                           "regressions against the baseline");
+  add_mutants(mu, ma);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -387,6 +668,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand(rp)) return cmd_replay(ra, decisions, rsave, rshrink, rtrace);
     if (app.got_subcommand(dm)) return cmd_demo(demo_schedules, demo_threads);
     if (app.got_subcommand(lt)) return cmd_litmus(litmus_memory, litmus_bound, litmus_schedules);
+    if (app.got_subcommand(mu)) return cmd_mutants(ma);
   } catch (const ts::input_error& e) {
     std::fprintf(stderr, "toga-sim: error: %s\n", e.what());
     return 1;

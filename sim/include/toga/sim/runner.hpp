@@ -30,6 +30,21 @@ struct input_error : std::runtime_error {
 //! max_steps, max_steps at most max_steps_bound. Returns a message when they are not.
 std::optional<std::string> check_limits(const run_limits& l);
 
+//! What the worker thread is exploring now, for the crash report (install_crash_reporter).
+struct crash_context {
+  bool active = false;
+  const char* scenario = "";
+  std::uint64_t index = 0, seed = 0, pct_steps = 0;
+  unsigned pct_depth = 0;
+  strategy_kind strategy = strategy_kind::random;
+};
+crash_context& this_thread_crash_context();
+//! Installs handlers for SIGSEGV, SIGBUS, SIGFPE and SIGILL that name the schedule being
+//! explored on the crashing thread and the command that replays it (code under test with a wild
+//! access can take the simulator down: a GPU would report an illegal address), also write
+//! "CRASH <index>" to `fd` when it is >= 0, and exit with status 3. For tools, not libraries.
+void install_crash_reporter(int fd = -1);
+
 //! Runs one schedule of `sc` with strategy `strat` seeded by `seed`.
 run_result run_one(const scenario& sc, const params& p, strategy& strat, std::uint64_t seed,
                    const run_limits& limits, world::tracer_fn tracer = {},
@@ -82,8 +97,9 @@ std::string replay_command(const scenario& sc, const params& p, const strategy_c
 //! Shrinks a failing schedule to one with the same verdict kind that is smaller in the order
 //! (preemptions, deviations from the default policy, switches); data choices other than 0 (stale
 //! reads, fault decisions, scenario draws) count as deviations.
-//!  1. A delay-bounded search with bounds 1..4 (small scenarios only: original run at most
-//!     `search_steps_max` steps).
+//!  1. Search: a delay-bounded exploration with bounds 1..4 (original run at most
+//!     `search_steps_max` steps), then PCT with depth 1..4 over a few hundred seeds each (schedules
+//!     that preempt little by construction); a schedule with the same verdict that is smaller wins.
 //!  2. Delta debugging (Zeller's ddmin) over the deviations: reset chunks of them to the default,
 //!     halving the chunk size when no chunk can go; every accepted candidate is re-recorded.
 //!  3. Single deviations, then pairs of consecutive lane deviations, then the tail of the list.
@@ -102,7 +118,7 @@ inline constexpr std::uint64_t search_steps_max = 5'000;
 inline constexpr std::uint64_t livelock_window = 20'000;
 shrink_report shrink(const scenario& sc, const params& p, const run_limits& limits,
                      const run_result& failing, unsigned max_replays = 4000,
-                     std::uint64_t max_steps_total = 150'000'000);
+                     std::uint64_t max_steps_total = 100'000'000);
 
 //! Decision files: JSON with the scenario, its parameters, limits and the decision list.
 void save_decisions(const std::string& path, const scenario& sc, const params& p,

@@ -53,8 +53,8 @@ class strategy {
   virtual void begin(std::uint64_t seed, unsigned lanes) = 0;
   //! Returns a member of c.runnable.
   virtual unsigned pick_lane(const pick_context& c) = 0;
-  //! Returns a value in [0, n), n >= 2.
-  virtual std::uint32_t pick_value(std::uint32_t n, std::uint64_t step) = 0;
+  //! Returns a value in [0, n), n >= 2, for a data choice of lane `lane`.
+  virtual std::uint32_t pick_value(std::uint32_t n, std::uint64_t step, unsigned lane) = 0;
 };
 
 enum class strategy_kind : std::uint8_t { random, pct, replay, exhaustive, portfolio, stall };
@@ -76,7 +76,7 @@ class random_strategy final : public strategy {
   unsigned pick_lane(const pick_context& c) override {
     return c.runnable.nth(static_cast<unsigned>(rng_.below(c.runnable.count())));
   }
-  std::uint32_t pick_value(std::uint32_t n, std::uint64_t) override {
+  std::uint32_t pick_value(std::uint32_t n, std::uint64_t, unsigned) override {
     return static_cast<std::uint32_t>(rng_.below(n));
   }
 
@@ -108,7 +108,7 @@ class stall_strategy final : public strategy {
       if (k-- == 0) return i;
     }
   }
-  std::uint32_t pick_value(std::uint32_t n, std::uint64_t) override { return static_cast<std::uint32_t>(rng_.below(n)); }
+  std::uint32_t pick_value(std::uint32_t n, std::uint64_t, unsigned) override { return static_cast<std::uint32_t>(rng_.below(n)); }
 
  private:
   rng rng_;
@@ -121,7 +121,7 @@ class pct_strategy final : public strategy {
   pct_strategy(unsigned depth, std::uint64_t steps) : depth_(depth ? depth : 1), k_(steps ? steps : 1) {}
   void begin(std::uint64_t seed, unsigned lanes) override;
   unsigned pick_lane(const pick_context& c) override;
-  std::uint32_t pick_value(std::uint32_t n, std::uint64_t) override {
+  std::uint32_t pick_value(std::uint32_t n, std::uint64_t, unsigned) override {
     return static_cast<std::uint32_t>(rng_.below(n));
   }
 
@@ -135,16 +135,33 @@ class pct_strategy final : public strategy {
   std::int64_t low_ = 0;  // next priority to hand out below every other
 };
 
+//! Follows a recorded decision list. Two readings of the list:
+//!  - positional (one list, as recorded): lane choices and data choices take entries in the order
+//!    they occur;
+//!  - per lane (given the list's kinds and lanes, `decision_flags` and `decision_lanes` of
+//!    run_result): lane choices take the lane entries in order, and lane L's k-th data choice
+//!    takes the k-th data entry recorded for L, wherever the schedule puts it.
+//! Replaying an unmodified list gives the same schedule either way; the per-lane reading keeps a
+//! lane's data (its sizes, the stores it read) when a change of lane choices moves it in time,
+//! which is what shrinking needs.
 class replay_strategy final : public strategy {
  public:
   explicit replay_strategy(std::vector<std::uint32_t> d) : d_(std::move(d)) {}
-  void begin(std::uint64_t, unsigned) override { pos_ = 0; }
+  replay_strategy(const std::vector<std::uint32_t>& d, const std::vector<std::uint8_t>& flags,
+                  const std::vector<std::uint32_t>& lanes);
+  void begin(std::uint64_t, unsigned) override {
+    pos_ = 0;
+    for (auto& q : data_pos_) q = 0;
+  }
   unsigned pick_lane(const pick_context& c) override;
-  std::uint32_t pick_value(std::uint32_t n, std::uint64_t) override;
+  std::uint32_t pick_value(std::uint32_t n, std::uint64_t, unsigned lane) override;
 
  private:
-  std::vector<std::uint32_t> d_;
+  std::vector<std::uint32_t> d_;  // positional: every entry; per lane: the lane entries only
   std::size_t pos_ = 0;
+  bool per_lane_ = false;
+  std::vector<std::vector<std::uint32_t>> data_;  // per lane: its data entries in order
+  std::vector<std::size_t> data_pos_;
 };
 
 //! Stateful across schedules: call begin() / run / advance() until advance() returns false.
@@ -156,7 +173,7 @@ class exhaustive_strategy final : public strategy {
     used_ = 0;
   }
   unsigned pick_lane(const pick_context& c) override;
-  std::uint32_t pick_value(std::uint32_t n, std::uint64_t) override;
+  std::uint32_t pick_value(std::uint32_t n, std::uint64_t, unsigned) override;
   //! Moves to the next schedule; false when every schedule within the bound was run.
   bool advance();
 

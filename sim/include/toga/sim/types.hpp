@@ -108,6 +108,9 @@ struct run_result {
   //! Per decision: bit 0 = it preempted a runnable lane, bit 1 = it was a lane switch at a
   //! yield or a block, bit 2 = it was a data choice. Used by shrinking.
   std::vector<std::uint8_t> decision_flags;
+  //! Per decision: the lane that made it (the lane that reached the point, or drew the value).
+  //! With decision_flags it lets a replay give each lane its own data choices (replay_strategy).
+  std::vector<std::uint32_t> decision_lanes;
   //! The scenario's figures for this schedule (instance::metrics).
   std::vector<std::pair<std::string, double>> metrics;
   bool failed() const { return kind != verdict_kind::pass; }

@@ -1,0 +1,296 @@
+#include "toga/sim/mutants.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <fstream>
+
+#include "toga/sim/faults.hpp"
+#include "toga/sim/runner.hpp"
+#include "toga/sim/scenario.hpp"
+
+#ifndef TOGA_SIM_SOURCE_DIR
+#define TOGA_SIM_SOURCE_DIR "."
+#endif
+
+namespace toga::sim {
+
+namespace {
+
+// A catalogue entry, built with chained setters: mb(id, class, scenario, {params}, what).weak().gpu()...
+struct mb {
+  mutant m;
+  mb(std::string id, std::string cls, std::string scenario, std::vector<std::pair<std::string, std::int64_t>> params,
+     std::string what) {
+    m.id = std::move(id);
+    m.cls = std::move(cls);
+    m.scenario = std::move(scenario);
+    m.params = std::move(params);
+    m.what = std::move(what);
+    m.strategy.kind = strategy_kind::portfolio;
+  }
+  mb& gpu() {
+    m.gpu_specific = true;
+    return *this;
+  }
+  mb& weak() {
+    m.memory = memory_model::weak;
+    return *this;
+  }
+  mb& with(strategy_kind k, unsigned pct_depth = 3) {
+    m.strategy.kind = k;
+    m.strategy.pct_depth = pct_depth;
+    return *this;
+  }
+  mb& faults(std::uint32_t f) {
+    m.faults = f;
+    return *this;
+  }
+  mb& depth(unsigned d) {
+    m.depth = d;
+    return *this;
+  }
+  mb& ci() {
+    m.ci = true;
+    return *this;
+  }
+  mb& note(std::string n) {
+    m.note = std::move(n);
+    return *this;
+  }
+  mb& equivalent(std::string why) {
+    m.equivalent = true;
+    m.note = std::move(why);
+    return *this;
+  }
+  operator mutant() const { return m; }
+};
+
+constexpr auto random = strategy_kind::random;
+constexpr auto pct = strategy_kind::pct;
+constexpr auto stall = strategy_kind::stall;
+
+std::vector<mutant> build() {
+  const std::uint32_t stall_sites = fault_bit(fault_site::stall_read_to_rmw) | fault_bit(fault_site::stall_speculative_undo) |
+                                    fault_bit(fault_site::stall_read_section) | fault_bit(fault_site::stall_pin_swap) |
+                                    fault_bit(fault_site::stall_grow) | fault_bit(fault_site::delay_grace_period);
+  using P = std::vector<std::pair<std::string, std::int64_t>>;
+  std::vector<mutant> c = {
+      // ---- toy scenarios (scenarios.cpp) ----------------------------------------------------------
+      mb("lost-update", "atomicity", "lost-update", P{}, "increment as a separate load and store").with(random).depth(1).ci(),
+      mb("aba-stack", "atomicity", "aba-stack", P{}, "Treiber pop without a version tag (ABA)").with(pct, 3).depth(2).ci(),
+      mb("lock-order", "liveness", "lock-order", P{}, "two spin locks taken in opposite orders").with(random).depth(1),
+      mb("dining.ring-order", "liveness", "dining", P{{"bug", 1}}, "locks taken in ring order instead of a global order")
+          .depth(3),
+      mb("admission.check-then-act", "atomicity", "admission", P{{"bug", 1}, {"cap", 3}},
+         "capacity check and increment as two steps (no CAS)").depth(4),
+      mb("admission.retry-less-cas", "atomicity", "admission", P{{"bug", 2}}, "a failed CAS is taken for a success")
+          .depth(2),
+      mb("admission.early-release", "mutual-exclusion", "admission", P{{"bug", 3}, {"cap", 3}},
+         "the permit is given back before the hold ends").depth(3),
+      mb("admission.off-by-one", "off-by-one", "admission", P{{"bug", 4}, {"cap", 3}}, "the capacity check is <= cap")
+          .depth(3),
+      mb("warp.mask-excludes-caller", "warp-mask", "warp-mask", P{}, "__ballot_sync with a mask that excludes the caller")
+          .gpu().with(random).depth(0).ci(),
+      mb("warp.mismatched-intrinsics", "warp-mask", "warp-mismatch", P{}, "lanes of one mask call different intrinsics")
+          .gpu().with(random).depth(0).ci(),
+      mb("warp-ticket.full-mask", "warp-mask", "warp-ticket", P{{"bug", 1}},
+         "group formed from the full mask instead of activemask while some lanes skip").gpu().with(random).depth(0).ci(),
+      mb("warp-ticket.no-syncwarp", "its", "warp-ticket", P{{"bug", 2}},
+         "members read the leader's slot without __syncwarp").gpu().with(random).depth(1).ci(),
+      // ---- bulk semaphore (toga/bulk_semaphore.hpp) ----------------------------------------------
+      mb("sem.fetch-sub", "accounting", "semaphore", P{{"bug", 1}}, "C decremented by fetch_sub and undone (C < 0 briefly)")
+          .depth(4).ci()
+          .note("4 deviations: the delay-bounded search with 3 is complete without a failure, with 4 it finds a "
+                "4-preemption schedule; shrinking the random failure stops at 8 preemptions"),
+      mb("sem.spin-ignores-shortfall", "liveness", "semaphore", P{{"bug", 2}, {"capacity", 1}, {"keep", 1}},
+         "a waiter leaves its spin only when C >= N, never when R > C + E").depth(1),
+      mb("sem.grow-full-batch", "off-by-one", "semaphore", P{{"bug", 3}}, "GROW promises B instead of B - N").depth(0).ci(),
+      mb("sem.oom-keeps-promise", "liveness", "semaphore", P{{"bug", 4}, {"capacity", 1}, {"keep", 1}},
+         "a producer that runs out of memory does not withdraw its promise").depth(0),
+      mb("sem.fast-no-undo", "accounting", "semaphore", P{{"bug", 5}}, "biased fast path: a failed fetch_sub is not undone")
+          .depth(0),
+      mb("sem.fast-undo-short", "off-by-one", "semaphore", P{{"bug", 6}}, "biased fast path: the undo gives back one unit less")
+          .depth(0),
+      mb("sem.fast-ignores-bias", "accounting", "semaphore", P{{"bug", 7}},
+         "biased fast path judges the stored C without the bias").depth(0),
+      mb("sem.slow-below-bias", "atomicity", "semaphore", P{{"bug", 8}},
+         "the CAS loop decides on a snapshot whose C is below the bias").depth(1),
+      // ---- collective mutex and pop-k (toga/group.hpp) -------------------------------------------
+      mb("mutex.no-entry-sync", "its", "collective-mutex", P{{"bug", 1}},
+         "members enter before the leader holds the lock (no __syncwarp)").gpu().depth(0).ci(),
+      mb("mutex.lock-count-one", "off-by-one", "collective-mutex", P{{"bug", 2}},
+         "the leader stores 1, not the group size").depth(0),
+      mb("mutex.leader-frees-all", "mutual-exclusion", "collective-mutex", P{{"bug", 3}},
+         "the leader's unlock frees the lock while members are inside").depth(0),
+      mb("mutex.relaxed-lock", "memory-order", "collective-mutex", P{{"bug", 4}}, "lock CAS acquire -> relaxed")
+          .gpu().weak().with(random).depth(1).ci(),
+      mb("mutex.relaxed-unlock", "memory-order", "collective-mutex", P{{"bug", 5}}, "unlock fetch_sub release -> relaxed")
+          .gpu().weak().with(random).depth(1).ci(),
+      mb("mutex.block-scope", "scope", "collective-mutex", P{{"bug", 6}}, "lock word device scope -> block scope")
+          .gpu().weak().with(random).depth(0).ci(),
+      mb("pop.no-read-barrier", "its", "pop-k", P{{"bug", 1}}, "the last lane moves the head before the others read it")
+          .gpu().depth(0),
+      mb("pop.head-off-by-one", "off-by-one", "pop-k", P{{"bug", 2}}, "the head is set to the last taken element").depth(0),
+      mb("pop.lock-count-one", "mutual-exclusion", "pop-k", P{{"bug", 3}}, "pop under a lock-count-1 mutex").depth(1),
+      mb("pop.relaxed-lock", "memory-order", "pop-k", P{{"bug", 4}}, "pop under a relaxed lock CAS").gpu().weak().with(random).depth(1),
+      mb("pop.block-scope-head", "scope", "pop-k", P{{"bug", 5}}, "head accessed with block scope under the device-scope lock")
+          .gpu().weak().equivalent("every access to the head is ordered by the device-scope lock, so it is no race in PTX"),
+      // ---- RCU (toga/rcu.hpp) -----------------------------------------------------------------------
+      mb("rcu.no-epoch-recheck", "reclamation", "rcu", P{{"bug", 1}, {"lanes", 3}, {"readers", 1}, {"passes", 3}},
+         "readers register without re-checking the epoch").with(pct, 4).depth(2),
+      mb("rcu.barrier-skips-wait", "reclamation", "rcu", P{{"bug", 2}}, "the barrier does not wait for the readers").depth(1).ci(),
+      mb("rcu.collect-before-clear", "reclamation", "rcu", P{{"bug", 3}}, "collect the LIFO before clearing pending").depth(1),
+      mb("rcu.reader-without-fence", "memory-order", "rcu", P{{"bug", 4}}, "read_lock without its seq_cst fence")
+          .gpu().weak().depth(2),
+      mb("rcu.relaxed-unlock", "memory-order", "rcu", P{{"bug", 5}}, "read_unlock release -> relaxed")
+          .gpu().weak()
+          .note("needs load buffering (a reader's read seeing a reclaimer's later write), which the operational model cannot "
+                "produce"),
+      mb("rcu.relaxed-recheck", "memory-order", "rcu", P{{"bug", 6}}, "the epoch re-check acquire -> relaxed")
+          .gpu().weak()
+          .equivalent("the next iteration's relaxed epoch load followed by the seq_cst fence is an acquire pattern; a reader "
+                      "that enters on the old epoch is waited for"),
+      // ---- publication (how the allocator publishes a bin or chunk header) ------------------------
+      mb("publish.relaxed-push", "memory-order", "publish", P{{"bug", 1}}, "push CAS release -> relaxed").gpu().weak().with(random).depth(1).ci(),
+      mb("publish.relaxed-pop", "memory-order", "publish", P{{"bug", 2}}, "pop load and CAS acquire -> relaxed")
+          .gpu().weak().with(random).depth(1),
+      mb("publish.before-init", "publication", "publish", P{{"bug", 3}}, "the record is pushed before it is initialised")
+          .with(random).depth(1).ci(),
+      mb("publish.no-release-fence", "memory-order", "publish", P{{"bug", 4}}, "fence form: fence(release) dropped")
+          .gpu().weak().with(random).depth(1),
+      mb("publish.no-acquire-fence", "memory-order", "publish", P{{"bug", 5}}, "fence form: fence(acquire) dropped")
+          .gpu().weak().with(random).depth(1).ci(),
+      mb("publish.block-scope-push", "scope", "publish", P{{"bug", 6}}, "push CAS device scope -> block scope")
+          .gpu().weak().with(random).depth(0),
+      mb("publish.block-scope-fence", "scope", "publish", P{{"bug", 7}}, "fence form: fence(acquire) device -> block scope")
+          .gpu().weak().with(random).depth(1).ci(),
+      // ---- allocator (toga/ualloc.hpp, toga/tbuddy.hpp): run under sc until the core orders the
+      // header reads of its shfl-served group members (docs/simulator.md §4.6) ---------------------
+      mb("ualloc.free-outside-read-section", "reclamation", "retire-race", P{{"bug", 1}},
+         "deallocate touches the bin outside an RCU read-side section").with(stall).faults(stall_sites).depth(2),
+      mb("ualloc.retire-without-try-wait", "accounting", "alloc-storm", P{{"bug", 2}, {"size", 1024}},
+         "a bin is retired without taking its units from the semaphore").depth(1).ci(),
+      mb("ualloc.chunk-with-live-bins", "reclamation", "mixed-sizes", P{{"bug", 3}},
+         "a chunk goes back to TBuddy while bins are in use").depth(1),
+      mb("ualloc.no-unlink-on-exhaustion", "list-integrity", "alloc-storm", P{{"bug", 4}, {"size", 1024}, {"leak", 1}},
+         "a bin whose last slot was reserved stays listed").depth(1),
+      mb("ualloc.no-relink-on-refill", "list-integrity", "alloc-storm", P{{"bug", 5}, {"size", 1024}},
+         "a free that refills an exhausted bin does not re-link it").depth(1),
+      mb("tbuddy.merge-without-unit", "accounting", "mixed-sizes", P{{"bug", 6}}, "merge with an AVAILABLE buddy without its unit")
+          .depth(1),
+      mb("tbuddy.claim-without-lock", "atomicity", "exhaust-recover", P{{"bug", 7}}, "claim a node without lock(parent)").depth(1),
+      mb("tbuddy.oom-keeps-promises", "liveness", "exhaust-recover", P{{"bug", 8}, {"threads", 4}},
+         "out of memory does not withdraw the climb's promises").depth(1),
+      mb("ualloc.claim-without-reservation", "accounting", "alloc-storm",
+         P{{"bug", 9}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 16}}, "fast path claims bits without a reservation")
+          .depth(1),
+      mb("ualloc.two-lanes-one-bit", "off-by-one", "alloc-storm", P{{"bug", 10}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 16}},
+         "claimed bits handed out off by one").gpu().depth(0),
+      mb("ualloc.pin-swap-drops-bin", "list-integrity", "alloc-storm",
+         P{{"bug", 11}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}, {"leak", 1}},
+         "a GROW displaces a pin with free slots without linking it").depth(1),
+      mb("ualloc.retire-keeps-pin", "reclamation", "alloc-storm", P{{"bug", 12}, {"size", 1024}}, "retiring a pinned bin keeps the pin")
+          .depth(1),
+      mb("ualloc.dead-near-wrap", "off-by-one", "alloc-storm", P{{"bug", 13}, {"size", 1024}, {"threads", 4}, {"warps", 1}, {"sms", 1}},
+         "a retired bin's count is INT32_MIN: a transient decrement wraps").with(stall).depth(1)
+          .note("the wrapped count sends a lane to a wild bin address: the process crashes (a GPU would report an "
+                "illegal address); toga-sim turns the crash into a verdict with its replay line"),
+      mb("ualloc.pin-before-init", "publication", "alloc-storm", P{{"bug", 14}, {"size", 1024}, {"threads", 2}, {"warps", 2}, {"sms", 1}},
+         "a GROW publishes its bin as the pin before writing the header").depth(1),
+      mb("ualloc.or-drops-lane", "warp-mask", "alloc-storm", P{{"bug", 15}, {"threads", 8}, {"warps", 1}, {"sms", 1}, {"size", 16}},
+         "the free path's OR reduction drops the highest lane").gpu().depth(0),
+      mb("ualloc.free-signals-short", "off-by-one", "alloc-storm", P{{"bug", 16}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 16}},
+         "a group free signals k - 1 units").depth(0),
+      mb("ualloc.undo-whole-reservation", "accounting", "alloc-storm",
+         P{{"bug", 17}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}},
+         "a short reservation undoes all it asked for").depth(1),
+  };
+  return c;
+}
+
+}  // namespace
+
+const std::vector<mutant>& mutant_catalogue() {
+  static const std::vector<mutant> c = build();
+  return c;
+}
+
+mutant_result run_mutant(const mutant& m, std::uint64_t schedules, unsigned threads, bool do_shrink) {
+  mutant_result r;
+  r.m = &m;
+  const scenario* sc = find_scenario(m.scenario);
+  if (!sc) throw std::invalid_argument("mutant " + m.id + " names scenario '" + m.scenario + "', which does not exist");
+  explore_options o;
+  o.strategy = m.strategy;
+  o.schedules = schedules;
+  o.seed = 1;
+  o.threads = threads;
+  for (const auto& [k, v] : m.params) o.scenario_params.set(k, v);
+  run_limits limits = sc->limits;
+  limits.memory = m.memory;
+  limits.faults = m.faults;
+  o.limits = limits;
+  const auto t0 = std::chrono::steady_clock::now();
+  const explore_summary s = explore(*sc, o);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.schedules = s.schedules;
+  if (!s.first_failure) return r;
+  const failure_report& f = *s.first_failure;
+  r.killed = true;
+  r.schedules = f.index + 1;
+  r.verdict = f.result.kind;
+  r.message = f.result.message;
+  r.replay = f.replay_command;
+  r.deterministic = f.deterministic;
+  r.preemptions = f.result.preemptions;
+  if (do_shrink) {
+    const auto t1 = std::chrono::steady_clock::now();
+    const shrink_report rep = shrink(*sc, o.scenario_params, limits, f.result);
+    r.shrink_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    r.shrunk_preemptions = rep.shrunk.preemptions;
+    replay_strategy again(rep.shrunk.decisions);
+    const run_result back = run_one(*sc, o.scenario_params, again, 0, limits);
+    r.shrunk_replays = back.kind == f.result.kind && back.trace_hash == rep.shrunk.trace_hash;
+  }
+  return r;
+}
+
+std::optional<std::uint64_t> mutant_baseline::find(const std::string& id) const {
+  for (const auto& [k, v] : killed_at)
+    if (k == id) return v;
+  return std::nullopt;
+}
+
+mutant_baseline load_mutant_baseline(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw input_error("cannot open mutant baseline '" + path + "'");
+  mutant_baseline b;
+  try {
+    nlohmann::json j;
+    f >> j;
+    if (j.value("format", "") != "toga-sim mutants 1") throw std::invalid_argument("lacks \"format\": \"toga-sim mutants 1\"");
+    b.schedules = j.at("schedules").get<std::uint64_t>();
+    for (auto& [id, v] : j.at("killed_at").items()) b.killed_at.emplace_back(id, v.get<std::uint64_t>());
+  } catch (const std::exception& e) {
+    throw input_error("mutant baseline '" + path + "': " + e.what() + " (write it with toga-sim mutants --write-baseline)");
+  }
+  return b;
+}
+
+void save_mutant_baseline(const std::string& path, std::uint64_t schedules, const std::vector<mutant_result>& results) {
+  nlohmann::ordered_json j;
+  j["format"] = "toga-sim mutants 1";
+  j["schedules"] = schedules;
+  j["note"] = "schedules to the first failure per mutant (seed 1, the catalogue's strategy); 0 = survived";
+  nlohmann::ordered_json k = nlohmann::ordered_json::object();
+  for (const auto& r : results) k[r.m->id] = r.killed ? r.schedules : 0;
+  j["killed_at"] = k;
+  std::ofstream f(path);
+  if (!f) throw std::runtime_error("cannot write mutant baseline '" + path + "'");
+  f << j.dump(1) << "\n";
+}
+
+std::string default_mutant_baseline_path() { return std::string(TOGA_SIM_SOURCE_DIR) + "/sim/mutants-baseline.json"; }
+
+}  // namespace toga::sim
