@@ -23,7 +23,7 @@ namespace {
 using P = toga::sim::platform;
 std::string str(std::uint64_t v) { return std::to_string(v); }
 
-enum class mode { storm, exhaust, mixed, retire_race };
+enum class mode { storm, exhaust, mixed, retire_race, rounds };
 
 struct free_deleter {
   void operator()(char* p) const { std::free(p); }
@@ -35,6 +35,7 @@ struct heap_inst final : instance {
   mode m;
   unsigned lanes, ops, keep;
   bool leak;  // lanes keep their last blocks: the quiescent checks then see a live heap
+  unsigned rounds;
   bool coalesced;
   std::uint64_t fixed_size;  // 0: drawn per allocation
   heap_layout layout;
@@ -61,6 +62,7 @@ struct heap_inst final : instance {
         ops(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("ops", md == mode::mixed ? 6 : 8)))),
         keep(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("keep", 3)))),
         leak(p.get("leak", 0) != 0),
+        rounds(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("rounds", 2)))),
         coalesced(p.get("coalesced", 0) != 0),
         fixed_size(static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("size", md == mode::exhaust ? 4096 : 0)))),
         mailbox(w.config().lanes(), 0) {
@@ -252,6 +254,13 @@ struct heap_inst final : instance {
     }
   }
 
+  // A barrier of every lane: the n-th meeting returns when all lanes arrived at it.
+  std::uint32_t met = 0;
+  void meet(std::uint32_t n) {
+    P::fetch_add(&met, 1u, acq_rel, device_scope);
+    for (unsigned attempt = 0; P::load(&met, acquire, device_scope) < n * lanes; ++attempt) P::backoff(attempt);
+  }
+
   void lane() override {
     const unsigned me = P::block_id() * P::block_dim() + P::thread_id();
     if (m == mode::retire_race) return retire_race_lane(me);
@@ -265,6 +274,22 @@ struct heap_inst final : instance {
       P::fetch_add(&failed_lanes, 1u, relaxed, device_scope);
       for (unsigned attempt = 0; P::load(&failed_lanes, acquire, device_scope) < lanes; ++attempt) P::backoff(attempt);
       for (auto h : mine) do_free(h);
+      return;
+    }
+    if (m == mode::rounds) {
+      // toga-bench's T1 shape: every lane allocates `ops` blocks, all lanes meet, every lane frees
+      // them, all lanes meet; `rounds` times (the first round on a fresh heap, then warm)
+      for (unsigned r = 0; r < rounds; ++r) {
+        for (unsigned i = 0; i < ops; ++i) {
+          const std::uint64_t h = do_alloc(draw_size());
+          if (!h) P::violated("rounds: nullptr with memory available (round " + str(r) + ")");
+          mine.push_back(h);
+        }
+        meet(2 * r + 1);
+        for (auto h : mine) do_free(h);
+        mine.clear();
+        meet(2 * r + 2);
+      }
       return;
     }
     for (unsigned i = 0; i < ops; ++i) {
@@ -437,6 +462,17 @@ void register_allocator_scenarios() {
                 expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}},
                          {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"bug", 0, 17, 0, "planted bug (keep in step with make_heap)"}}));
+  {
+    auto keys = heap_keys(1, 32, 1, 1, 16, 2048);
+    keys.push_back({"rounds", 1, 100, 2, "alloc-all / free-all rounds"});
+    add_scenario(with_keys({"rounds",
+                  std::string("toga-bench's T1 shape: every lane allocates `ops` blocks of `size`, all meet, all free, all "
+                              "meet; `rounds` times (fresh heap, then warm). params warps=1 threads=32 sms=1 ops=1 size=16 "
+                              "rounds=2 heap_kib=2048") + bug_help,
+                  expectation::pass, [](const params& p) { return shape(p, 1, 32, 1); },
+                  [](world& w, const params& p) { return make_heap(w, p, mode::rounds); }, run_limits{50'000, 4'000'000}},
+                           keys));
+  }
   add_scenario(with_keys({"mixed-sizes",
                 std::string("small (UAlloc) and large (TBuddy) sizes mixed, 1 B .. 64 KiB; params warps=2 threads=2 "
                             "sms=2 ops=6 keep=3 heap_kib=2048") + bug_help,

@@ -13,6 +13,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +22,12 @@
 #include <string>
 #include <vector>
 
+#ifdef FASTPATH_PROFILE
+// Event counters (config.hpp's TOGA_PROFILE_COUNT): build with -DFASTPATH_PROFILE to print, per
+// timed kernel, how many groups took which path (timings of that build are not the figures).
+__device__ unsigned long long toga_prof[64];
+#define TOGA_PROFILE_COUNT(e) atomicAdd(&toga_prof[(e)], 1ull)
+#endif
 #include "toga/cuda/heap.cuh"
 
 #define CK(x)                                                                                          \
@@ -34,17 +42,39 @@
 namespace {
 
 constexpr unsigned block = 256;
+// __launch_bounds__(256, 4): at most 64 registers per thread, so 32 warps per SM fit (docs/usage.md:
+// the slow paths are compiled into the kernel's call graph and would otherwise set its count).
+#define TOGA_BOUNDS __launch_bounds__(block, 4)
 
-__global__ void __launch_bounds__(block) toga_alloc(toga::cuda::heap_ref h, void** out, unsigned n, unsigned size) {
+void print_profile(const char* what) {
+#ifdef FASTPATH_PROFILE
+  static const char* names[] = {"tb_alloc", "tb_climb", "tb_visit", "tb_restart", "tb_claim_lost", "tb_lock_spin", "tb_split",
+                                "tb_propagate", "tb_free", "tb_merge", "tb_t_stage1", "tb_t_search", "tb_t_split", "ua_group",
+                                "ua_fast", "ua_take_failed", "ua_no_pin", "ua_short", "ua_emptied", "ua_lost_bits", "ua_find_step",
+                                "ua_grow", "ua_reconcile", "ua_lock_spin", "ua_free_group", "ua_free_cold", "ua_retire"};
+  unsigned long long h[64];
+  CK(cudaMemcpyFromSymbol(h, toga_prof, sizeof h));
+  std::printf("      profile %-12s", what);
+  for (unsigned i = 0; i < sizeof names / sizeof names[0]; ++i)
+    if (h[i] && i != 10 && i != 11 && i != 12) std::printf(" %s=%llu", names[i], h[i]);
+  std::printf("\n");
+  std::memset(h, 0, sizeof h);
+  CK(cudaMemcpyToSymbol(toga_prof, h, sizeof h));
+#else
+  (void)what;
+#endif
+}
+
+__global__ void TOGA_BOUNDS toga_alloc(toga::cuda::heap_ref h, void** out, unsigned n, unsigned size) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = h.allocate(size);
 }
-__global__ void __launch_bounds__(block) toga_free(toga::cuda::heap_ref h, void** in, unsigned n) {
+__global__ void TOGA_BOUNDS toga_free(toga::cuda::heap_ref h, void** in, unsigned n) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) h.deallocate(in[i]);
 }
 // churn (T5): every thread `iters` times allocates, writes its block's first and last word, frees
-__global__ void __launch_bounds__(block) toga_churn(toga::cuda::heap_ref h, unsigned n, unsigned size, unsigned iters, unsigned* fails) {
+__global__ void TOGA_BOUNDS toga_churn(toga::cuda::heap_ref h, unsigned n, unsigned size, unsigned iters, unsigned* fails) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   for (unsigned k = 0; k < iters; ++k) {
@@ -63,7 +93,7 @@ __global__ void __launch_bounds__(block) toga_churn(toga::cuda::heap_ref h, unsi
 
 // the floor: lanes of a warp sum their sizes (shuffle prefix over the active lanes), one lane does
 // one atomicAdd on a global offset
-__global__ void __launch_bounds__(block) bumpw_alloc(char* base, unsigned long long* top, unsigned long long cap, void** out, unsigned n,
+__global__ void TOGA_BOUNDS bumpw_alloc(char* base, unsigned long long* top, unsigned long long cap, void** out, unsigned n,
                                                      unsigned size) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
@@ -82,11 +112,11 @@ __global__ void __launch_bounds__(block) bumpw_alloc(char* base, unsigned long l
   const unsigned long long off = start + incl - mine;
   out[i] = off + size <= cap ? base + off : nullptr;
 }
-__global__ void __launch_bounds__(block) bumpw_free(void** in, unsigned n, unsigned* sink) {
+__global__ void TOGA_BOUNDS bumpw_free(void** in, unsigned n, unsigned* sink) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n && in[i] == reinterpret_cast<void*>(1)) atomicAdd(sink, 1u);  // reads the pointer, frees nothing
 }
-__global__ void __launch_bounds__(block) bumpw_churn(char* base, unsigned long long* top, unsigned long long cap, unsigned n, unsigned size,
+__global__ void TOGA_BOUNDS bumpw_churn(char* base, unsigned long long* top, unsigned long long cap, unsigned n, unsigned size,
                                                      unsigned iters, unsigned* fails) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
@@ -139,12 +169,25 @@ struct timer {
     cudaEventDestroy(a);
     cudaEventDestroy(b);
   }
+  const char* what = "";
+  double deadline_s = 30;
   template <class F>
   float ms(F&& launch) {
     CK(cudaEventRecord(a));
     launch();
     CK(cudaGetLastError());
     CK(cudaEventRecord(b));
+    // watchdog: a kernel that runs past the deadline is reported (a hang is a bug) and the
+    // process exits, which tears the context down
+    const auto t0 = std::chrono::steady_clock::now();
+    while (cudaEventQuery(b) == cudaErrorNotReady) {
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > deadline_s) {
+        std::printf("\nWATCHDOG: %s still running after %.0f s: a hang\n", what, deadline_s);
+        std::fflush(stdout);
+        std::_Exit(3);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
     CK(cudaEventSynchronize(b));
     float t = 0;
     CK(cudaEventElapsedTime(&t, a, b));
@@ -210,6 +253,7 @@ int main(int argc, char** argv) {
   std::vector<unsigned> sizes = {16, 64, 256, 1024};
   std::vector<unsigned> churn_sizes = {16, 256};
   std::uint64_t heap_bytes = std::uint64_t{8} << 30;
+  double watchdog_s = 30;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -224,6 +268,7 @@ int main(int argc, char** argv) {
     else if (a == "--sizes") sizes = parse_list(next());
     else if (a == "--churn-sizes") churn_sizes = parse_list(next());
     else if (a == "--heap-gib") heap_bytes = std::strtoull(next(), nullptr, 10) << 30;
+    else if (a == "--watchdog-s") watchdog_s = std::strtod(next(), nullptr);
     else {
       std::fprintf(stderr, "fastpath-bench: unknown option %s (--threads N --reps R --sizes a,b --churn-sizes a,b --heap-gib G)\n", a.c_str());
       return 2;
@@ -233,6 +278,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fastpath-bench: --threads, --reps and --sizes must be positive\n");
     return 2;
   }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
   int driver = 0;
@@ -257,6 +303,7 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&bump_top, sizeof(unsigned long long)));
   const unsigned grid = (n + block - 1) / block;
   timer tm;
+  tm.deadline_s = watchdog_s;
   unsigned failures = 0;
 
   std::printf("\n%-6s %6s | %9s %9s %9s | %9s %9s | %8s %8s %8s | %s\n", "case", "size", "fresh ms", "alloc ms", "free ms",
@@ -266,6 +313,7 @@ int main(int argc, char** argv) {
     std::vector<float> ba, bf;
     for (unsigned r = 0; r <= reps; ++r) {
       CK(cudaMemset(bump_top, 0, sizeof(unsigned long long)));
+      tm.what = "bump-warp";
       const float a = tm.ms([&] { bumpw_alloc<<<grid, block>>>(bump_base, bump_top, bump_cap, d_ptrs, n, size); });
       const float f = tm.ms([&] { bumpw_free<<<grid, block>>>(d_ptrs, n, d_bad); });
       if (r > 0) ba.push_back(a), bf.push_back(f);
@@ -276,10 +324,18 @@ int main(int argc, char** argv) {
     float fresh = 0;
     check_result worst;
     for (unsigned r = 0; r <= reps; ++r) {
+      print_profile("(before)");
+      static char label[96];
+      std::snprintf(label, sizeof label, "toga_alloc %u B round %u", size, r);
+      tm.what = label;
       const float a = tm.ms([&] { toga_alloc<<<grid, block>>>(h.ref(), d_ptrs, n, size); });
+      if (r <= 1) print_profile(r == 0 ? "fresh alloc" : "warm alloc");
       const check_result c = check_round(d_ptrs, n, size, static_cast<const char*>(h.ref().view().small.base), h.capacity(), d_bad);
       if (c.bad() + c.nulls > worst.bad() + worst.nulls) worst = c;
+      print_profile("(checks)");
+      std::snprintf(label, sizeof label, "toga_free %u B round %u", size, r);
       const float f = tm.ms([&] { toga_free<<<grid, block>>>(h.ref(), d_ptrs, n); });
+      if (r <= 1) print_profile("free");
       if (r == 0) fresh = a;
       else ta.push_back(a), tf.push_back(f);
     }
@@ -300,7 +356,12 @@ int main(int argc, char** argv) {
     unsigned fails[2] = {0, 0};
     for (unsigned r = 0; r <= reps; ++r) {
       CK(cudaMemset(d_bad, 0, 2 * sizeof(unsigned)));
+      print_profile("(before)");
+      static char clabel[96];
+      std::snprintf(clabel, sizeof clabel, "toga_churn %u B round %u", size, r);
+      tm.what = clabel;
       const float x = tm.ms([&] { toga_churn<<<cg, block>>>(h.ref(), churn_n, size, iters, d_bad); });
+      if (r <= 1) print_profile("churn");
       unsigned f[2];
       CK(cudaMemcpy(f, d_bad, sizeof f, cudaMemcpyDeviceToHost));
       fails[0] += f[0], fails[1] += f[1];

@@ -260,7 +260,8 @@ class bulk_semaphore {
         // C / R, drawn from the lane and the attempt), so that one unit does not cost R failed
         // CASes on the word its producers need (a thundering herd: quadratic traffic).
         for (word_t extra = f.r >> 10; extra > 0; --extra) P::backoff(attempt);
-        if (f.c < Bias) continue;  // speculative decrements in flight: look again
+        if constexpr (Bias > 0)
+          if (f.c < Bias) continue;  // speculative decrements in flight: look again
         const word_t c = f.c - Bias;
         if (c >= t) {
           if (f.r > c && spread(attempt) % f.r >= c) continue;

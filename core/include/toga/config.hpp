@@ -57,6 +57,20 @@ enum profile_event : unsigned {
   prof_tbuddy_t_stage1,  //!< time: semaphore waits and climbing (stage 1)
   prof_tbuddy_t_search,  //!< time: search and claim (stage 2)
   prof_tbuddy_t_split,   //!< time: splits down to the order
+  prof_ua_group,         //!< UAlloc allocation groups
+  prof_ua_fast,          //!< groups served entirely by the fast path
+  prof_ua_take_failed,   //!< groups whose speculative take failed (CAS loop)
+  prof_ua_no_pin,        //!< groups that found no pin
+  prof_ua_short,         //!< groups whose pin reservation was short
+  prof_ua_emptied,       //!< groups that reserved a pin's last slots (pin swap)
+  prof_ua_lost_bits,     //!< groups whose first claim lost bits
+  prof_ua_find_step,     //!< bins tried by find_reservation (slow path)
+  prof_ua_grow,          //!< bins made by GROW
+  prof_ua_reconcile,     //!< reconcile calls (list mutex)
+  prof_ua_lock_spin,     //!< failed list/chunk mutex attempts
+  prof_ua_free_group,    //!< UAlloc free groups
+  prof_ua_free_cold,     //!< free groups that took the cold path (re-link or retire test)
+  prof_ua_retire,        //!< bins retired
   prof_event_count
 };
 }  // namespace toga

@@ -130,11 +130,14 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
         if (i < cap && bit) ++pop;
       }
       if (h->free != cap - pop) return "U1: bin free=" + to_string(h->free) + " but " + to_string(cap - pop) + " clear bits";
-      const bool pinned = a.small.arenas[h->arena % a.small.num_arenas].lists[h->class_id % geom::num_classes].pin ==
-                          off + std::uint64_t{bi} * geom::page_bytes;
-      if (h->listed && pinned) return "U2': a bin is both listed and pinned";
-      if ((h->listed != 0 || pinned) != (static_cast<std::int32_t>(h->free) > 0))
-        return "U2': bin listed=" + to_string(h->listed) + " pinned=" + to_string(pinned) + " with free=" + to_string(static_cast<std::int32_t>(h->free));
+      const auto& owner = a.small.arenas[h->arena % a.small.num_arenas].lists[h->class_id % geom::num_classes];
+      unsigned pins = 0;
+      for (unsigned s = 0; s < pin_slots; ++s) pins += owner.pins[s] == off + std::uint64_t{bi} * geom::page_bytes;
+      if (pins > 1) return "U2': a bin is pinned in " + to_string(pins) + " slots";
+      if (h->listed && pins) return "U2': a bin is both listed and pinned";
+      if (static_cast<std::int32_t>(h->free) > 0 && !h->listed && !pins)
+        return "U2': bin with free=" + to_string(static_cast<std::int32_t>(h->free)) + " is neither listed nor pinned";
+      if (h->listed && static_cast<std::int32_t>(h->free) <= 0) return "U2': listed bin with free=" + to_string(static_cast<std::int32_t>(h->free));
     }
     if (ch->free_bins != geom::usable_bins - used) return "U3: chunk free_bins=" + to_string(ch->free_bins) + " but " + to_string(geom::usable_bins - used) + " unused";
     if ((ch->listed != 0) != (ch->free_bins > 0)) return "U3: chunk listed=" + to_string(ch->listed) + " with free_bins=" + to_string(ch->free_bins);
@@ -157,10 +160,11 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
       if (L.rcu.readers_raw(0) || L.rcu.readers_raw(1) || L.rcu.pending_raw() || L.rcu.cb_head_raw())
         return "R4: RCU domain of arena " + to_string(ai) + " class " + to_string(c) + " not quiescent";
       std::uint64_t sum = 0, n = 0;
-      if (L.pin != 0) {
-        const auto* h = reinterpret_cast<const bin_header*>(a.small.base + L.pin);
+      for (unsigned s = 0; s < pin_slots; ++s) {
+        if (L.pins[s] == 0) continue;
+        const auto* h = reinterpret_cast<const bin_header*>(a.small.base + L.pins[s]);
         if (h->listed || h->class_id != c || h->arena != ai) return "U2': pinned bin listed, or of the wrong class or arena";
-        if (h->free == bin_dead) return "U2': the pin is DEAD";
+        if (h->free == bin_dead) return "U2': a pinned bin is DEAD";
         sum += h->free;
       }
       for (std::uint64_t bin = L.head; bin != 0; bin = reinterpret_cast<const bin_header*>(a.small.base + bin)->next) {

@@ -88,9 +88,10 @@ class rcu_domain {
     // push (lock-free LIFO, seq_cst)
     std::uint64_t* link = link_of(item);
     std::uint64_t head = P::load(&cb_head_, relaxed, device_scope);
-    for (;;) {
+    for (unsigned lost = 0;; ++lost) {
       P::store(link, head, relaxed, device_scope);
       if (P::compare_exchange(&cb_head_, head, item, seq_cst, device_scope)) break;
+      P::backoff(lost);  // many retirers at once: no lock-step retries
     }
     std::uint32_t zero = 0;
     if (!P::compare_exchange(&pending_, zero, 1u, seq_cst, device_scope)) return {true, 0};  // delegated

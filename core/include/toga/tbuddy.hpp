@@ -48,7 +48,8 @@ inline constexpr std::uint32_t node_state_mask = 3;
 struct byte_limit {
   std::uint64_t limit;     //!< 0: no limit
   std::uint64_t reserved;  //!< bytes of TBuddy blocks handed out now
-  std::uint64_t reserved_high;  //!< highest `reserved` since initialisation or the last high-water reset
+  std::uint64_t reserved_high;  //!< highest `reserved` seen by a successful allocation since initialisation or the last
+                                //!< high-water reset (concurrent requests' charges may count in it; never above the heap)
   std::uint64_t pad;
 };
 
@@ -99,7 +100,8 @@ struct tbuddy {
     if (order > top()) return no_block;
     TOGA_PROFILE_COUNT(prof_tbuddy_alloc);
     TOGA_PROFILE_START;
-    if (limit && !charge(geom::page_bytes << order)) return no_block;
+    std::uint64_t charged = 0;  // bytes handed out, this block included, when we charged it
+    if (limit && !charge(geom::page_bytes << order, charged)) return no_block;
     unsigned k = order;
     for (;;) {
       if (k == top()) {
@@ -121,6 +123,9 @@ struct tbuddy {
     TOGA_PROFILE_PHASE(prof_tbuddy_t_search);
     for (unsigned j = k; j > order; --j) v = split(v, j);
     TOGA_PROFILE_PHASE(prof_tbuddy_t_split);
+    // high-water mark after success only (a request that fails charged its bytes for a moment);
+    // concurrent requests' charges may be in `charged`, so it is clipped to the heap size
+    if (limit) P::fetch_max(&limit->reserved_high, charged < heap_bytes() ? charged : heap_bytes(), relaxed, device_scope);
     return offset_of(v);
   }
 
@@ -213,14 +218,14 @@ struct tbuddy {
  private:
   // Counts a block of `bytes` as handed out; false (counting nothing) when the byte limit
   // would be exceeded. Relaxed: statistics and a limit order nothing else.
-  TOGA_DEVICE bool charge(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE bool charge(std::uint64_t bytes, std::uint64_t& total) const TOGA_NOEXCEPT(P) {
     const std::uint64_t lim = P::load(&limit->limit, relaxed, device_scope);
     const std::uint64_t before = P::fetch_add(&limit->reserved, bytes, relaxed, device_scope);
     if (lim != 0 && before + bytes > lim) {
       P::fetch_sub(&limit->reserved, bytes, relaxed, device_scope);
       return false;
     }
-    P::fetch_max(&limit->reserved_high, before + bytes, relaxed, device_scope);
+    total = before + bytes;
     return true;
   }
   TOGA_DEVICE void uncharge(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {

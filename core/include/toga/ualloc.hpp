@@ -3,16 +3,18 @@
 //! allocator-spec §5, amended by fast-path.md E1-E5, E8, E9, E11, E12).
 //!
 //! One arena per SM. Each arena has a list of chunks (512 KiB from TBuddy) with a bulk semaphore
-//! counting free bins, and per size class a list of bins with free slots plus one *pinned* bin,
-//! guarded by a writer mutex and an RCU domain, with a bulk semaphore counting free slots.
+//! counting free bins, and per size class a list of bins with free slots plus `pin_slots` (8)
+//! *pinned* bins, guarded by a writer mutex and an RCU domain, with a bulk semaphore counting free
+//! slots. A warp uses the pin slot of its warp index, so that the warps of an SM that allocate at
+//! once reserve in 8 bins, not one.
 //!
 //! Allocation is per group (E1): the lanes of a warp that ask for one class in one arena at the
 //! same time (a group of one is legal). The group leader does the shared-word work; results reach
 //! the lanes by shuffles. The fast path, per group, in order (fast-path.md §1 cost model):
 //!   1. `slot_sem.try_take(T)`: one speculative fetch_sub of the group's T units (E2);
 //!   2. `rcu.read_lock()`: one seq_cst fence (E4);
-//!   3. load the pin (acquire) and reserve T slots with one fetch_sub on its free count, keeping
-//!      clamp(old, 0, T) and undoing the rest (E3);
+//!   3. load its pin slot (acquire) and reserve T slots with one fetch_sub on the bin's free
+//!      count, keeping clamp(old, 0, T) and undoing the rest (E3);
 //!   4. claim T bits of one bitmap word with one fetch_or (acquire), starting at the reservation's
 //!      ordinal (exact in a fresh bin), and hand them to the lanes in rank order;
 //!   5. `rcu.read_unlock()` (release).
@@ -24,15 +26,22 @@
 //!
 //! Bins: a bin's free count may go transiently negative (a clamped reservation not yet undone);
 //! a retired bin's count is bin_dead = -2^30, far from wrap-around, so transient decrements of a
-//! retired bin stay negative. Zero crossings: the RMW that takes a bin's count from > 0 to <= 0
-//! (the last units reserved) and the RMW that takes it from <= 0 to > 0 (a free or an undo) each
-//! call `reconcile` afterwards, which under the list mutex makes the bin findable (listed or
-//! pinned) exactly when its count is positive. Invariants (ghost-checked in the simulator):
+//! retired bin stay negative. A bin is *findable* when it is listed or pinned; every change of
+//! the list or the pin slots happens under the list mutex, readers only load. Zero crossings: the
+//! RMW that takes a *listed* bin's count to <= 0 unlinks it (reconcile); an exhausted *pinned*
+//! bin simply stays pinned until a refill (from the list, in one mutex hold for every exhausted
+//! slot) or a new bin displaces it; the RMW that takes a count from <= 0 to > 0 (a free or an
+//! undo) makes the bin findable if it is not (`make_findable`: a mutex-free check of the pin
+//! slots after an acq_rel re-read, which pairs with the re-read every writer does after it
+//! displaces a pin). Invariants (ghost-checked in the simulator):
 //!   U1' popcount(bitmap & valid) + free + transit == capacity for a live bin, where transit =
 //!       slots reserved and not yet claimed + excess not yet undone + bits freed not yet counted;
-//!   U2' at quiescence free > 0 <=> listed or pinned; a DEAD bin is neither; the pin is never DEAD.
-//! Hysteresis (E11): empty bins of classes with >= 32 slots stay listed and a pinned bin is never
-//! retired by a free; an arena keeps one entirely free chunk. `reclaim()` (run before an
+//!   U2' at quiescence free > 0 => listed or pinned (not both, and pinned in one slot only);
+//!       listed => free > 0; a DEAD bin is neither.
+//! Hysteresis (E11): empty bins of classes with >= 32 slots stay findable and a pinned bin is
+//! never retired by a free; an arena keeps one entirely free chunk. Bins of the classes with fewer
+//! slots (256 B - 1 KiB) that a group frees whole are retired at once, without ever publishing
+//! their slots (they were full, so unfindable or an exhausted pin). `reclaim()` (run before an
 //! allocation returns nullptr, and by the host's trim) retires every empty bin and returns cached
 //! chunks, so after a trim the heap is as new (T7).
 //!
@@ -66,10 +75,10 @@ enum class ualloc_bug : std::uint8_t {
   // fast path (fast-path.md §5)
   claim_without_reservation,  //!< the fast path claims bits without reserving them in the free count
   two_lanes_one_bit,          //!< lanes take claimed bits off by one: two lanes get the same slot
-  pin_swap_drops_bin,         //!< a GROW displaces a pin that still has free slots without linking it
+  pin_swap_drops_bin,         //!< a bin displaced from a pin slot is dropped even if it has free slots
   retire_keeps_pin,           //!< retiring a pinned bin leaves it pinned
   dead_near_wrap,             //!< a retired bin's count is INT32_MIN: a transient decrement wraps positive
-  pin_before_init,            //!< a GROW publishes its bin as the pin before writing the header
+  pin_before_init,            //!< a GROW pins its bin before writing the header
   or_drops_lane,              //!< the free path's OR reduction drops the highest lane of a word group
   free_signals_short,         //!< a group free signals k - 1 units
   undo_whole_reservation,     //!< a short reservation undoes all it asked for, not only the excess
@@ -109,19 +118,23 @@ static_assert(sizeof(chunk_header) == geom::bin_header_bytes);
 template <class P>
 using slot_semaphore = fast_arena_semaphore<P>;
 
-//! Per (arena, class): the pinned bin, the bin list and their synchronisation. 128 B: the
-//! semaphore and pin (read by every allocating warp) and the RCU reader counters (written by
-//! every warp) sit in different 64 B sectors.
+//! Pin slots per (arena, class): the warps of an SM that allocate one class at once spread over
+//! this many bins (a 16 B bin serves 8 warps of 32 lanes).
+inline constexpr unsigned pin_slots = 8;
+
+//! Per (arena, class): the pinned bins, the bin list and their synchronisation. 256 B: the
+//! semaphore (written by every allocating warp), the pin slots (read by every warp) and the RCU
+//! reader counters (written by every warp) sit in different 64 B sectors.
 template <class P>
 struct class_list {
   slot_semaphore<P> slot_sem;  //!< units: free slots of findable (listed or pinned) bins
-  std::uint64_t pin;           //!< the bin served first (0: none); written under list_mtx
   std::uint64_t head;          //!< first listed bin (0: none)
   std::uint32_t list_mtx;
   std::uint32_t pad0;
-  std::uint64_t pad1[4];
+  std::uint64_t pad1[5];
+  std::uint64_t pins[pin_slots];  //!< bins served first (0: none); written under list_mtx
   rcu_domain<P> rcu;
-  std::uint64_t pad2[4];
+  std::uint64_t pad2[12];
 };
 
 //! Statistics kept per arena (summed by the host). Signed quantities are two's complement in
@@ -178,7 +191,7 @@ struct ualloc {
   static constexpr std::uint32_t hysteresis_min_capacity = 32;
   static constexpr std::uint32_t dead = Bug == ualloc_bug::dead_near_wrap ? 0x80000000u : bin_dead;
 
-  static_assert(sizeof(class_list<P>) == 128 && sizeof(arena<P>) == 128 + 128 * geom::num_classes + 256,
+  static_assert(sizeof(class_list<P>) == 256 && sizeof(arena<P>) == 128 + 256 * geom::num_classes + 256,
                 "class lists and arenas are laid out in 128 B lines");
 
   TOGA_DEVICE bin_header* bin_at(std::uint64_t off) const { return reinterpret_cast<bin_header*>(base + off); }
@@ -199,14 +212,16 @@ struct ualloc {
     const std::uint32_t t = g.size;
     alloc_progress pr{0, 0, 0, 0, 0, 0, 0};
     std::uint64_t claimed = 0;  // bits of word pr.hint / 64 this group claimed (leader)
-    if (g.is_leader() && L.slot_sem.try_take(t)) {          // (1) relaxed-enough take: [E2]
+    if (g.is_leader()) TOGA_PROFILE_COUNT(prof_ua_group);
+    if (g.is_leader() && L.slot_sem.try_take(t)) {          // (1) speculative take [E2]; acquire
       pr.stage = 1;
       pr.units = t;
       pr.token = L.rcu.read_lock();                          // (2) one fence [E4]
-      const std::uint64_t bin = P::load(&L.pin, acquire, device_scope);  // [HB] pin publication (release store under list_mtx)
+      // [HB] acquire: pairs with the release store that pinned the bin (after its header was written)
+      const std::uint64_t bin = P::load(&L.pins[pin_slot()], acquire, device_scope);
       if (bin != 0) {
         bin_header* h = bin_at(bin);
-        // (3) reserve t slots: relaxed, the RMW reads the latest count; bitmap claims synchronise.
+        // (3) reserve t slots: relaxed (an RMW reads the latest count; the bitmap claim synchronises)
         std::uint32_t old = t;
         if constexpr (Bug != ualloc_bug::claim_without_reservation) {
           old = P::fetch_sub(&h->free, t, relaxed, device_scope);
@@ -218,19 +233,20 @@ struct ualloc {
           pr.units = 0;
           pr.reserved = t;
           // (4) the reservation's ordinal is where a fresh bin's free bits start
-          const std::uint32_t cap = geom::capacity(c);
-          pr.hint = cap - static_cast<std::uint32_t>(o);
+          pr.hint = geom::capacity(c) - static_cast<std::uint32_t>(o);
           const unsigned w = pr.hint / 64, b0 = pr.hint % 64;
           const std::uint64_t want = (t >= 64 - b0 ? ~std::uint64_t{0} : ((std::uint64_t{1} << t) - 1)) << b0;
-          const std::uint64_t was = P::fetch_or(&h->bitmap[w], want, acquire, device_scope);  // [HB] with the freer's release fetch_and
+          // [HB] acquire: pairs with the release fetch_and of the slot's last free
+          const std::uint64_t was = P::fetch_or(&h->bitmap[w], want, acquire, device_scope);
           claimed = want & ~was;
           const unsigned got = bits::popc(claimed);
           if constexpr (Bug != ualloc_bug::claim_without_reservation) ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(got));
           pr.reserved -= got;
           pr.hint = w * 64;  // (a word with claims of ours; the slow path looks from here)
-          if (o == static_cast<std::int32_t>(t)) pr.stage = 2;  // we reserved the last units: swap the pin (slow path)
+          // we reserved the last units of a pinned bin: refill exhausted slots if the list has bins
+          if (o == static_cast<std::int32_t>(t) && P::load(&L.head, relaxed, device_scope) != 0) pr.stage = 2;
         } else {
-          pr.stage = 3;  // short reservation: the slow path clamps and undoes (h known from the pin)
+          pr.stage = 3;  // short reservation: the slow path keeps what it got and undoes the rest
           pr.bin = bin;
           pr.reserved = static_cast<std::uint32_t>(o);  // the old count (may be <= 0)
         }
@@ -244,6 +260,14 @@ struct ualloc {
     std::uint64_t mine = no_block;
     if (g.rank < got) mine = slot_offset_of(bin_w & ~std::uint64_t{4095}, c, (bin_w & 4095) * 64 + select_bit(claimed, lane_pick(g.rank)));
     const std::uint32_t need_slow = g.broadcast(static_cast<std::uint32_t>(got < t || pr.stage >= 2));
+    if (g.is_leader()) {
+      if (!need_slow) TOGA_PROFILE_COUNT(prof_ua_fast);
+      else if (pr.stage == 0) TOGA_PROFILE_COUNT(prof_ua_take_failed);
+      else if (pr.stage == 1 && pr.bin == 0) TOGA_PROFILE_COUNT(prof_ua_no_pin);
+      else if (pr.stage == 3) TOGA_PROFILE_COUNT(prof_ua_short);
+      else if (pr.stage == 2) TOGA_PROFILE_COUNT(prof_ua_emptied);
+      else TOGA_PROFILE_COUNT(prof_ua_lost_bits);
+    }
     if (!need_slow) {
       if (g.is_leader()) L.rcu.read_unlock(pr.token);  // (5) release [E4]
       return mine;
@@ -278,7 +302,7 @@ struct ualloc {
       lo = P::reduce_or(wm, lo);
       hi = P::reduce_or(wm, hi);
       const std::uint64_t all = (std::uint64_t{hi} << 32) | lo;
-      // the warp barrier orders every lane's accesses to its slot before the word leader's
+      // [HB] the warp barrier orders every lane's accesses to its slot before the word leader's
       // release RMW (cumulative), so one release covers the whole word group
       P::syncwarp(wm);
       const unsigned wl = bits::ctz(wm);
@@ -290,7 +314,10 @@ struct ualloc {
     }
     const std::uint32_t ok = g.ballot((was & bit) != 0);
     const std::uint32_t k = bits::popc(ok);
-    if (g.is_leader() && k > 0) free_count(L, bin, c, k);
+    if (g.is_leader() && k > 0) {
+      TOGA_PROFILE_COUNT(prof_ua_free_group);
+      free_count(L, bin, c, k);
+    }
     return ok;
   }
 
@@ -303,22 +330,24 @@ struct ualloc {
     for (unsigned a = 0; a < num_arenas; ++a) {
       for (unsigned c = 0; c < geom::num_classes; ++c) {
         class_list<P>& L = arenas[a].lists[c];
-        if (P::load(&L.head, relaxed, device_scope) == 0 && P::load(&L.pin, relaxed, device_scope) == 0 &&
-            P::load(&L.rcu.cb_head_word(), relaxed, device_scope) == 0)
-          continue;
+        bool idle = P::load(&L.head, relaxed, device_scope) == 0 && P::load(&L.rcu.cb_head_word(), relaxed, device_scope) == 0;
+        for (unsigned s = 0; s < pin_slots && idle; ++s) idle = P::load(&L.pins[s], relaxed, device_scope) == 0;
+        if (idle) continue;
         const std::uint32_t cap = geom::capacity(c);
-        // Passes until one retires nothing: retiring the pin pins the first listed bin, which may
-        // be empty too. Bounded, in case concurrent frees keep emptying bins.
+        // Passes until one retires nothing: retiring a pinned bin refills its slot from the list.
+        // Bounded, in case concurrent frees keep emptying bins.
         for (unsigned pass = 0; pass < 64; ++pass) {
           constexpr unsigned batch = 8;
           std::uint64_t empty[batch];
           unsigned n = 0;
           const std::uint32_t e = L.rcu.read_lock();
-          const std::uint64_t pin = P::load(&L.pin, acquire, device_scope);
-          if (pin != 0 && P::load(&bin_at(pin)->free, relaxed, device_scope) == cap && try_retire(L, pin, cap)) empty[n++] = pin;
+          for (unsigned s = 0; s < pin_slots && n < batch; ++s) {
+            const std::uint64_t b = P::load(&L.pins[s], acquire, device_scope);
+            if (b != 0 && P::load(&bin_at(b)->free, relaxed, device_scope) == cap && try_retire(L, b, cap)) empty[n++] = b;
+          }
           for (std::uint64_t b = P::load(&L.head, acquire, device_scope); b != 0 && n < batch;
                b = P::load(&bin_at(b)->next, acquire, device_scope))
-            if (b != pin && P::load(&bin_at(b)->free, relaxed, device_scope) == cap && try_retire(L, b, cap)) empty[n++] = b;
+            if (P::load(&bin_at(b)->free, relaxed, device_scope) == cap && try_retire(L, b, cap)) empty[n++] = b;
           L.rcu.read_unlock(e);
           for (unsigned i = 0; i < n; ++i) retire_bin(L, empty[i]);
           any |= n > 0;
@@ -339,6 +368,8 @@ struct ualloc {
   }
 
  private:
+  // The pin slot of the calling warp (every warp of a 256-thread block its own).
+  TOGA_DEVICE static unsigned pin_slot() TOGA_NOEXCEPT(P) { return (P::block_id() * 8u + P::warp_id()) % pin_slots; }
   // The claimed bit a lane of rank r takes (the planted bug maps two ranks to one bit).
   TOGA_DEVICE static unsigned lane_pick(unsigned r) {
     if constexpr (Bug == ualloc_bug::two_lanes_one_bit) return r > 1 ? r - 1 : r;
@@ -358,12 +389,20 @@ struct ualloc {
     for (; k > 0; --k) v &= v - 1;
     return base + bits::ctz(v);
   }
+  // A relaxed RMW read of a bin's free count: unlike a load it reads the latest value.
+  TOGA_DEVICE std::int32_t free_now(std::uint64_t bin) const TOGA_NOEXCEPT(P) {
+    return static_cast<std::int32_t>(P::fetch_add(&bin_at(bin)->free, 0u, relaxed, device_scope));
+  }
+  // The same with acq_rel: pairs a pin change with a zero crossing (see make_findable).
+  TOGA_DEVICE std::int32_t free_sync(std::uint64_t bin) const TOGA_NOEXCEPT(P) {
+    return static_cast<std::int32_t>(P::fetch_add(&bin_at(bin)->free, 0u, acq_rel, device_scope));
+  }
 
   // ---- slow path of allocation ---------------------------------------------------------------
 
   // Entered by the whole group when the fast path did not serve every lane: finishes stage 2
-  // (claims, more reservations, a pin swap), or runs stage 1 with the CAS loop and GROW, and the
-  // out-of-memory fallback. Returns this lane's offset or no_block.
+  // (claims, reservations in other pinned or listed bins, refills), or runs stage 1 with the CAS
+  // loop and GROW, and the out-of-memory fallback. Returns this lane's offset or no_block.
   TOGA_DEVICE TOGA_NOINLINE std::uint64_t allocate_slow(unsigned a, unsigned c, coalesced_group<P> g, alloc_progress pr,
                                                         std::uint64_t mine) const TOGA_NOEXCEPT(P) {
     class_list<P>& L = arenas[a].lists[c];
@@ -374,8 +413,7 @@ struct ualloc {
       // Stage 1 by the CAS loop: OK (units for the whole group) or GROW(m).
       std::uint32_t m = 0;
       if (g.is_leader()) {
-        const std::uint32_t per_batch = cap;
-        const std::uint32_t batches = (t + per_batch - 1) / per_batch;
+        const std::uint32_t batches = (t + cap - 1) / cap;
         if (L.slot_sem.wait_slow(t, std::uint64_t{batches} * cap) == sem_result::grow) m = batches;
         else pr.token = L.rcu.read_lock();
         pr.units = t;
@@ -389,7 +427,7 @@ struct ualloc {
     }
     // Stage 2: the leader holds pr.units semaphore units and pr.reserved units in pr.bin.
     if (g.is_leader()) {
-      if (pr.stage == 3) {  // the fast path's short reservation on the pin: keep what it got
+      if (pr.stage == 3) {  // the fast path's short reservation on its pin: keep what it got
         bin_header* h = bin_at(pr.bin);
         const std::int32_t o = static_cast<std::int32_t>(pr.reserved);
         const std::uint32_t got = o <= 0 ? 0u : static_cast<std::uint32_t>(o);
@@ -399,7 +437,7 @@ struct ualloc {
         pr.hint = cap - static_cast<std::uint32_t>(o > 0 ? o : 0);
         if (got == 0) pr.bin = 0;
       } else if (pr.stage == 2) {
-        reconcile(L, pr.bin);  // we reserved the pin's last units: swap the pin
+        refill(L);  // we reserved a pinned bin's last units and the list has bins
       }
     }
     while (g.broadcast(pr.served) < t) {
@@ -426,51 +464,67 @@ struct ualloc {
   }
 
   // Leader, inside the read-side section, holding pr.units units and no reservation: reserves in
-  // the pin, then in listed bins, until a bin gives at least one unit. A unit guarantees a
-  // findable bin has a free slot for us (publishers make bins findable before they signal), but a
-  // bin between an unlink and a re-link, or a pin being swapped, makes us look again.
+  // the pinned bins (its own slot's neighbours first), then in listed bins, until a bin gives at
+  // least one unit. A unit guarantees a findable bin has a free slot for us (publishers make bins
+  // findable before they signal), but a bin between a change of its findability and the RMWs that
+  // settle it makes us look again.
   TOGA_DEVICE void find_reservation(class_list<P>& L, unsigned c, alloc_progress& pr) const TOGA_NOEXCEPT(P) {
     const std::uint32_t cap = geom::capacity(c);
+    const unsigned s0 = pin_slot();
     for (unsigned attempt = 0;; ++attempt) {
-      std::uint64_t b = P::load(&L.pin, acquire, device_scope);
-      bool from_list = false;
-      for (;;) {
-        if (b != 0) {
-          std::uint32_t old = 0;
-          const std::uint32_t got = reserve(L, b, pr.units, old);
-          if (got > 0) {
-            pr.bin = b;
-            pr.reserved = got;
-            pr.units -= got;
-            pr.hint = old < cap ? cap - old : 0;  // the reservation's ordinal
-            return;
+      for (unsigned j = 0; j <= pin_slots; ++j) {
+        std::uint64_t b = 0;
+        if (j < pin_slots) {
+          b = P::load(&L.pins[(s0 + 1 + j) % pin_slots], acquire, device_scope);
+        } else {
+          for (b = P::load(&L.head, acquire, device_scope); b != 0; b = P::load(&bin_at(b)->next, acquire, device_scope)) {
+            TOGA_PROFILE_COUNT(prof_ua_find_step);
+            std::uint32_t old = 0;
+            const std::uint32_t got = reserve(L, b, pr.units, old, true);
+            if (got > 0) {
+              take(pr, b, got, old, cap);
+              return;
+            }
           }
+          break;
         }
-        b = from_list ? P::load(&bin_at(b)->next, acquire, device_scope) : P::load(&L.head, acquire, device_scope);
-        from_list = true;
-        if (b == 0) break;
+        if (b == 0) continue;
+        TOGA_PROFILE_COUNT(prof_ua_find_step);
+        std::uint32_t old = 0;
+        const std::uint32_t got = reserve(L, b, pr.units, old, false);
+        if (got > 0) {
+          take(pr, b, got, old, cap);
+          return;
+        }
       }
       P::backoff(attempt);
     }
   }
+  TOGA_DEVICE static void take(alloc_progress& pr, std::uint64_t b, std::uint32_t got, std::uint32_t old, std::uint32_t cap) {
+    pr.bin = b;
+    pr.reserved = got;
+    pr.units -= got;
+    pr.hint = old < cap ? cap - old : 0;  // the reservation's ordinal
+  }
 
   // Reserves up to `want` slots of the bin with one fetch_sub, keeps clamp(old, 0, want) and
-  // undoes the rest; handles both zero crossings. Returns what it kept; `old` receives the count
-  // it found, clamped at 0.
-  TOGA_DEVICE std::uint32_t reserve(class_list<P>& L, std::uint64_t bin, std::uint32_t want, std::uint32_t& old) const TOGA_NOEXCEPT(P) {
+  // undoes the rest; handles the zero crossings. Returns what it kept; `old` receives the count
+  // it found, clamped at 0. `listed`: the bin was found on the list (its exhaustion unlinks it).
+  TOGA_DEVICE std::uint32_t reserve(class_list<P>& L, std::uint64_t bin, std::uint32_t want, std::uint32_t& old, bool listed) const TOGA_NOEXCEPT(P) {
     bin_header* h = bin_at(bin);
     P::inject(fault_site::stall_read_to_rmw);
     const std::int32_t o = static_cast<std::int32_t>(P::fetch_sub(&h->free, want, relaxed, device_scope));
     ghost_add<P>(ghost_kind::bin_transit, h, want);
     const std::uint32_t got = o <= 0 ? 0u : (o >= static_cast<std::int32_t>(want) ? want : static_cast<std::uint32_t>(o));
-    settle_reservation(L, bin, h, want, got, o);
+    settle_reservation(L, bin, h, want, got, o, listed);
     old = o > 0 ? static_cast<std::uint32_t>(o) : 0u;
     return got;
   }
-  // After a fetch_sub of `want` that returned o and keeps `got`: undo the excess and reconcile
-  // the bin at each zero crossing we made.
+  // After a fetch_sub of `want` that returned o and keeps `got`: undo the excess; at a zero
+  // crossing down unlink the bin if it was found on the list (an exhausted pinned bin stays), and
+  // at a crossing up made by the undo (frees came in meanwhile) make it findable.
   TOGA_DEVICE void settle_reservation(class_list<P>& L, std::uint64_t bin, bin_header* h, std::uint32_t want,
-                                      std::uint32_t got, std::int32_t o) const TOGA_NOEXCEPT(P) {
+                                      std::uint32_t got, std::int32_t o, bool listed = false) const TOGA_NOEXCEPT(P) {
     const std::uint32_t excess = Bug == ualloc_bug::undo_whole_reservation && got > 0 && got < want ? want : want - got;
     bool refilled = false;
     if (excess > 0) {
@@ -480,7 +534,11 @@ struct ualloc {
       refilled = before <= 0 && before + static_cast<std::int32_t>(excess) > 0;  // frees came in meanwhile
     }
     const bool emptied = o > 0 && o <= static_cast<std::int32_t>(want);  // we reserved the last units
-    if ((emptied && Bug != ualloc_bug::no_unlink_on_exhaustion) || refilled) reconcile(L, bin);
+    if (refilled) make_findable(L, bin);
+    // an emptied listed bin leaves the list (found on it, or moved there from a pin slot since we
+    // loaded the slot); an emptied pinned bin stays pinned
+    else if (emptied && (listed || P::load(&h->listed, relaxed, device_scope)) && Bug != ualloc_bug::no_unlink_on_exhaustion)
+      reconcile(L, bin);
   }
 
   // Claims up to `n` zero bits of the bin's bitmap for the holder of n reserved slots, one
@@ -514,22 +572,113 @@ struct ualloc {
     }
   }
 
+  // ---- findability: pin slots and the list (every change under list_mtx) ----------------------
+
+  // A bin whose count we took from <= 0 to > 0 must be findable. Mutex-free when it is pinned:
+  // our acq_rel re-read orders the check after every pin change whose writer re-read the count
+  // before ours (then that writer saw <= 0 and we see its change), and a writer that re-reads
+  // after us sees > 0 and makes the bin findable itself.
+  TOGA_DEVICE void make_findable(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
+    if (free_sync(bin) <= 0) return;  // reserved again meanwhile: whoever refills it next decides
+    for (unsigned s = 0; s < pin_slots; ++s)
+      if (P::load(&L.pins[s], relaxed, device_scope) == bin) return;
+    reconcile(L, bin);
+  }
+  // Under list_mtx: is the bin in a pin slot?
+  TOGA_DEVICE bool pinned(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
+    for (unsigned s = 0; s < pin_slots; ++s)
+      if (P::load(&L.pins[s], relaxed, device_scope) == bin) return true;
+    return false;
+  }
+  // Under list_mtx: writes pin slot s (release: [HB] readers that load it see the bin's header)
+  // and settles the bin it displaces: one that has free slots (re-read after the store, see
+  // make_findable) goes on the list.
+  TOGA_DEVICE void set_pin(class_list<P>& L, unsigned s, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
+    P::inject(fault_site::stall_pin_swap);
+    const std::uint64_t old = P::load(&L.pins[s], relaxed, device_scope);
+    P::store(&L.pins[s], bin, release, device_scope);
+    if (old != 0 && old != bin && Bug != ualloc_bug::pin_swap_drops_bin && free_sync(old) > 0 &&
+        !P::load(&bin_at(old)->listed, relaxed, device_scope))
+      link_bin(L, old);
+  }
+  // Under list_mtx: makes a bin with free slots findable: an empty pin slot, else the slot of an
+  // exhausted bin, else the list.
+  TOGA_DEVICE void place(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
+    for (unsigned s = 0; s < pin_slots; ++s)
+      if (P::load(&L.pins[s], relaxed, device_scope) == 0) return set_pin(L, s, bin);
+    for (unsigned s = 0; s < pin_slots; ++s) {
+      const std::uint64_t p = P::load(&L.pins[s], relaxed, device_scope);
+      if (free_now(p) <= 0) return set_pin(L, s, bin);
+    }
+    link_bin(L, bin);
+  }
+  // Converges findability with the free count (spec §5.6 with pin slots): under list_mtx, a bin
+  // with free > 0 that is neither listed nor pinned is placed; a listed bin with free <= 0 (DEAD
+  // included) is unlinked. An exhausted pinned bin stays (refill replaces it).
+  TOGA_DEVICE void reconcile(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
+    TOGA_PROFILE_COUNT(prof_ua_reconcile);
+    bin_header* h = bin_at(bin);
+    lock(&L.list_mtx);
+    const std::int32_t f = free_now(bin);
+    const bool listed = P::load(&h->listed, relaxed, device_scope) != 0;
+    if (f > 0) {
+      if (!listed && !pinned(L, bin)) place(L, bin);
+    } else if (listed) {
+      unlink_bin(L, bin);
+    }
+    unlock(&L.list_mtx);
+  }
+  // Replaces every exhausted pinned bin by a listed one, in one mutex hold (the caller reserved a
+  // pinned bin's last units and saw bins on the list).
+  TOGA_DEVICE TOGA_NOINLINE void refill(class_list<P>& L) const TOGA_NOEXCEPT(P) {
+    TOGA_PROFILE_COUNT(prof_ua_reconcile);
+    lock(&L.list_mtx);
+    for (unsigned s = 0; s < pin_slots; ++s) {
+      const std::uint64_t p = P::load(&L.pins[s], relaxed, device_scope);
+      if (p != 0 && free_now(p) > 0) continue;
+      std::uint64_t head = P::load(&L.head, relaxed, device_scope);
+      while (head != 0 && free_now(head) <= 0) {  // a listed bin emptied (or retired) meanwhile: it leaves the list
+        unlink_bin(L, head);
+        head = P::load(&L.head, relaxed, device_scope);
+      }
+      if (head == 0) break;
+      unlink_bin(L, head);
+      set_pin(L, s, head);
+    }
+    unlock(&L.list_mtx);
+  }
+
   // ---- GROW -----------------------------------------------------------------------------------
 
-  // The group got GROW(m): lanes of rank < m each make one bin; lane r is served by bin r / cap,
-  // slot r % cap (the producer's first slots are taken for its lanes). Returns this lane's offset
-  // or no_block (its producer found no memory).
+  // The group got GROW(m): the leader takes m bins from the arena's chunks at once (E5); lanes of
+  // rank < m each initialise one; lane r is served by bin r / cap, slot r % cap (the producer's
+  // first slots are taken for its lanes). Returns this lane's offset or no_block (its producer
+  // found no memory).
   TOGA_DEVICE std::uint64_t grow(unsigned a, unsigned c, const coalesced_group<P>& g, std::uint32_t m) const TOGA_NOEXCEPT(P) {
     class_list<P>& L = arenas[a].lists[c];
     const std::uint32_t cap = geom::capacity(c);
-    std::uint64_t bin = 0;
+    P::inject(fault_site::stall_grow);
+    std::uint32_t made = 0;
+    std::uint64_t bin = 0, fresh_chunk = no_block;
+    bool locked = false;
+    if (g.is_leader()) made = acquire_bins(a, m, fresh_chunk, locked);
+    made = g.broadcast(made);
+    // the leader's bins, one per producer lane (rank < made): the first bins of a fresh chunk, or
+    // bins claimed from the arena's chunks in one hold of the chunk mutex (E5)
+    for (std::uint32_t j = 0; j < made; ++j) {
+      std::uint64_t b = 0;
+      if (g.is_leader())
+        b = fresh_chunk != no_block ? fresh_chunk + std::uint64_t{geom::header_bins + j} * geom::page_bytes : claim_bin_locked(a);
+      b = g.broadcast(b);
+      if (g.rank == j) bin = b;
+    }
+    if (g.is_leader() && locked) unlock(&arenas[a].chunk_mtx);
     if (g.rank < m) {
       const std::uint64_t left = slot_semaphore<P>::batch_leftover(g.rank, g.size, 1, cap);
-      P::inject(fault_site::stall_grow);
-      bin = new_bin(a);
       if (bin == 0) {
         L.slot_sem.signal(0, left);  // withdraw: out of memory reaches every waiter
       } else {
+        TOGA_PROFILE_COUNT(prof_ua_grow);
         if constexpr (Bug == ualloc_bug::pin_before_init)
           if (left > 0) publish_bin(L, bin);
         init_bin(bin, c, a, static_cast<unsigned>(cap - left));
@@ -542,15 +691,9 @@ struct ualloc {
     const std::uint64_t mine = g.from_rank(bin, g.rank / cap);
     return mine == 0 ? no_block : slot_offset_of(mine, c, g.rank % cap);
   }
-  // Makes a new bin the pin (E3); a displaced pin that still has free slots is linked.
   TOGA_DEVICE void publish_bin(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     lock(&L.list_mtx);
-    const std::uint64_t old = P::load(&L.pin, relaxed, device_scope);
-    P::store(&L.pin, bin, release, device_scope);  // [HB] readers that load the pin see the header
-    if (old != 0 && Bug != ualloc_bug::pin_swap_drops_bin &&
-        static_cast<std::int32_t>(P::load(&bin_at(old)->free, relaxed, device_scope)) > 0 &&
-        !P::load(&bin_at(old)->listed, relaxed, device_scope))
-      link_bin(L, old);
+    place(L, bin);
     unlock(&L.list_mtx);
   }
 
@@ -570,6 +713,10 @@ struct ualloc {
   TOGA_DEVICE std::uint64_t take_elsewhere(unsigned b, unsigned c) const TOGA_NOEXCEPT(P) {
     class_list<P>& L = arenas[b].lists[c];
     if (!L.slot_sem.try_wait(1)) return no_block;
+    return stage2_one(L, c);
+  }
+  // Stage 2 for one lane holding one unit of L (outside any read-side section).
+  TOGA_DEVICE std::uint64_t stage2_one(class_list<P>& L, unsigned c) const TOGA_NOEXCEPT(P) {
     alloc_progress pr{0, 0, 1, 0, 0, 0, 1};
     pr.token = L.rcu.read_lock();
     find_reservation(L, c, pr);
@@ -582,26 +729,15 @@ struct ualloc {
   // After a reclaim: one more allocation by this lane alone in its own arena (no further fallback).
   TOGA_DEVICE std::uint64_t retry_once(unsigned a, unsigned c) const TOGA_NOEXCEPT(P) {
     class_list<P>& L = arenas[a].lists[c];
-    const std::uint32_t cap = geom::capacity(c);
-    if (L.slot_sem.wait_slow(1, cap) == sem_result::grow) {
-      const auto self = coalesced_group<P>::self();
-      return grow(a, c, self, 1);
-    }
-    alloc_progress pr{0, 0, 1, 0, 0, 0, 1};
-    pr.token = L.rcu.read_lock();
-    find_reservation(L, c, pr);
-    std::uint64_t claimed = 0;
-    while (claimed == 0) claimed = claim_bits(bin_at(pr.bin), cap, 1, pr.hint);
-    ghost_add<P>(ghost_kind::bin_transit, bin_at(pr.bin), -1);
-    L.rcu.read_unlock(pr.token);
-    return slot_offset_of(pr.bin, c, (pr.hint / 64) * 64 + bits::ctz(claimed));
+    if (L.slot_sem.wait_slow(1, geom::capacity(c)) == sem_result::grow) return grow(a, c, coalesced_group<P>::self(), 1);
+    return stage2_one(L, c);
   }
 
   // ---- free ---------------------------------------------------------------------------------------
 
-  // Leader of a free group, after its k bits were cleared: count them, re-link at a zero
-  // crossing, signal, and retire an empty bin (spec §5.8/§5.9 per group). The read-side section
-  // covers every access to the header after our count makes the bin retirable.
+  // Leader of a free group, after its k bits were cleared: count them, make the bin findable at a
+  // zero crossing, signal, and retire an empty bin (spec §5.8/§5.9 per group). The read-side
+  // section covers every access to the header after our count makes the bin retirable.
   TOGA_DEVICE TOGA_FORCEINLINE void free_count(class_list<P>& L, std::uint64_t bin, unsigned c, std::uint32_t k) const TOGA_NOEXCEPT(P) {
     bin_header* h = bin_at(bin);
     const std::uint32_t cap = geom::capacity(c);
@@ -610,11 +746,8 @@ struct ualloc {
     const std::int32_t before = static_cast<std::int32_t>(P::fetch_add(&h->free, k, relaxed, device_scope));
     ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(k));
     const bool refilled = before <= 0 && before + static_cast<std::int32_t>(k) > 0 && Bug != ualloc_bug::no_relink_on_refill;
-    // Retire an empty bin of a small-capacity class unless it is the pin (E11). Not only the free
-    // that raised the count to capacity tries: its try_wait(cap) fails while other frees of the bin
-    // have not signalled yet, so every free that sees an empty bin after its own signal tries.
-    const bool may_retire = cap < hysteresis_min_capacity;
-    if (refilled || may_retire) {
+    // Classes whose empty bins are retired (fewer than 32 slots; E11) take the cold path.
+    if (refilled || cap < hysteresis_min_capacity) {
       free_cold(L, bin, cap, k, before, refilled, e);
       return;
     }
@@ -622,20 +755,45 @@ struct ualloc {
     P::inject(fault_site::stall_read_section);
     if constexpr (Bug != ualloc_bug::free_outside_read_section) L.rcu.read_unlock(e);
   }
-  // The rest of a group free when the bin was refilled from empty (re-link) or belongs to a class
-  // whose empty bins are retired; ends the read-side section.
+  // The rest of a group free when the bin was refilled from empty or belongs to a class whose
+  // empty bins are retired; ends the read-side section.
   TOGA_DEVICE TOGA_NOINLINE void free_cold(class_list<P>& L, std::uint64_t bin, std::uint32_t cap, std::uint32_t k, std::int32_t before,
                                            bool refilled, std::uint32_t e) const TOGA_NOEXCEPT(P) {
+    TOGA_PROFILE_COUNT(prof_ua_free_cold);
     bin_header* h = bin_at(bin);
-    if (refilled) reconcile(L, bin);  // it was exhausted: re-link
-    L.slot_sem.signal_relaxed(Bug == ualloc_bug::free_signals_short ? k - 1 : k, 0);
     bool retire = false;
-    if (cap < hysteresis_min_capacity && P::load(&L.pin, relaxed, device_scope) != bin &&
+    if (cap < hysteresis_min_capacity && before == 0 && k == cap) {
+      // The group freed a full bin whole: nobody can hold units of it (a full bin is unfindable
+      // or an exhausted pin). Retire it without publishing its slots: no signal, no list.
+      std::uint32_t expected = cap;
+      if (P::compare_exchange(&h->free, expected, dead, acq_rel, device_scope)) {
+        ghost_add<P>(ghost_kind::bin_live, h, -1);
+        TOGA_PROFILE_COUNT(prof_ua_retire);
+        // a full bin may still be listed (emptied through a stale pin just as it moved to the
+        // list) or be an exhausted pin: it leaves both, under the mutex (a writer that displaced it
+        // from a pin slot may be linking it right now), before it is deferred
+        leave_findable(L, bin);
+        P::inject(fault_site::stall_read_section);
+        if constexpr (Bug != ualloc_bug::free_outside_read_section) L.rcu.read_unlock(e);
+        retire_bin(L, bin);
+        return;
+      }
+      // somebody reserved through the pin meanwhile: our slots are published as usual
+    }
+    if (refilled) make_findable(L, bin);
+    L.slot_sem.signal_relaxed(Bug == ualloc_bug::free_signals_short ? k - 1 : k, 0);
+    if (cap < hysteresis_min_capacity && !pinned_hint(L, bin) &&
         (before + static_cast<std::int32_t>(k) == static_cast<std::int32_t>(cap) || P::load(&h->free, relaxed, device_scope) == cap))
       retire = try_retire(L, bin, cap);
     P::inject(fault_site::stall_read_section);
     if constexpr (Bug != ualloc_bug::free_outside_read_section) L.rcu.read_unlock(e);
     if (retire) retire_bin(L, bin);
+  }
+  // Without the mutex: is the bin pinned (a hint: hysteresis keeps pinned bins)?
+  TOGA_DEVICE bool pinned_hint(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
+    for (unsigned s = 0; s < pin_slots; ++s)
+      if (P::load(&L.pins[s], relaxed, device_scope) == bin) return true;
+    return false;
   }
 
   TOGA_DEVICE void retire_bin(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
@@ -645,6 +803,7 @@ struct ualloc {
     for (unsigned attempt = 0;; ++attempt) {
       std::uint32_t expected = 0;
       if (P::compare_exchange(m, expected, 1u, acquire, device_scope)) return;
+      TOGA_PROFILE_COUNT(prof_ua_lock_spin);
       P::backoff(attempt);
     }
   }
@@ -690,34 +849,6 @@ struct ualloc {
     if (next) P::store(&bin_at(next)->prev, prev, relaxed, device_scope);
     P::store(&h->listed, 0u, relaxed, device_scope);  // h->next stays: readers on it go on
   }
-  // Under list_mtx: the pin `bin` is exhausted or retired; pin the first listed bin instead
-  // (unlinking it) or nothing.
-  TOGA_DEVICE void replace_pin(class_list<P>& L) const TOGA_NOEXCEPT(P) {
-    P::inject(fault_site::stall_pin_swap);
-    const std::uint64_t head = P::load(&L.head, relaxed, device_scope);
-    if (head != 0) unlink_bin(L, head);
-    P::store(&L.pin, head, release, device_scope);  // [HB] (the bin was published when linked; release keeps it simple)
-  }
-  // Converges findability with the free count whichever zero crossing came first (spec §5.6,
-  // extended to the pin): a bin with free > 0 is listed or pinned; one with free <= 0 (DEAD
-  // included) is neither.
-  TOGA_DEVICE void reconcile(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
-    bin_header* h = bin_at(bin);
-    lock(&L.list_mtx);
-    const std::int32_t f = static_cast<std::int32_t>(P::load(&h->free, relaxed, device_scope));
-    const bool listed = P::load(&h->listed, relaxed, device_scope) != 0;
-    const bool pinned = P::load(&L.pin, relaxed, device_scope) == bin;
-    if (f > 0) {
-      if (!listed && !pinned) {
-        if (P::load(&L.pin, relaxed, device_scope) == 0) P::store(&L.pin, bin, release, device_scope);
-        else link_bin(L, bin);
-      }
-    } else {
-      if (listed) unlink_bin(L, bin);
-      if (pinned) replace_pin(L);
-    }
-    unlock(&L.list_mtx);
-  }
   // Inside L's read-side section. True when the caller now owns the bin's retirement.
   TOGA_DEVICE bool try_retire(class_list<P>& L, std::uint64_t bin, std::uint32_t cap) const TOGA_NOEXCEPT(P) {
     if constexpr (Bug != ualloc_bug::retire_without_try_wait)
@@ -728,11 +859,27 @@ struct ualloc {
       return false;  // somebody reserved meanwhile
     }
     ghost_add<P>(ghost_kind::bin_live, bin_at(bin), -1);
+    TOGA_PROFILE_COUNT(prof_ua_retire);
+    leave_findable(L, bin);
+    return true;
+  }
+  // A retired (DEAD) bin leaves the list and every pin slot (each slot gets a listed bin or none).
+  TOGA_DEVICE void leave_findable(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     lock(&L.list_mtx);
     if (P::load(&bin_at(bin)->listed, relaxed, device_scope)) unlink_bin(L, bin);
-    if (Bug != ualloc_bug::retire_keeps_pin && P::load(&L.pin, relaxed, device_scope) == bin) replace_pin(L);
+    if constexpr (Bug != ualloc_bug::retire_keeps_pin) {
+      for (unsigned s = 0; s < pin_slots; ++s) {
+        if (P::load(&L.pins[s], relaxed, device_scope) != bin) continue;
+        std::uint64_t head = P::load(&L.head, relaxed, device_scope);
+        while (head != 0 && free_now(head) <= 0) {
+          unlink_bin(L, head);
+          head = P::load(&L.head, relaxed, device_scope);
+        }
+        if (head != 0) unlink_bin(L, head);
+        set_pin(L, s, head);
+      }
+    }
     unlock(&L.list_mtx);
-    return true;
   }
   // RCU callback: the bin goes back to its chunk; an entirely free chunk goes back to TBuddy
   // unless it is the arena's one cached chunk (E11).
@@ -815,38 +962,49 @@ struct ualloc {
     if (next) P::store(&chunk_at(dec(next))->prev, prev, relaxed, device_scope);
     P::store(&ch->listed, 0u, relaxed, device_scope);
   }
-  // A free bin of arena a (heap offset), or 0 when no chunk can be had (spec §5.7).
-  TOGA_DEVICE std::uint64_t new_bin(unsigned a) const TOGA_NOEXCEPT(P) {
+  // Leader of a GROW(m): takes m units of the arena's chunk semaphore (one speculative RMW, or the
+  // CAS loop). GROW there: a new chunk from TBuddy whose first m bins are ours (fresh_chunk);
+  // OK: the chunk mutex is taken (locked) and claim_bin_locked hands out the m bins. Returns m,
+  // or 0 when no chunk can be had (spec §5.7, E5: one mutex hold for the group, not one per bin).
+  TOGA_DEVICE std::uint32_t acquire_bins(unsigned a, std::uint32_t m, std::uint64_t& fresh_chunk, bool& locked) const TOGA_NOEXCEPT(P) {
     arena<P>& A = arenas[a];
-    if (A.chunk_sem.wait(1, geom::usable_bins) == sem_result::grow) {
-      std::uint64_t chunk = P::inject(fault_site::fail_chunk) ? no_block : buddy.alloc(geom::chunk_order);
-      if (chunk == no_block && reclaim()) chunk = buddy.alloc(geom::chunk_order);
-      if (chunk == no_block) {
-        A.chunk_sem.signal(0, geom::usable_bins - 1);
-        return 0;
-      }
-      buddy.tag_chunk(chunk, geom::chunk_order);
-      chunk_header* ch = chunk_at(chunk);
-      for (unsigned w = 0; w < geom::bins_per_chunk / 64; ++w) {
-        std::uint64_t bits = 0;
-        for (unsigned b = 0; b < 64; ++b)
-          if (w * 64 + b <= geom::header_bins) bits |= std::uint64_t{1} << b;  // header bins + the first usable
-        P::store(&ch->bin_bitmap[w], bits, relaxed, device_scope);
-      }
-      P::store(&ch->free_bins, geom::usable_bins - 1, relaxed, device_scope);
-      P::store(&ch->arena, a, relaxed, device_scope);
-      P::fetch_add(&A.stats.chunks, std::uint64_t{1}, relaxed, device_scope);
+    const bool ok = A.chunk_sem.try_take(m) || A.chunk_sem.wait_slow(m, geom::usable_bins) == sem_result::ok;
+    if (ok) {
       lock(&A.chunk_mtx);
-      link_chunk(A, chunk);
-      unlock(&A.chunk_mtx);
-      A.chunk_sem.signal(geom::usable_bins - 1, geom::usable_bins - 1);
-      return chunk + std::uint64_t{geom::header_bins} * geom::page_bytes;
+      locked = true;
+      return m;
     }
+    std::uint64_t chunk = P::inject(fault_site::fail_chunk) ? no_block : buddy.alloc(geom::chunk_order);
+    if (chunk == no_block && reclaim()) chunk = buddy.alloc(geom::chunk_order);
+    if (chunk == no_block) {
+      A.chunk_sem.signal(0, geom::usable_bins - m);
+      return 0;
+    }
+    buddy.tag_chunk(chunk, geom::chunk_order);
+    chunk_header* ch = chunk_at(chunk);
+    for (unsigned w = 0; w < geom::bins_per_chunk / 64; ++w) {
+      std::uint64_t bits = 0;
+      for (unsigned b = 0; b < 64; ++b)
+        if (w * 64 + b < geom::header_bins + m) bits |= std::uint64_t{1} << b;  // header bins + our m bins
+      P::store(&ch->bin_bitmap[w], bits, relaxed, device_scope);
+    }
+    P::store(&ch->free_bins, geom::usable_bins - m, relaxed, device_scope);
+    P::store(&ch->arena, a, relaxed, device_scope);
+    P::fetch_add(&A.stats.chunks, std::uint64_t{1}, relaxed, device_scope);
     lock(&A.chunk_mtx);
+    link_chunk(A, chunk);
+    unlock(&A.chunk_mtx);
+    A.chunk_sem.signal(geom::usable_bins - m, geom::usable_bins - m);
+    fresh_chunk = chunk;
+    return m;
+  }
+  // Under chunk_mtx, holding a chunk-semaphore unit: a free bin of arena a (heap offset).
+  TOGA_DEVICE std::uint64_t claim_bin_locked(unsigned a) const TOGA_NOEXCEPT(P) {
+    arena<P>& A = arenas[a];
     std::uint64_t link = P::load(&A.chunk_head, relaxed, device_scope);
     while (link != 0 && P::load(&chunk_at(dec(link))->free_bins, relaxed, device_scope) == 0)
       link = P::load(&chunk_at(dec(link))->next, relaxed, device_scope);
-    if (link == 0) P::fail("ualloc::new_bin: a chunk-semaphore unit without a listed chunk with free bins (U3)");
+    if (link == 0) P::fail("ualloc: a chunk-semaphore unit without a listed chunk with free bins (U3)");
     const std::uint64_t chunk = dec(link);
     chunk_header* ch = chunk_at(chunk);
     unsigned b = 0;
@@ -859,7 +1017,6 @@ struct ualloc {
       }
     }
     if (P::fetch_sub(&ch->free_bins, 1u, relaxed, device_scope) == 1) unlink_chunk(A, chunk);
-    unlock(&A.chunk_mtx);
     return chunk + std::uint64_t{b} * geom::page_bytes;
   }
 };
