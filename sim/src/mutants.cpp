@@ -170,7 +170,7 @@ std::vector<mutant> build() {
       mb("ualloc.free-outside-read-section", "reclamation", "retire-race", P{{"bug", 1}},
          "deallocate touches the bin outside an RCU read-side section").with(stall).faults(stall_sites).depth(2),
       mb("ualloc.retire-without-try-wait", "accounting", "alloc-storm", P{{"bug", 2}, {"size", 1024}},
-         "a bin is retired without taking its units from the semaphore").depth(1).ci(),
+         "a bin is retired without taking its units from the semaphore").depth(1),
       mb("ualloc.chunk-with-live-bins", "reclamation", "mixed-sizes", P{{"bug", 3}},
          "a chunk goes back to TBuddy while bins are in use").depth(1),
       mb("ualloc.no-unlink-on-exhaustion", "list-integrity", "alloc-storm", P{{"bug", 4}, {"size", 1024}, {"leak", 1}},
@@ -178,7 +178,7 @@ std::vector<mutant> build() {
       mb("ualloc.no-relink-on-refill", "list-integrity", "alloc-storm", P{{"bug", 5}, {"size", 1024}},
          "a free that refills an exhausted bin does not re-link it").depth(1),
       mb("tbuddy.merge-without-unit", "accounting", "mixed-sizes", P{{"bug", 6}}, "merge with an AVAILABLE buddy without its unit")
-          .depth(1),
+          .depth(1).ci(),
       mb("tbuddy.claim-without-lock", "atomicity", "exhaust-recover", P{{"bug", 7}}, "claim a node without lock(parent)").depth(1),
       mb("tbuddy.oom-keeps-promises", "liveness", "exhaust-recover", P{{"bug", 8}, {"threads", 4}},
          "out of memory does not withdraw the climb's promises").depth(1),
@@ -204,7 +204,7 @@ std::vector<mutant> build() {
          "a group free signals k - 1 units").depth(0),
       mb("ualloc.undo-whole-reservation", "accounting", "alloc-storm",
          P{{"bug", 17}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}},
-         "a short reservation undoes all it asked for").depth(1),
+         "a short reservation undoes all it asked for").depth(1).ci(),
   };
   return c;
 }

@@ -414,6 +414,7 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
   // 1. Search: delay-bounded exploration with bound 1, 2, ... finds a schedule with the fewest
   // deviations when one exists within a quarter of the budget (small scenarios only).
   const std::size_t dev0 = deviations(cur);
+  bool searched = false;  // the bounded search found a schedule with the fewest deviations
   if (failing.steps <= search_steps_max) {
     for (unsigned b = 1; b < dev0 && b <= 4 && s.rep.replays < max_replays / 4; ++b) {
       exhaustive_strategy ex(b);
@@ -425,7 +426,7 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
         const bool more = ex.advance();
         if (r.kind == failing.kind) {
           if (better(r, cur)) cur = std::move(r);
-          found = true;
+          found = searched = true;
           break;
         }
         if (!more) break;
@@ -433,10 +434,10 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
       if (found) break;
     }
   }
-  // 1b. A search among schedules that preempt little by construction, PCT with
+  // 1b. (More than 3 preemptions left.) A search among schedules that preempt little by construction, PCT with
   // depth 1, 2, 3, 4 (d - 1 priority changes; backoffs switch without preempting), a few hundred
   // seeds each, within a quarter of the budget. The first depth that fails again wins.
-  if (cur.preemptions > 1) {
+  if (!searched && cur.preemptions > 3) {
     const unsigned seeds = std::max(1u, max_replays / 16);
     // PCT's k: the length of a default-policy schedule, as explore calibrates it
     replay_strategy def({});
