@@ -139,9 +139,15 @@ struct platform {
   static std::uint32_t lanemask_lt() { return (1u << w().self().lane) - 1u; }
 
   // fault injection (toga/fault.hpp, toga/sim/faults.hpp): sites enabled by run_limits::faults
-  // fire by choices of the schedule; otherwise nothing happens and nothing is recorded.
-  static bool inject(fault_site s) { return w().inject(s); }
-  static void poison(void* p, std::uint64_t bytes) { w().poison(p, bytes); }
+  // fire by choices of the schedule; otherwise nothing happens and nothing is recorded. Outside a
+  // running world (host code between launches) they do nothing.
+  static bool inject(fault_site s) {
+    world* wd = world::current();
+    return wd ? wd->inject(s) : false;
+  }
+  static void poison(void* p, std::uint64_t bytes) {
+    if (world* wd = world::current()) wd->poison(p, bytes);
+  }
 
   // progress and failure
   static void backoff(unsigned) { w().point(op::backoff); }
