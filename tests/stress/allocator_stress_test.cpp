@@ -690,19 +690,26 @@ std::string stranded_report(const test_heap& h) {
   std::uint64_t empty_bins = 0, free_chunks = 0;
   for (unsigned ai = 0; ai < h.a.small.num_arenas; ++ai) {
     const auto& ar = h.a.small.arenas[ai];
-    for (unsigned c = 0; c < geom::num_classes; ++c)
-      for (std::uint64_t bin = ar.lists[c].head; bin != 0;
-           bin = reinterpret_cast<const toga::bin_header*>(h.a.small.base + bin)->next) {
+    for (unsigned c = 0; c < geom::num_classes; ++c) {
+      for (std::uint64_t bin = ar.lists[c].inbox; bin != 0;
+           bin = reinterpret_cast<const toga::bin_header*>(h.a.small.base + bin)->inbox_next) {
         const auto* bh = reinterpret_cast<const toga::bin_header*>(h.a.small.base + bin);
         if (bh->free == bh->capacity) ++empty_bins;
       }
+      for (unsigned s = 0; s < toga::max_pin_slots; ++s) {
+        const std::uint64_t bin = ar.lists[c].pins[s];
+        if (bin && reinterpret_cast<const toga::bin_header*>(h.a.small.base + bin)->free ==
+                       reinterpret_cast<const toga::bin_header*>(h.a.small.base + bin)->capacity)
+          ++empty_bins;
+      }
+    }
     for (std::uint64_t link = ar.chunk_head; link != 0;) {
       const auto* ch = reinterpret_cast<const toga::chunk_header*>(h.a.small.base + link - 1);
       if (ch->free_bins == geom::usable_bins) ++free_chunks;
       link = ch->next;
     }
   }
-  return str(empty_bins) + " empty bins still listed, " + str(free_chunks) + " entirely free chunks still listed";
+  return str(empty_bins) + " empty bins still pinned or queued, " + str(free_chunks) + " entirely free chunks still listed";
 }
 
 //! Quiescent checks after everything was freed: the invariants hold, the statistics balance,

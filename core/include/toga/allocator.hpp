@@ -67,6 +67,7 @@ struct heap_globals {
 struct heap_layout {
   unsigned levels = 0;
   unsigned arenas = 0;
+  unsigned pins = max_pin_slots;  //!< pin slots used per (arena, class), 1 .. max_pin_slots
   std::uint64_t state_off = 0, lock_off = 0, sem_off = 0, arena_off = 0, globals_off = 0, bytes = 0;
 
   //! Most levels of the buddy tree: 4 KiB x 2^25 = 128 GiB. The buddy semaphores' C field (26
@@ -121,6 +122,7 @@ struct allocator {
     a.small.buddy.levels = layout.levels;
     a.small.arenas = reinterpret_cast<arena<P>*>(meta + layout.arena_off);
     a.small.num_arenas = layout.arenas;
+    a.small.num_pins = layout.pins < 1 ? 1u : layout.pins > max_pin_slots ? max_pin_slots : layout.pins;
     a.globals = reinterpret_cast<heap_globals*>(meta + layout.globals_off);
     a.small.buddy.limit = &a.globals->limit;
     a.heap_bytes = geom::page_bytes << (layout.levels - 1);

@@ -6,6 +6,7 @@
 //! The simulator runs these after every schedule; the CUDA backend after copying the heap back.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <optional>
@@ -132,12 +133,10 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
       if (h->free != cap - pop) return "U1: bin free=" + to_string(h->free) + " but " + to_string(cap - pop) + " clear bits";
       const auto& owner = a.small.arenas[h->arena % a.small.num_arenas].lists[h->class_id % geom::num_classes];
       unsigned pins = 0;
-      for (unsigned s = 0; s < pin_slots; ++s) pins += owner.pins[s] == off + std::uint64_t{bi} * geom::page_bytes;
-      if (pins > 1) return "U2': a bin is pinned in " + to_string(pins) + " slots";
-      if (h->listed && pins) return "U2': a bin is both listed and pinned";
-      if (static_cast<std::int32_t>(h->free) > 0 && !h->listed && !pins)
-        return "U2': bin with free=" + to_string(static_cast<std::int32_t>(h->free)) + " is neither listed nor pinned";
-      if (h->listed && static_cast<std::int32_t>(h->free) <= 0) return "U2': listed bin with free=" + to_string(static_cast<std::int32_t>(h->free));
+      for (unsigned s = 0; s < max_pin_slots; ++s) pins += (owner.pins[s] & ~std::uint64_t{1}) == off + std::uint64_t{bi} * geom::page_bytes;
+      if (h->queued != 0 && h->queued != 1) return "U2': a live bin in inbox state " + to_string(h->queued);
+      if (static_cast<std::int32_t>(h->free) > 0 && !pins && h->queued != 1)
+        return "U2': bin with free=" + to_string(static_cast<std::int32_t>(h->free)) + " is neither pinned nor queued";
     }
     if (ch->free_bins != geom::usable_bins - used) return "U3: chunk free_bins=" + to_string(ch->free_bins) + " but " + to_string(geom::usable_bins - used) + " unused";
     if ((ch->listed != 0) != (ch->free_bins > 0)) return "U3: chunk listed=" + to_string(ch->listed) + " with free_bins=" + to_string(ch->free_bins);
@@ -156,22 +155,29 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
              ", listed chunks have " + to_string(chunk_free_listed[ai]) + " free bins";
     for (unsigned c = 0; c < geom::num_classes; ++c) {
       const auto& L = ar.lists[c];
-      if (L.list_mtx) return "list mutex held at quiescence";
       if (L.rcu.readers_raw(0) || L.rcu.readers_raw(1) || L.rcu.pending_raw() || L.rcu.cb_head_raw())
         return "R4: RCU domain of arena " + to_string(ai) + " class " + to_string(c) + " not quiescent";
+      // findable bins, each counted once (a bin may sit in two slots, or in a slot and the list)
       std::uint64_t sum = 0, n = 0;
-      for (unsigned s = 0; s < pin_slots; ++s) {
-        if (L.pins[s] == 0) continue;
-        const auto* h = reinterpret_cast<const bin_header*>(a.small.base + L.pins[s]);
-        if (h->listed || h->class_id != c || h->arena != ai) return "U2': pinned bin listed, or of the wrong class or arena";
+      std::vector<std::uint64_t> seen;
+      for (unsigned s = 0; s < max_pin_slots; ++s) {
+        const std::uint64_t pb = L.pins[s] & ~std::uint64_t{1};  // owned, or borrowed (low bit)
+        if (pb == 0) continue;
+        if (s >= a.small.num_pins) return "U2': pin slot " + to_string(s) + " beyond the heap's " + to_string(a.small.num_pins) + " is used";
+        const auto* h = reinterpret_cast<const bin_header*>(a.small.base + pb);
+        if (h->class_id != c || h->arena != ai) return "U2': pinned bin of the wrong class or arena";
         if (h->free == bin_dead) return "U2': a pinned bin is DEAD";
+        if (std::find(seen.begin(), seen.end(), pb) != seen.end()) continue;
+        seen.push_back(pb);
         sum += h->free;
       }
-      for (std::uint64_t bin = L.head; bin != 0; bin = reinterpret_cast<const bin_header*>(a.small.base + bin)->next) {
+      for (std::uint64_t bin = L.inbox; bin != 0; bin = reinterpret_cast<const bin_header*>(a.small.base + bin)->inbox_next) {
         const auto* h = reinterpret_cast<const bin_header*>(a.small.base + bin);
-        if (++n > (a.heap_bytes >> geom::page_shift)) return "U2: bin list has a cycle";
-        if (!h->listed || h->class_id != c || h->arena != ai) return "U2: listed bin with wrong flag, class or arena";
-        sum += h->free;
+        if (++n > (a.heap_bytes >> geom::page_shift)) return "U2: the inbox has a cycle";
+        if (h->queued != 1 || h->class_id != c || h->arena != ai) return "U2': inbox bin with wrong state, class or arena";
+        if (std::find(seen.begin(), seen.end(), bin) != seen.end()) continue;
+        seen.push_back(bin);
+        if (static_cast<std::int32_t>(h->free) > 0) sum += h->free;
       }
       using slot_sem_t = std::remove_reference_t<decltype(L.slot_sem)>;
       auto sf = slot_sem_t::unpack(L.slot_sem.raw());
@@ -179,7 +185,7 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
       sf.c -= slot_sem_t::bias;
       if (sf.e || sf.r || sf.c != sum)
         return "S5: arena " + to_string(ai) + " class " + to_string(c) + " slot semaphore C/E/R=" + to_string(sf.c) + "/" +
-               to_string(sf.e) + "/" + to_string(sf.r) + ", listed bins have " + to_string(sum) + " free slots";
+               to_string(sf.e) + "/" + to_string(sf.r) + ", pinned and queued bins have " + to_string(sum) + " free slots";
     }
   }
   for_each_live_block(a, [&](const live_block& lb) {

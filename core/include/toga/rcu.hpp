@@ -98,6 +98,20 @@ class rcu_domain {
     return {false, run_barrier(link_of, reclaim)};
   }
 
+  //! Retires `item` without running a barrier: the next retire or flush of this domain runs its
+  //! callback after a grace period. For callers inside a read-side section of the domain (which
+  //! must not wait for a grace period); they call flush after leaving it.
+  template <class LinkOf>
+  TOGA_DEVICE void defer(std::uint64_t item, LinkOf link_of) TOGA_NOEXCEPT(P) {
+    std::uint64_t* link = link_of(item);
+    std::uint64_t head = P::load(&cb_head_, relaxed, device_scope);
+    for (unsigned lost = 0;; ++lost) {
+      P::store(link, head, relaxed, device_scope);
+      if (P::compare_exchange(&cb_head_, head, item, seq_cst, device_scope)) return;
+      P::backoff(lost);
+    }
+  }
+
   //! Runs the callbacks of items retired so far (after a grace period), unless a barrier is
   //! already pending (it will). Never call it inside a read-side section of this domain. For
   //! reclamation under memory pressure. Returns the callbacks it ran.

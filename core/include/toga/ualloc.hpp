@@ -3,10 +3,10 @@
 //! allocator-spec §5, amended by fast-path.md E1-E5, E8, E9, E11, E12).
 //!
 //! One arena per SM. Each arena has a list of chunks (512 KiB from TBuddy) with a bulk semaphore
-//! counting free bins, and per size class a list of bins with free slots plus `pin_slots` (8)
-//! *pinned* bins, guarded by a writer mutex and an RCU domain, with a bulk semaphore counting free
-//! slots. A warp uses the pin slot of its warp index, so that the warps of an SM that allocate at
-//! once reserve in 8 bins, not one.
+//! counting free bins, and per size class up to 32 *pinned* bins (pin slots) plus a list of bins
+//! with free slots, guarded by an RCU domain (and a writer mutex for the list), with a bulk
+//! semaphore counting free slots. A warp uses the pin slot of its warp index, so that the warps of
+//! an SM that allocate at once reserve in many bins, not one.
 //!
 //! Allocation is per group (E1): the lanes of a warp that ask for one class in one arena at the
 //! same time (a group of one is legal). The group leader does the shared-word work; results reach
@@ -26,18 +26,21 @@
 //!
 //! Bins: a bin's free count may go transiently negative (a clamped reservation not yet undone);
 //! a retired bin's count is bin_dead = -2^30, far from wrap-around, so transient decrements of a
-//! retired bin stay negative. A bin is *findable* when it is listed or pinned; every change of
-//! the list or the pin slots happens under the list mutex, readers only load. Zero crossings: the
-//! RMW that takes a *listed* bin's count to <= 0 unlinks it (reconcile); an exhausted *pinned*
-//! bin simply stays pinned until a refill (from the list, in one mutex hold for every exhausted
-//! slot) or a new bin displaces it; the RMW that takes a count from <= 0 to > 0 (a free or an
-//! undo) makes the bin findable if it is not (`make_findable`: a mutex-free check of the pin
-//! slots after an acq_rel re-read, which pairs with the re-read every writer does after it
-//! displaces a pin). Invariants (ghost-checked in the simulator):
+//! retired bin stay negative. A bin is *findable* when it is pinned or queued in the inbox (a
+//! lock-free stack per class list); both change without a lock (CAS), readers only load. An
+//! exhausted pinned bin simply stays pinned until a new bin or a taker displaces it. The RMW that
+//! takes a count from <= 0 to > 0 (a free or an undo) makes the bin findable if it is not
+//! (`make_findable`: an empty pin slot, else the inbox). A group whose slot scan finds no free
+//! slot *takes* the inbox (exchange) and moves its bins into empty or exhausted slots, pushing
+//! the rest back in one CAS. Every writer that takes a bin out of a slot or lets go of an inbox
+//! bin re-reads its count with an acq_rel RMW afterwards and keeps it findable if it has free
+//! slots; `make_findable` re-reads with an acq_rel RMW before it looks: of two such RMWs on one
+//! count, the later one sees the other side's change, so no bin with free slots is lost.
+//! Invariants (ghost-checked in the simulator):
 //!   U1' popcount(bitmap & valid) + free + transit == capacity for a live bin, where transit =
 //!       slots reserved and not yet claimed + excess not yet undone + bits freed not yet counted;
-//!   U2' at quiescence free > 0 => listed or pinned (not both, and pinned in one slot only);
-//!       listed => free > 0; a DEAD bin is neither.
+//!   U2' at quiescence free > 0 => pinned or queued; a DEAD bin is neither (a bin may sit in two
+//!       slots, or in a slot and the inbox: harmless, counted once).
 //! Hysteresis (E11): empty bins of classes with >= 32 slots stay findable and a pinned bin is
 //! never retired by a free; an arena keeps one entirely free chunk. Bins of the classes with fewer
 //! slots (256 B - 1 KiB) that a group frees whole are retired at once, without ever publishing
@@ -70,7 +73,7 @@ enum class ualloc_bug : std::uint8_t {
   free_outside_read_section,  //!< deallocate touches the bin without an RCU read-side section
   retire_without_try_wait,    //!< a bin is retired without taking its units from the semaphore
   chunk_returned_with_live_bins,  //!< a chunk goes back to TBuddy while some of its bins are in use
-  no_unlink_on_exhaustion,    //!< a bin whose last slot was reserved stays listed (or pinned)
+  no_unlink_on_exhaustion,    //!< a taker drops an exhausted inbox bin without re-reading its count afterwards
   no_relink_on_refill,        //!< a free that refills an exhausted bin does not re-link it
   // fast path (fast-path.md §5)
   claim_without_reservation,  //!< the fast path claims bits without reserving them in the free count
@@ -91,11 +94,12 @@ struct bin_header {
   std::uint32_t capacity;
   std::uint32_t class_id;
   std::uint32_t arena;
-  std::uint32_t listed;    //!< 1 while on the class list (written under list_mtx)
-  std::uint32_t pad0;
-  std::uint64_t next, prev;  //!< bin list links (readers follow next only)
+  std::uint32_t home;      //!< pin slot + 1 where it was last pinned (a hint: pins[home - 1] == bin proves it)
+  std::uint32_t queued;    //!< inbox state: 0 not queued, 2 held by a pusher or taker, 1 queued, 3 retired
+  std::uint64_t pad2[2];
   std::uint64_t rcu_next;    //!< deferred-reclamation link
-  std::uint64_t pad1[2];
+  std::uint64_t inbox_next;  //!< inbox link
+  std::uint64_t pad1;
 };
 static_assert(sizeof(bin_header) == geom::bin_header_bytes);
 //! Free count of a retired bin: -2^30 as int32, far from both wrap-arounds, so that the transient
@@ -118,23 +122,23 @@ static_assert(sizeof(chunk_header) == geom::bin_header_bytes);
 template <class P>
 using slot_semaphore = fast_arena_semaphore<P>;
 
-//! Pin slots per (arena, class): the warps of an SM that allocate one class at once spread over
-//! this many bins (a 16 B bin serves 8 warps of 32 lanes).
-inline constexpr unsigned pin_slots = 8;
+//! Pin slots per (arena, class), at most: the warps of an SM that allocate one class at once
+//! spread over this many bins (a 16 B bin serves 8 warps of 32 lanes, a 64 B bin 2). The number
+//! used is a property of the heap (heap_layout::pins): the GPU heap uses all 32, the simulator's
+//! small heaps fewer.
+inline constexpr unsigned max_pin_slots = 32;
 
-//! Per (arena, class): the pinned bins, the bin list and their synchronisation. 256 B: the
+//! Per (arena, class): the pinned bins, the bin list and their synchronisation. 384 B: the
 //! semaphore (written by every allocating warp), the pin slots (read by every warp) and the RCU
 //! reader counters (written by every warp) sit in different 64 B sectors.
 template <class P>
 struct class_list {
-  slot_semaphore<P> slot_sem;  //!< units: free slots of findable (listed or pinned) bins
-  std::uint64_t head;          //!< first listed bin (0: none)
-  std::uint32_t list_mtx;
-  std::uint32_t pad0;
-  std::uint64_t pad1[5];
-  std::uint64_t pins[pin_slots];  //!< bins served first (0: none); written under list_mtx
+  slot_semaphore<P> slot_sem;  //!< units: free slots of findable (pinned or queued) bins
+  std::uint64_t inbox;         //!< lock-free stack of bins with free slots waiting for a pin slot
+  std::uint64_t pad1[6];
+  std::uint64_t pins[max_pin_slots];  //!< bins served first (0: none); changed by CAS
   rcu_domain<P> rcu;
-  std::uint64_t pad2[12];
+  std::uint64_t pad2[4];
 };
 
 //! Statistics kept per arena (summed by the host). Signed quantities are two's complement in
@@ -176,6 +180,7 @@ struct alloc_progress {
   std::uint32_t token;     //!< RCU token of the leader's read-side section
   std::uint32_t hint;      //!< bitmap bit where the next claim starts looking
   std::uint32_t stage;     //!< 0: nothing taken yet; 1: units held (inside the read-side section)
+  std::uint32_t deferred;  //!< the leader deferred retired bins to RCU: flush after the section
 };
 
 //! UAlloc over a heap whose chunks come from `buddy`.
@@ -186,12 +191,13 @@ struct ualloc {
   tbuddy<P, TB> buddy;
   arena<P>* arenas;
   unsigned num_arenas;
+  unsigned num_pins;  //!< pin slots used per (arena, class), 1 .. max_pin_slots (heap_layout::pins)
 
-  //! Classes with at least this many slots per bin keep their empty bins listed (E11).
+  //! Classes with at least this many slots per bin keep their empty bins (E11).
   static constexpr std::uint32_t hysteresis_min_capacity = 32;
   static constexpr std::uint32_t dead = Bug == ualloc_bug::dead_near_wrap ? 0x80000000u : bin_dead;
 
-  static_assert(sizeof(class_list<P>) == 256 && sizeof(arena<P>) == 128 + 256 * geom::num_classes + 256,
+  static_assert(sizeof(class_list<P>) == 384 && sizeof(arena<P>) == 128 + 384 * geom::num_classes + 256,
                 "class lists and arenas are laid out in 128 B lines");
 
   TOGA_DEVICE bin_header* bin_at(std::uint64_t off) const { return reinterpret_cast<bin_header*>(base + off); }
@@ -210,7 +216,7 @@ struct ualloc {
       TOGA_NOEXCEPT(P) {
     class_list<P>& L = arenas[a].lists[c];
     const std::uint32_t t = g.size;
-    alloc_progress pr{0, 0, 0, 0, 0, 0, 0};
+    alloc_progress pr{0, 0, 0, 0, 0, 0, 0, 0};
     std::uint64_t claimed = 0;  // bits of word pr.hint / 64 this group claimed (leader)
     if (g.is_leader()) TOGA_PROFILE_COUNT(prof_ua_group);
     if (g.is_leader() && L.slot_sem.try_take(t)) {          // (1) speculative take [E2]; acquire
@@ -218,7 +224,7 @@ struct ualloc {
       pr.units = t;
       pr.token = L.rcu.read_lock();                          // (2) one fence [E4]
       // [HB] acquire: pairs with the release store that pinned the bin (after its header was written)
-      const std::uint64_t bin = P::load(&L.pins[pin_slot()], acquire, device_scope);
+      const std::uint64_t bin = slot_bin(P::load(&L.pins[pin_slot()], acquire, device_scope));
       if (bin != 0) {
         bin_header* h = bin_at(bin);
         // (3) reserve t slots: relaxed (an RMW reads the latest count; the bitmap claim synchronises)
@@ -237,14 +243,24 @@ struct ualloc {
           const unsigned w = pr.hint / 64, b0 = pr.hint % 64;
           const std::uint64_t want = (t >= 64 - b0 ? ~std::uint64_t{0} : ((std::uint64_t{1} << t) - 1)) << b0;
           // [HB] acquire: pairs with the release fetch_and of the slot's last free
-          const std::uint64_t was = P::fetch_or(&h->bitmap[w], want, acquire, device_scope);
+          std::uint64_t was = P::fetch_or(&h->bitmap[w], want, acquire, device_scope);
           claimed = want & ~was;
+          if constexpr (Bug != ualloc_bug::claim_without_reservation) ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(bits::popc(claimed)));
+          if (bits::popc(claimed) < t && ~(was | want) != 0) {
+            // bits of the guess were taken (a used bin): the word's other zero bits, as seen
+            std::uint64_t zeros = ~(was | want), more = 0;
+            for (unsigned k = bits::popc(claimed); k < t && zeros != 0; ++k) {
+              more |= zeros & (~zeros + 1);
+              zeros &= zeros - 1;
+            }
+            was = P::fetch_or(&h->bitmap[w], more, acquire, device_scope);
+            if constexpr (Bug != ualloc_bug::claim_without_reservation) ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(bits::popc(more & ~was)));
+            claimed |= more & ~was;
+          }
           const unsigned got = bits::popc(claimed);
-          if constexpr (Bug != ualloc_bug::claim_without_reservation) ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(got));
           pr.reserved -= got;
           pr.hint = w * 64;  // (a word with claims of ours; the slow path looks from here)
-          // we reserved the last units of a pinned bin: refill exhausted slots if the list has bins
-          if (o == static_cast<std::int32_t>(t) && P::load(&L.head, relaxed, device_scope) != 0) pr.stage = 2;
+          // (a pinned bin whose last units we reserved stays pinned: takers replace exhausted bins)
         } else {
           pr.stage = 3;  // short reservation: the slow path keeps what it got and undoes the rest
           pr.bin = bin;
@@ -322,7 +338,7 @@ struct ualloc {
   }
 
   //! Under memory pressure, before an allocation returns nullptr, and for the host's trim: retires
-  //! every empty bin (listed or pinned), runs every pending RCU callback, and returns every cached
+  //! every empty bin (pinned or queued), runs every pending RCU callback, and returns every cached
   //! chunk to TBuddy, in every arena. Never call it inside a read-side section. Returns whether
   //! anything was reclaimed.
   TOGA_DEVICE TOGA_NOINLINE bool reclaim() const TOGA_NOEXCEPT(P) {
@@ -330,24 +346,31 @@ struct ualloc {
     for (unsigned a = 0; a < num_arenas; ++a) {
       for (unsigned c = 0; c < geom::num_classes; ++c) {
         class_list<P>& L = arenas[a].lists[c];
-        bool idle = P::load(&L.head, relaxed, device_scope) == 0 && P::load(&L.rcu.cb_head_word(), relaxed, device_scope) == 0;
-        for (unsigned s = 0; s < pin_slots && idle; ++s) idle = P::load(&L.pins[s], relaxed, device_scope) == 0;
+        bool idle = P::load(&L.inbox, relaxed, device_scope) == 0 && P::load(&L.rcu.cb_head_word(), relaxed, device_scope) == 0;
+        for (unsigned s = 0; s < num_pins && idle; ++s) idle = P::load(&L.pins[s], relaxed, device_scope) == 0;
         if (idle) continue;
         const std::uint32_t cap = geom::capacity(c);
-        // Passes until one retires nothing: retiring a pinned bin refills its slot from the list.
-        // Bounded, in case concurrent frees keep emptying bins.
+        // the inbox: its empty bins are retired, the others go back to slots or the inbox
+        if (P::load(&L.inbox, relaxed, device_scope) != 0) {
+          const std::uint32_t e = L.rcu.read_lock();
+          any |= reclaim_inbox(L, cap);
+          L.rcu.read_unlock(e);
+        }
+        // then the empty pinned bins, in passes until one retires nothing (bounded, in case
+        // concurrent frees keep emptying bins)
         for (unsigned pass = 0; pass < 64; ++pass) {
           constexpr unsigned batch = 8;
           std::uint64_t empty[batch];
           unsigned n = 0;
           const std::uint32_t e = L.rcu.read_lock();
-          for (unsigned s = 0; s < pin_slots && n < batch; ++s) {
-            const std::uint64_t b = P::load(&L.pins[s], acquire, device_scope);
-            if (b != 0 && P::load(&bin_at(b)->free, relaxed, device_scope) == cap && try_retire(L, b, cap)) empty[n++] = b;
+          for (unsigned s = 0; s < num_pins && n < batch; ++s) {
+            const std::uint64_t b = slot_bin(P::load(&L.pins[s], acquire, device_scope));
+            if (b != 0 && P::load(&bin_at(b)->free, relaxed, device_scope) == cap) {
+              const int r = try_retire(L, b, cap);
+              if (r == 1) empty[n++] = b;
+              any |= r == 2;
+            }
           }
-          for (std::uint64_t b = P::load(&L.head, acquire, device_scope); b != 0 && n < batch;
-               b = P::load(&bin_at(b)->next, acquire, device_scope))
-            if (P::load(&bin_at(b)->free, relaxed, device_scope) == cap && try_retire(L, b, cap)) empty[n++] = b;
           L.rcu.read_unlock(e);
           for (unsigned i = 0; i < n; ++i) retire_bin(L, empty[i]);
           any |= n > 0;
@@ -369,7 +392,9 @@ struct ualloc {
 
  private:
   // The pin slot of the calling warp (every warp of a 256-thread block its own).
-  TOGA_DEVICE static unsigned pin_slot() TOGA_NOEXCEPT(P) { return (P::block_id() * 8u + P::warp_id()) % pin_slots; }
+  TOGA_DEVICE unsigned pin_slot() const TOGA_NOEXCEPT(P) { return (P::block_id() * 8u + P::warp_id()) % num_pins; }
+  // Whether a free count is a retired bin's (bin_dead, give or take transient decrements).
+  TOGA_DEVICE static bool is_dead(std::int32_t f) { return f < -(std::int32_t{1} << 29); }
   // The claimed bit a lane of rank r takes (the planted bug maps two ranks to one bit).
   TOGA_DEVICE static unsigned lane_pick(unsigned r) {
     if constexpr (Bug == ualloc_bug::two_lanes_one_bit) return r > 1 ? r - 1 : r;
@@ -401,7 +426,7 @@ struct ualloc {
   // ---- slow path of allocation ---------------------------------------------------------------
 
   // Entered by the whole group when the fast path did not serve every lane: finishes stage 2
-  // (claims, reservations in other pinned or listed bins, refills), or runs stage 1 with the CAS
+  // (claims, reservations in other pinned bins, taking the inbox), or runs stage 1 with the CAS
   // loop and GROW, and the out-of-memory fallback. Returns this lane's offset or no_block.
   TOGA_DEVICE TOGA_NOINLINE std::uint64_t allocate_slow(unsigned a, unsigned c, coalesced_group<P> g, alloc_progress pr,
                                                         std::uint64_t mine) const TOGA_NOEXCEPT(P) {
@@ -413,7 +438,10 @@ struct ualloc {
       // Stage 1 by the CAS loop: OK (units for the whole group) or GROW(m).
       std::uint32_t m = 0;
       if (g.is_leader()) {
-        const std::uint32_t batches = (t + cap - 1) / cap;
+        // bins a GROW makes: what the group needs, and for classes of >= 32 slots up to 4 at once
+        // (bulk production, E5: the groups arriving behind this one reserve against them)
+        std::uint32_t batches = (t + cap - 1) / cap;
+        if (cap >= hysteresis_min_capacity && batches < 4) batches = t < 4 ? (batches > t ? batches : t) : 4;
         if (L.slot_sem.wait_slow(t, std::uint64_t{batches} * cap) == sem_result::grow) m = batches;
         else pr.token = L.rcu.read_lock();
         pr.units = t;
@@ -436,14 +464,12 @@ struct ualloc {
         pr.units = t - got;
         pr.hint = cap - static_cast<std::uint32_t>(o > 0 ? o : 0);
         if (got == 0) pr.bin = 0;
-      } else if (pr.stage == 2) {
-        refill(L);  // we reserved a pinned bin's last units and the list has bins
       }
     }
     while (g.broadcast(pr.served) < t) {
+      if (g.broadcast(pr.reserved) == 0) find_reservation(L, c, g, pr);
       std::uint64_t claimed = 0;
       if (g.is_leader()) {
-        if (pr.reserved == 0) find_reservation(L, c, pr);
         claimed = claim_bits(bin_at(pr.bin), cap, pr.reserved, pr.hint);
         ghost_add<P>(ghost_kind::bin_transit, bin_at(pr.bin), -static_cast<std::int64_t>(bits::popc(claimed)));
         pr.reserved -= bits::popc(claimed);
@@ -459,45 +485,55 @@ struct ualloc {
     if (g.is_leader()) {
       P::inject(fault_site::stall_read_section);
       L.rcu.read_unlock(pr.token);
+      if (pr.deferred) flush(L);
     }
     return mine;
   }
+  TOGA_DEVICE void flush(class_list<P>& L) const TOGA_NOEXCEPT(P) {
+    L.rcu.flush([this](std::uint64_t b) { return &bin_at(b)->rcu_next; }, [this](std::uint64_t b) { release_bin(b); });
+  }
 
-  // Leader, inside the read-side section, holding pr.units units and no reservation: reserves in
-  // the pinned bins (its own slot's neighbours first), then in listed bins, until a bin gives at
-  // least one unit. A unit guarantees a findable bin has a free slot for us (publishers make bins
-  // findable before they signal), but a bin between a change of its findability and the RMWs that
-  // settle it makes us look again.
-  TOGA_DEVICE void find_reservation(class_list<P>& L, unsigned c, alloc_progress& pr) const TOGA_NOEXCEPT(P) {
+  // The group, inside the leader's read-side section; the leader holds pr.units units and no
+  // reservation. The lanes look at g.size pin slots at a time (slot and free count: two loads in
+  // parallel), and the leader reserves in the first slot's bin that shows free slots; when no
+  // slot has any, the leader takes the inbox (bins that frees refilled) and pins its bins into
+  // empty or exhausted slots (`take_inbox`). A unit guarantees a findable bin has a free slot for
+  // us (publishers make bins findable before they signal), but a bin another taker holds for a
+  // moment makes us look again.
+  TOGA_DEVICE void find_reservation(class_list<P>& L, unsigned c, const coalesced_group<P>& g, alloc_progress& pr) const TOGA_NOEXCEPT(P) {
     const std::uint32_t cap = geom::capacity(c);
     const unsigned s0 = pin_slot();
     for (unsigned attempt = 0;; ++attempt) {
-      for (unsigned j = 0; j <= pin_slots; ++j) {
+      for (unsigned base = 0; base < num_pins; base += g.size) {
+        const unsigned i = base + g.rank;
         std::uint64_t b = 0;
-        if (j < pin_slots) {
-          b = P::load(&L.pins[(s0 + 1 + j) % pin_slots], acquire, device_scope);
-        } else {
-          for (b = P::load(&L.head, acquire, device_scope); b != 0; b = P::load(&bin_at(b)->next, acquire, device_scope)) {
+        std::int32_t f = 0;
+        if (i < num_pins) {
+          b = slot_bin(P::load(&L.pins[(s0 + i) % num_pins], acquire, device_scope));
+          if (b != 0) f = static_cast<std::int32_t>(P::load(&bin_at(b)->free, relaxed, device_scope));
+        }
+        for (std::uint32_t cand = g.ballot(f > 0); cand != 0; cand &= cand - 1) {
+          const std::uint64_t cb = g.size == 1 ? b : P::shfl(g.mask, b, static_cast<int>(bits::ctz(cand)));
+          std::uint32_t ok = 0;
+          if (g.is_leader()) {
             TOGA_PROFILE_COUNT(prof_ua_find_step);
             std::uint32_t old = 0;
-            const std::uint32_t got = reserve(L, b, pr.units, old, true);
+            const std::uint32_t got = reserve(L, cb, pr.units, old);
             if (got > 0) {
-              take(pr, b, got, old, cap);
-              return;
+              take(pr, cb, got, old, cap);
+              if (old > got) adopt(L, s0, cb);  // the bin has more: our empty slot serves from it too
+              ok = 1;
             }
           }
-          break;
-        }
-        if (b == 0) continue;
-        TOGA_PROFILE_COUNT(prof_ua_find_step);
-        std::uint32_t old = 0;
-        const std::uint32_t got = reserve(L, b, pr.units, old, false);
-        if (got > 0) {
-          take(pr, b, got, old, cap);
-          return;
+          if (g.broadcast(ok)) return;
         }
       }
-      P::backoff(attempt);
+      std::uint32_t took = 0;
+      if (g.is_leader() && P::load(&L.inbox, relaxed, device_scope) != 0) {
+        pr.deferred |= take_inbox(L) ? 1u : 0u;
+        took = 1;
+      }
+      if (!g.broadcast(took)) P::backoff(attempt);
     }
   }
   TOGA_DEVICE static void take(alloc_progress& pr, std::uint64_t b, std::uint32_t got, std::uint32_t old, std::uint32_t cap) {
@@ -508,37 +544,30 @@ struct ualloc {
   }
 
   // Reserves up to `want` slots of the bin with one fetch_sub, keeps clamp(old, 0, want) and
-  // undoes the rest; handles the zero crossings. Returns what it kept; `old` receives the count
-  // it found, clamped at 0. `listed`: the bin was found on the list (its exhaustion unlinks it).
-  TOGA_DEVICE std::uint32_t reserve(class_list<P>& L, std::uint64_t bin, std::uint32_t want, std::uint32_t& old, bool listed) const TOGA_NOEXCEPT(P) {
+  // undoes the rest; an undo that takes the count from <= 0 to > 0 (frees came in meanwhile) makes
+  // the bin findable. Returns what it kept; `old` receives the count it found, clamped at 0.
+  TOGA_DEVICE std::uint32_t reserve(class_list<P>& L, std::uint64_t bin, std::uint32_t want, std::uint32_t& old) const TOGA_NOEXCEPT(P) {
     bin_header* h = bin_at(bin);
     P::inject(fault_site::stall_read_to_rmw);
     const std::int32_t o = static_cast<std::int32_t>(P::fetch_sub(&h->free, want, relaxed, device_scope));
     ghost_add<P>(ghost_kind::bin_transit, h, want);
     const std::uint32_t got = o <= 0 ? 0u : (o >= static_cast<std::int32_t>(want) ? want : static_cast<std::uint32_t>(o));
-    settle_reservation(L, bin, h, want, got, o, listed);
+    settle_reservation(L, bin, h, want, got, o);
     old = o > 0 ? static_cast<std::uint32_t>(o) : 0u;
     return got;
   }
-  // After a fetch_sub of `want` that returned o and keeps `got`: undo the excess; at a zero
-  // crossing down unlink the bin if it was found on the list (an exhausted pinned bin stays), and
-  // at a crossing up made by the undo (frees came in meanwhile) make it findable.
+  // After a fetch_sub of `want` that returned o and keeps `got`: undo the excess; at a crossing
+  // up made by the undo (frees came in meanwhile) make the bin findable. (An exhausted bin simply
+  // stays where it is: a pinned one until a taker or a new bin displaces it.)
   TOGA_DEVICE void settle_reservation(class_list<P>& L, std::uint64_t bin, bin_header* h, std::uint32_t want,
-                                      std::uint32_t got, std::int32_t o, bool listed = false) const TOGA_NOEXCEPT(P) {
+                                      std::uint32_t got, std::int32_t o) const TOGA_NOEXCEPT(P) {
+    (void)o;
     const std::uint32_t excess = Bug == ualloc_bug::undo_whole_reservation && got > 0 && got < want ? want : want - got;
-    bool refilled = false;
-    if (excess > 0) {
-      P::inject(fault_site::stall_speculative_undo);
-      const std::int32_t before = static_cast<std::int32_t>(P::fetch_add(&h->free, excess, relaxed, device_scope));
-      ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(want - got));
-      refilled = before <= 0 && before + static_cast<std::int32_t>(excess) > 0;  // frees came in meanwhile
-    }
-    const bool emptied = o > 0 && o <= static_cast<std::int32_t>(want);  // we reserved the last units
-    if (refilled) make_findable(L, bin);
-    // an emptied listed bin leaves the list (found on it, or moved there from a pin slot since we
-    // loaded the slot); an emptied pinned bin stays pinned
-    else if (emptied && (listed || P::load(&h->listed, relaxed, device_scope)) && Bug != ualloc_bug::no_unlink_on_exhaustion)
-      reconcile(L, bin);
+    if (excess == 0) return;
+    P::inject(fault_site::stall_speculative_undo);
+    const std::int32_t before = static_cast<std::int32_t>(P::fetch_add(&h->free, excess, relaxed, device_scope));
+    ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(want - got));
+    if (before <= 0 && before + static_cast<std::int32_t>(excess) > 0 && Bug != ualloc_bug::no_relink_on_refill) make_findable(L, bin);
   }
 
   // Claims up to `n` zero bits of the bin's bitmap for the holder of n reserved slots, one
@@ -572,80 +601,172 @@ struct ualloc {
     }
   }
 
-  // ---- findability: pin slots and the list (every change under list_mtx) ----------------------
+  // ---- findability: pin slots (CAS) and the inbox (a lock-free stack) --------------------------
+  //
+  // Inbox state of a bin (bin_header::queued): 0 not queued, 2 held by a pusher or a taker, 1 in
+  // the inbox, 3 retired. Pushers go 0 -> 2 -> (push) -> 1; takers take the whole stack and move
+  // each bin 1 -> 2 before they pin it (-> 0), drop it (-> 0) or push it back (-> 1); a retirer
+  // waits out state 2 and moves 0 or 1 to 3 (a 3 in the inbox is deferred by whoever takes it).
 
-  // A bin whose count we took from <= 0 to > 0 must be findable. Mutex-free when it is pinned:
-  // our acq_rel re-read orders the check after every pin change whose writer re-read the count
-  // before ours (then that writer saw <= 0 and we see its change), and a writer that re-reads
-  // after us sees > 0 and makes the bin findable itself.
+  // A bin whose count we took from <= 0 to > 0 must be findable. Our acq_rel re-read comes after
+  // or before every other side's re-read of the count (RMWs on one word are ordered): if after, it
+  // synchronises with that side and we see its change of the slots and of the inbox state; if
+  // before, that side sees our free slots and keeps the bin findable itself. A bin in state 1, 2
+  // or 3 needs nothing from us: queued, held by a pusher or taker (who leaves it findable, or
+  // drops it and re-reads the count afterwards), or retired.
   TOGA_DEVICE void make_findable(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
-    if (free_sync(bin) <= 0) return;  // reserved again meanwhile: whoever refills it next decides
-    for (unsigned s = 0; s < pin_slots; ++s)
-      if (P::load(&L.pins[s], relaxed, device_scope) == bin) return;
-    reconcile(L, bin);
+    if (free_sync(bin) <= 0) return;  // reserved again meanwhile: the next crossing decides
+    if (P::load(&bin_at(bin)->queued, acquire, device_scope) != 0) return;
+    // owned by a slot (a borrowed entry does not count: the next round would share the bin)
+    if (owned(L, bin)) return;
+    pin_insert(L, bin, false);
   }
-  // Under list_mtx: is the bin in a pin slot?
-  TOGA_DEVICE bool pinned(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
-    for (unsigned s = 0; s < pin_slots; ++s)
+  TOGA_DEVICE bool owned(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
+    const std::uint32_t home = P::load(&bin_at(bin)->home, relaxed, device_scope);
+    if (home - 1 < num_pins && P::load(&L.pins[home - 1], relaxed, device_scope) == bin) return true;
+    for (unsigned s = 0; s < num_pins; ++s)
       if (P::load(&L.pins[s], relaxed, device_scope) == bin) return true;
     return false;
   }
-  // Under list_mtx: writes pin slot s (release: [HB] readers that load it see the bin's header)
-  // and settles the bin it displaces: one that has free slots (re-read after the store, see
-  // make_findable) goes on the list.
-  TOGA_DEVICE void set_pin(class_list<P>& L, unsigned s, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
-    P::inject(fault_site::stall_pin_swap);
-    const std::uint64_t old = P::load(&L.pins[s], relaxed, device_scope);
-    P::store(&L.pins[s], bin, release, device_scope);
-    if (old != 0 && old != bin && Bug != ualloc_bug::pin_swap_drops_bin && free_sync(old) > 0 &&
-        !P::load(&bin_at(old)->listed, relaxed, device_scope))
-      link_bin(L, old);
+  // A pin slot holds 0, a bin it owns (the bin's offset), or a bin it borrowed (offset | 1): a
+  // slow path whose own slot ran dry serves from a bin another slot owns. Borrowed entries give
+  // way to owners.
+  TOGA_DEVICE static std::uint64_t slot_bin(std::uint64_t e) { return e & ~std::uint64_t{1}; }
+  TOGA_DEVICE static bool borrowed(std::uint64_t e) { return (e & 1u) != 0; }
+  // Whether a slot entry may be replaced: empty, borrowed, or (if `exhausted_too`) a bin with no
+  // free slots.
+  TOGA_DEVICE bool replaceable(std::uint64_t e, bool exhausted_too) const TOGA_NOEXCEPT(P) {
+    if (e == 0 || borrowed(e)) return true;
+    return exhausted_too && static_cast<std::int32_t>(P::load(&bin_at(e)->free, relaxed, device_scope)) <= 0;
   }
-  // Under list_mtx: makes a bin with free slots findable: an empty pin slot, else the slot of an
-  // exhausted bin, else the list.
-  TOGA_DEVICE void place(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
-    for (unsigned s = 0; s < pin_slots; ++s)
-      if (P::load(&L.pins[s], relaxed, device_scope) == 0) return set_pin(L, s, bin);
-    for (unsigned s = 0; s < pin_slots; ++s) {
-      const std::uint64_t p = P::load(&L.pins[s], relaxed, device_scope);
-      if (free_now(p) <= 0) return set_pin(L, s, bin);
-    }
-    link_bin(L, bin);
-  }
-  // Converges findability with the free count (spec §5.6 with pin slots): under list_mtx, a bin
-  // with free > 0 that is neither listed nor pinned is placed; a listed bin with free <= 0 (DEAD
-  // included) is unlinked. An exhausted pinned bin stays (refill replaces it).
-  TOGA_DEVICE void reconcile(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
-    TOGA_PROFILE_COUNT(prof_ua_reconcile);
-    bin_header* h = bin_at(bin);
-    lock(&L.list_mtx);
-    const std::int32_t f = free_now(bin);
-    const bool listed = P::load(&h->listed, relaxed, device_scope) != 0;
-    if (f > 0) {
-      if (!listed && !pinned(L, bin)) place(L, bin);
-    } else if (listed) {
-      unlink_bin(L, bin);
-    }
-    unlock(&L.list_mtx);
-  }
-  // Replaces every exhausted pinned bin by a listed one, in one mutex hold (the caller reserved a
-  // pinned bin's last units and saw bins on the list).
-  TOGA_DEVICE TOGA_NOINLINE void refill(class_list<P>& L) const TOGA_NOEXCEPT(P) {
-    TOGA_PROFILE_COUNT(prof_ua_reconcile);
-    lock(&L.list_mtx);
-    for (unsigned s = 0; s < pin_slots; ++s) {
-      const std::uint64_t p = P::load(&L.pins[s], relaxed, device_scope);
-      if (p != 0 && free_now(p) > 0) continue;
-      std::uint64_t head = P::load(&L.head, relaxed, device_scope);
-      while (head != 0 && free_now(head) <= 0) {  // a listed bin emptied (or retired) meanwhile: it leaves the list
-        unlink_bin(L, head);
-        head = P::load(&L.head, relaxed, device_scope);
+  // Puts a bin with free slots into an empty pin slot (and, if `displace`, the slot of an
+  // exhausted bin) by CAS; else into the inbox.
+  TOGA_DEVICE void pin_insert(class_list<P>& L, std::uint64_t bin, bool displace) const TOGA_NOEXCEPT(P) {
+    const unsigned s0 = pin_slot();
+    for (unsigned pass = 0; pass < (displace ? 2u : 1u); ++pass) {
+      for (unsigned j = 0; j < num_pins; ++j) {
+        const unsigned s = (s0 + j) % num_pins;
+        std::uint64_t p = P::load(&L.pins[s], relaxed, device_scope);
+        if (p == bin) return;
+        if (!replaceable(p, pass == 1)) continue;
+        if (set_slot(L, s, p, bin)) return;
       }
-      if (head == 0) break;
-      unlink_bin(L, head);
-      set_pin(L, s, head);
     }
-    unlock(&L.list_mtx);
+    enqueue(L, bin);
+  }
+  // The slow path found free slots in a bin; if our own slot is empty, borrowed or exhausted, it
+  // borrows that bin (the bin then sits in two slots, one of them borrowed: harmless).
+  TOGA_DEVICE void adopt(class_list<P>& L, unsigned s, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
+    const std::uint64_t p = P::load(&L.pins[s], relaxed, device_scope);
+    if (slot_bin(p) == bin || !replaceable(p, true)) return;
+    set_slot(L, s, p, bin | 1u);
+  }
+  // CAS of pin slot s from p to bin; then the bin it displaced keeps its findability if it has
+  // free slots, and a bin retired meanwhile leaves the slot again (its retirer may have looked at
+  // this slot before our CAS: see leave_findable).
+  TOGA_DEVICE bool set_slot(class_list<P>& L, unsigned s, std::uint64_t p, std::uint64_t entry) const TOGA_NOEXCEPT(P) {
+    P::inject(fault_site::stall_pin_swap);
+    // [HB] release: a reader that loads the slot sees the bin's header
+    if (!P::compare_exchange(&L.pins[s], p, entry, acq_rel, device_scope)) return false;
+    const std::uint64_t bin = slot_bin(entry);
+    if (!borrowed(entry)) P::store(&bin_at(bin)->home, s + 1, relaxed, device_scope);
+    // a displaced bin keeps its findability if it has free slots: an owner looks for a slot (it
+    // takes empty or borrowed ones only, so this goes one level deep), a borrower without an
+    // owned slot goes to the inbox
+    if (p != 0 && Bug != ualloc_bug::pin_swap_drops_bin) {
+      if (!borrowed(p)) make_findable(L, p);
+      else if (free_sync(slot_bin(p)) > 0 && !owned(L, slot_bin(p))) enqueue(L, slot_bin(p));
+    }
+    if (is_dead(free_sync(bin))) {
+      std::uint64_t mine = entry;
+      P::compare_exchange(&L.pins[s], mine, std::uint64_t{0}, acq_rel, device_scope);
+    }
+    return true;
+  }
+  // Pushes a bin onto the inbox unless it is there already (or held, or retired).
+  TOGA_DEVICE void enqueue(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
+    std::uint32_t zero = 0;
+    if (!P::compare_exchange(&bin_at(bin)->queued, zero, 2u, acq_rel, device_scope)) return;
+    push_chain(L, bin, bin);
+    P::store(&bin_at(bin)->queued, 1u, release, device_scope);
+  }
+  // Pushes the chain first .. last (linked by inbox_next) onto the inbox.
+  TOGA_DEVICE void push_chain(class_list<P>& L, std::uint64_t first, std::uint64_t last) const TOGA_NOEXCEPT(P) {
+    std::uint64_t head = P::load(&L.inbox, relaxed, device_scope);
+    for (unsigned lost = 0;; ++lost) {
+      P::store(&bin_at(last)->inbox_next, head, relaxed, device_scope);
+      // [HB] release: the taker that takes the stack sees the links
+      if (P::compare_exchange(&L.inbox, head, first, acq_rel, device_scope)) return;
+      P::backoff(lost);
+    }
+  }
+  TOGA_DEVICE bool pinned(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
+    for (unsigned s = 0; s < num_pins; ++s)
+      if (slot_bin(P::load(&L.pins[s], relaxed, device_scope)) == bin) return true;
+    return false;
+  }
+  // Takes the whole inbox: bins retired there are deferred to RCU (true: the caller flushes after
+  // its read-side section); bins with free slots go into empty or exhausted pin slots while there
+  // are some, the rest back onto the inbox in one push; bins without free slots are dropped (the
+  // next free that refills one makes it findable again).
+  TOGA_DEVICE TOGA_NOINLINE bool take_inbox(class_list<P>& L) const TOGA_NOEXCEPT(P) {
+    TOGA_PROFILE_COUNT(prof_ua_reconcile);
+    bool deferred = false;
+    std::uint64_t b = P::exchange(&L.inbox, std::uint64_t{0}, acq_rel, device_scope);
+    std::uint64_t first = 0, last = 0;  // the chain to push back
+    unsigned s = pin_slot();
+    unsigned tried = 0;  // slots looked at
+    while (b != 0) {
+      const std::uint64_t next = P::load(&bin_at(b)->inbox_next, relaxed, device_scope);
+      std::uint32_t one = 1;
+      for (unsigned attempt = 0; !P::compare_exchange(&bin_at(b)->queued, one, 2u, acq_rel, device_scope) && one == 2; ++attempt) {
+        one = 1;  // its pusher has not marked it queued yet: a few steps
+        P::backoff(attempt);
+      }
+      if (one == 3) {  // retired while queued: its retirer left the deferral to whoever takes it
+        L.rcu.defer(b, [this](std::uint64_t x) { return &bin_at(x)->rcu_next; });
+        deferred = true;
+      } else if (free_sync(b) <= 0) {
+        // exhausted: dropped; a free that refilled it while we held it saw state 2 and left it to
+        // us, so we re-read the count after letting go
+        P::store(&bin_at(b)->queued, 0u, release, device_scope);
+        if (Bug != ualloc_bug::no_unlink_on_exhaustion) make_findable(L, b);
+      } else {
+        bool placed = false;
+        for (; tried < num_pins && !placed; ++tried, s = (s + 1) % num_pins) {
+          const std::uint64_t p = P::load(&L.pins[s], relaxed, device_scope);
+          if (!replaceable(p, true)) continue;
+          P::store(&bin_at(b)->queued, 0u, release, device_scope);  // (pinned from here on, or back to 2 below)
+          if (set_slot(L, s, p, b)) {
+            placed = true;
+          } else {
+            std::uint32_t zero = 0;
+            if (!P::compare_exchange(&bin_at(b)->queued, zero, 2u, acq_rel, device_scope)) {
+              placed = true;  // somebody queued it meanwhile (or it was retired: its retirer defers it)
+              break;
+            }
+          }
+        }
+        if (!placed) {  // keep it for the push back (state 2)
+          if (first == 0) first = b;
+          else P::store(&bin_at(last)->inbox_next, b, relaxed, device_scope);
+          last = b;
+        }
+      }
+      b = next;
+    }
+    if (first != 0) {
+      push_chain(L, first, last);
+      // mark them queued, reading each link before the mark (a taker may relink a marked bin)
+      for (std::uint64_t x = first;;) {
+        const std::uint64_t nx = P::load(&bin_at(x)->inbox_next, relaxed, device_scope);
+        const bool end = x == last;
+        P::store(&bin_at(x)->queued, 1u, release, device_scope);
+        if (end) break;
+        x = nx;
+      }
+    }
+    return deferred;
   }
 
   // ---- GROW -----------------------------------------------------------------------------------
@@ -679,10 +800,13 @@ struct ualloc {
         L.slot_sem.signal(0, left);  // withdraw: out of memory reaches every waiter
       } else {
         TOGA_PROFILE_COUNT(prof_ua_grow);
+        // inside a read-side section: pin_insert touches the bin it displaces
+        const std::uint32_t e = left > 0 ? L.rcu.read_lock() : 0u;
         if constexpr (Bug == ualloc_bug::pin_before_init)
-          if (left > 0) publish_bin(L, bin);
+          if (left > 0) pin_insert(L, bin, true);
         init_bin(bin, c, a, static_cast<unsigned>(cap - left));
-        if (left > 0 && Bug != ualloc_bug::pin_before_init) publish_bin(L, bin);  // a full bin stays unfindable (U2')
+        if (left > 0 && Bug != ualloc_bug::pin_before_init) pin_insert(L, bin, true);  // a full bin stays unfindable (U2')
+        if (left > 0) L.rcu.read_unlock(e);
         L.slot_sem.signal(left, left);  // [HB] release: units after the pin that makes them findable
         P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{1}, relaxed, device_scope);
         P::fetch_add(&arenas[a].stats.grows, std::uint64_t{1}, relaxed, device_scope);
@@ -691,12 +815,6 @@ struct ualloc {
     const std::uint64_t mine = g.from_rank(bin, g.rank / cap);
     return mine == 0 ? no_block : slot_offset_of(mine, c, g.rank % cap);
   }
-  TOGA_DEVICE void publish_bin(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
-    lock(&L.list_mtx);
-    place(L, bin);
-    unlock(&L.list_mtx);
-  }
-
   // Lanes that got no_block: try the other arenas' bins of the class, then reclaim and retry
   // once (E12). Entered by the whole group.
   TOGA_DEVICE std::uint64_t fallback_if_failed(unsigned a, unsigned c, const coalesced_group<P>& g, std::uint64_t mine) const TOGA_NOEXCEPT(P) {
@@ -717,13 +835,14 @@ struct ualloc {
   }
   // Stage 2 for one lane holding one unit of L (outside any read-side section).
   TOGA_DEVICE std::uint64_t stage2_one(class_list<P>& L, unsigned c) const TOGA_NOEXCEPT(P) {
-    alloc_progress pr{0, 0, 1, 0, 0, 0, 1};
+    alloc_progress pr{0, 0, 1, 0, 0, 0, 1, 0};
     pr.token = L.rcu.read_lock();
-    find_reservation(L, c, pr);
+    find_reservation(L, c, coalesced_group<P>::self(), pr);
     std::uint64_t claimed = 0;
     while (claimed == 0) claimed = claim_bits(bin_at(pr.bin), geom::capacity(c), 1, pr.hint);
     ghost_add<P>(ghost_kind::bin_transit, bin_at(pr.bin), -1);
     L.rcu.read_unlock(pr.token);
+    if (pr.deferred) flush(L);
     return slot_offset_of(pr.bin, c, (pr.hint / 64) * 64 + bits::ctz(claimed));
   }
   // After a reclaim: one more allocation by this lane alone in its own arena (no further fallback).
@@ -769,32 +888,33 @@ struct ualloc {
       if (P::compare_exchange(&h->free, expected, dead, acq_rel, device_scope)) {
         ghost_add<P>(ghost_kind::bin_live, h, -1);
         TOGA_PROFILE_COUNT(prof_ua_retire);
-        // a full bin may still be listed (emptied through a stale pin just as it moved to the
-        // list) or be an exhausted pin: it leaves both, under the mutex (a writer that displaced it
-        // from a pin slot may be linking it right now), before it is deferred
-        leave_findable(L, bin);
+        // a full bin may be an exhausted pin or be held in the inbox: it leaves both before it is
+        // deferred
+        const bool ours = leave_findable(L, bin);
         P::inject(fault_site::stall_read_section);
         if constexpr (Bug != ualloc_bug::free_outside_read_section) L.rcu.read_unlock(e);
-        retire_bin(L, bin);
+        if (ours) retire_bin(L, bin);
+        else flush(L);
         return;
       }
       // somebody reserved through the pin meanwhile: our slots are published as usual
     }
     if (refilled) make_findable(L, bin);
     L.slot_sem.signal_relaxed(Bug == ualloc_bug::free_signals_short ? k - 1 : k, 0);
+    bool deferred = false;
     if (cap < hysteresis_min_capacity && !pinned_hint(L, bin) &&
-        (before + static_cast<std::int32_t>(k) == static_cast<std::int32_t>(cap) || P::load(&h->free, relaxed, device_scope) == cap))
-      retire = try_retire(L, bin, cap);
+        (before + static_cast<std::int32_t>(k) == static_cast<std::int32_t>(cap) || P::load(&h->free, relaxed, device_scope) == cap)) {
+      const int r = try_retire(L, bin, cap);
+      retire = r == 1;
+      deferred = r == 2;
+    }
     P::inject(fault_site::stall_read_section);
     if constexpr (Bug != ualloc_bug::free_outside_read_section) L.rcu.read_unlock(e);
     if (retire) retire_bin(L, bin);
+    if (deferred) flush(L);
   }
   // Without the mutex: is the bin pinned (a hint: hysteresis keeps pinned bins)?
-  TOGA_DEVICE bool pinned_hint(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
-    for (unsigned s = 0; s < pin_slots; ++s)
-      if (P::load(&L.pins[s], relaxed, device_scope) == bin) return true;
-    return false;
-  }
+  TOGA_DEVICE bool pinned_hint(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) { return pinned(L, bin); }
 
   TOGA_DEVICE void retire_bin(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     L.rcu.retire(bin, [this](std::uint64_t b) { return &bin_at(b)->rcu_next; }, [this](std::uint64_t b) { release_bin(b); });
@@ -825,61 +945,75 @@ struct ualloc {
     P::store(&h->capacity, cap, relaxed, device_scope);
     P::store(&h->class_id, c, relaxed, device_scope);
     P::store(&h->arena, a, relaxed, device_scope);
-    P::store(&h->listed, 0u, relaxed, device_scope);
-    P::store(&h->next, std::uint64_t{0}, relaxed, device_scope);
-    P::store(&h->prev, std::uint64_t{0}, relaxed, device_scope);
+    P::store(&h->queued, 0u, relaxed, device_scope);
+    P::store(&h->home, 0u, relaxed, device_scope);
     ghost_add<P>(ghost_kind::bin_live, h, 1);
   }
-  // Under list_mtx. Readers may stand on the bin: only the links of others change on unlink.
-  TOGA_DEVICE void link_bin(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
-    bin_header* h = bin_at(bin);
-    const std::uint64_t head = P::load(&L.head, relaxed, device_scope);
-    P::store(&h->next, head, relaxed, device_scope);
-    P::store(&h->prev, std::uint64_t{0}, relaxed, device_scope);
-    if (head) P::store(&bin_at(head)->prev, bin, relaxed, device_scope);
-    P::store(&h->listed, 1u, relaxed, device_scope);
-    P::store(&L.head, bin, release, device_scope);  // [HB] publish after initialising
-  }
-  TOGA_DEVICE void unlink_bin(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
-    bin_header* h = bin_at(bin);
-    const std::uint64_t next = P::load(&h->next, relaxed, device_scope);
-    const std::uint64_t prev = P::load(&h->prev, relaxed, device_scope);
-    if (prev) P::store(&bin_at(prev)->next, next, release, device_scope);
-    else P::store(&L.head, next, release, device_scope);
-    if (next) P::store(&bin_at(next)->prev, prev, relaxed, device_scope);
-    P::store(&h->listed, 0u, relaxed, device_scope);  // h->next stays: readers on it go on
-  }
-  // Inside L's read-side section. True when the caller now owns the bin's retirement.
-  TOGA_DEVICE bool try_retire(class_list<P>& L, std::uint64_t bin, std::uint32_t cap) const TOGA_NOEXCEPT(P) {
+  // Inside L's read-side section. 0: not retired; 1: retired, the caller defers it (retire_bin,
+  // after the section); 2: retired and already deferred (the caller flushes RCU after the section).
+  TOGA_DEVICE int try_retire(class_list<P>& L, std::uint64_t bin, std::uint32_t cap) const TOGA_NOEXCEPT(P) {
     if constexpr (Bug != ualloc_bug::retire_without_try_wait)
-      if (!L.slot_sem.try_wait(cap)) return false;  // the units are promised to waiters: keep it
+      if (!L.slot_sem.try_wait(cap)) return 0;  // the units are promised to waiters: keep it
     std::uint32_t expected = cap;
     if (!P::compare_exchange(&bin_at(bin)->free, expected, dead, acq_rel, device_scope)) {
       if constexpr (Bug != ualloc_bug::retire_without_try_wait) L.slot_sem.signal(cap, 0);
-      return false;  // somebody reserved meanwhile
+      return 0;  // somebody reserved meanwhile
     }
     ghost_add<P>(ghost_kind::bin_live, bin_at(bin), -1);
     TOGA_PROFILE_COUNT(prof_ua_retire);
-    leave_findable(L, bin);
-    return true;
+    return leave_findable(L, bin) ? 1 : 2;
   }
-  // A retired (DEAD) bin leaves the list and every pin slot (each slot gets a listed bin or none).
-  TOGA_DEVICE void leave_findable(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
-    lock(&L.list_mtx);
-    if (P::load(&bin_at(bin)->listed, relaxed, device_scope)) unlink_bin(L, bin);
+  // A retired (DEAD) bin leaves every pin slot (CAS to empty): a writer that puts it into a slot
+  // after we looked re-reads its count afterwards, sees DEAD and takes it out again (set_slot).
+  // Its inbox state becomes 3 (waiting out a holder's state 2): from state 0 the caller defers it
+  // (true); from state 1 it is in the inbox, which we take now (the bin is deferred by whoever
+  // holds it when it meets the 3: us, or a taker holding the stack), and the caller flushes RCU
+  // after its read-side section (false). Inside a read-side section.
+  TOGA_DEVICE bool leave_findable(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     if constexpr (Bug != ualloc_bug::retire_keeps_pin) {
-      for (unsigned s = 0; s < pin_slots; ++s) {
-        if (P::load(&L.pins[s], relaxed, device_scope) != bin) continue;
-        std::uint64_t head = P::load(&L.head, relaxed, device_scope);
-        while (head != 0 && free_now(head) <= 0) {
-          unlink_bin(L, head);
-          head = P::load(&L.head, relaxed, device_scope);
-        }
-        if (head != 0) unlink_bin(L, head);
-        set_pin(L, s, head);
+      for (unsigned s = 0; s < num_pins; ++s) {
+        std::uint64_t mine = P::load(&L.pins[s], relaxed, device_scope);
+        if (slot_bin(mine) == bin) P::compare_exchange(&L.pins[s], mine, std::uint64_t{0}, acq_rel, device_scope);
       }
     }
-    unlock(&L.list_mtx);
+    std::uint32_t st = P::load(&bin_at(bin)->queued, relaxed, device_scope);
+    for (unsigned attempt = 0;; ++attempt) {
+      if (st == 2) {  // held by a pusher or taker: a few steps
+        P::backoff(attempt);
+        st = P::load(&bin_at(bin)->queued, relaxed, device_scope);
+        continue;
+      }
+      if (P::compare_exchange(&bin_at(bin)->queued, st, 3u, acq_rel, device_scope)) break;
+    }
+    if (st != 1) return true;
+    take_inbox(L);
+    return false;
+  }
+  // reclaim's part for the inbox (inside a read-side section): takes it; empty bins are retired
+  // and deferred to RCU, bins with free slots made findable again. True if anything was retired.
+  TOGA_DEVICE bool reclaim_inbox(class_list<P>& L, std::uint32_t cap) const TOGA_NOEXCEPT(P) {
+    bool any = false;
+    std::uint64_t b = P::exchange(&L.inbox, std::uint64_t{0}, acq_rel, device_scope);
+    while (b != 0) {
+      const std::uint64_t next = P::load(&bin_at(b)->inbox_next, relaxed, device_scope);
+      std::uint32_t one = 1;
+      for (unsigned attempt = 0; !P::compare_exchange(&bin_at(b)->queued, one, 2u, acq_rel, device_scope) && one == 2; ++attempt) {
+        one = 1;
+        P::backoff(attempt);
+      }
+      if (one == 3) {
+        L.rcu.defer(b, [this](std::uint64_t x) { return &bin_at(x)->rcu_next; });
+        any = true;
+      } else {
+        P::store(&bin_at(b)->queued, 0u, release, device_scope);
+        const int r = free_now(b) == static_cast<std::int32_t>(cap) ? try_retire(L, b, cap) : 0;
+        if (r == 1) L.rcu.defer(b, [this](std::uint64_t x) { return &bin_at(x)->rcu_next; });
+        if (r == 0) make_findable(L, b);
+        any |= r != 0;
+      }
+      b = next;
+    }
+    return any;
   }
   // RCU callback: the bin goes back to its chunk; an entirely free chunk goes back to TBuddy
   // unless it is the arena's one cached chunk (E11).
