@@ -373,7 +373,7 @@ class shrinker {
       capped_.max_steps = std::min(limits.max_steps, std::max(2 * failing.steps + 1'000, limits.fair_after + 1'000));
     }
   }
-  bool budget_left() const { return rep.replays < max_replays_ && rep.steps < max_steps_; }
+  bool budget_left() const { return rep.replays < max_replays_ && rep.steps < max_steps_; }  // search replays apart
   // Replays a candidate (a changed copy of `base`'s decisions) under the cap, each lane taking
   // its own data choices (replay_strategy's per-lane reading); true (and `out`) when it keeps the
   // verdict kind.
@@ -412,17 +412,19 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
     return s.rep;
   }
   // 1. Search: delay-bounded exploration with bound 1, 2, ... finds a schedule with the fewest
-  // deviations when one exists within a quarter of the budget (small scenarios only).
+  // deviations when one exists within a step budget of its own, max_steps_total (small scenarios
+  // only: their schedules are cheap, so this may run a million of them in a few seconds).
   const std::size_t dev0 = deviations(cur);
   bool searched = false;  // the bounded search found a schedule with the fewest deviations
   if (failing.steps <= search_steps_max) {
-    for (unsigned b = 1; b < dev0 && b <= 4 && s.rep.replays < max_replays / 4; ++b) {
+    std::uint64_t searched_replays = 0, searched_steps = 0;
+    for (unsigned b = 1; b < dev0 && b <= 4 && searched_steps < max_steps_total; ++b) {
       exhaustive_strategy ex(b);
       bool found = false;
-      while (s.rep.replays < max_replays / 4 && s.budget_left()) {
+      while (searched_steps < max_steps_total) {
         run_result r = run_one(sc, p, ex, 0, s.capped_);
-        ++s.rep.replays;
-        s.rep.steps += r.steps;
+        ++searched_replays;
+        searched_steps += r.steps;
         const bool more = ex.advance();
         if (r.kind == failing.kind) {
           if (better(r, cur)) cur = std::move(r);
@@ -433,6 +435,8 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
       }
       if (found) break;
     }
+    s.rep.search_replays = searched_replays;
+    s.rep.search_steps = searched_steps;
   }
   // 1b. (More than 3 preemptions left.) A search among schedules that preempt little by construction, PCT with
   // depth 1, 2, 3, 4 (d - 1 priority changes; backoffs switch without preempting), a few hundred

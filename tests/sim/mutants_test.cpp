@@ -69,11 +69,8 @@ TEST(Mutants, CiSubsetIsKilledWithinItsBaselineBudgetAndShrinks) {
     EXPECT_TRUE(r.deterministic) << m.id << ": " << r.replay;
     ASSERT_TRUE(r.shrunk_preemptions.has_value());
     EXPECT_TRUE(r.shrunk_replays) << m.id << ": the shrunk decision list does not replay";
-    // Known shortfall (docs/simulator.md §9): the random failure of sem.fetch-sub (depth 4) shrinks
-    // to 8 preemptions; the 4-preemption schedule is found only by the delay-bounded search.
-    if (m.id != "sem.fetch-sub")
-      EXPECT_LE(*r.shrunk_preemptions, m.depth + 1) << m.id << ": shrunk to " << *r.shrunk_preemptions
-                                                     << " preemptions, depth " << m.depth << "; replay: " << r.replay;
+    EXPECT_LE(*r.shrunk_preemptions, m.depth + 1) << m.id << ": shrunk to " << *r.shrunk_preemptions
+                                                   << " preemptions, depth " << m.depth << "; replay: " << r.replay;
     std::printf("[ %-28s ] killed at %-5llu %-9s shrunk to %u preemptions (depth %u)\n", m.id.c_str(),
                 static_cast<unsigned long long>(r.schedules), ts::to_string(r.verdict), *r.shrunk_preemptions, m.depth);
   }

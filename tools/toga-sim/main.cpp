@@ -205,7 +205,8 @@ int cmd_explore(const common_args& a, std::uint64_t schedules, unsigned threads,
     ts::run_result r = s.first_failure->result;
     if (do_shrink) {
       const auto rep = ts::shrink(sc, o.scenario_params, *o.limits, r);
-      fmt::print("  shrunk in {} replays: {} -> {} preemptions, {} -> {} switches\n", rep.replays,
+      fmt::print("  shrunk in {} replays{}: {} -> {} preemptions, {} -> {} switches\n", rep.replays,
+                 rep.search_replays ? fmt::format(" and {} searched schedules", rep.search_replays) : std::string(),
                  rep.original.preemptions, rep.shrunk.preemptions, rep.original.switches, rep.shrunk.switches);
       r = rep.shrunk;
     }
@@ -275,7 +276,9 @@ int cmd_replay(const common_args& a, const std::string& decisions, const std::st
   }
   if (do_shrink && r.failed()) {
     const auto rep = ts::shrink(*sc, p, limits, r);
-    fmt::print("shrunk in {} replays: {} -> {} preemptions, {} -> {} switches\n", rep.replays, rep.original.preemptions,
+    fmt::print("shrunk in {} replays{}: {} -> {} preemptions, {} -> {} switches\n", rep.replays,
+               rep.search_replays ? fmt::format(" and {} searched schedules", rep.search_replays) : std::string(),
+               rep.original.preemptions,
                rep.shrunk.preemptions, rep.original.switches, rep.shrunk.switches);
     r = rep.shrunk;
   }

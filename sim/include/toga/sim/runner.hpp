@@ -98,7 +98,7 @@ std::string replay_command(const scenario& sc, const params& p, const strategy_c
 //! (preemptions, deviations from the default policy, switches); data choices other than 0 (stale
 //! reads, fault decisions, scenario draws) count as deviations.
 //!  1. Search: a delay-bounded exploration with bounds 1..4 (original run at most
-//!     `search_steps_max` steps), then PCT with depth 1..4 over a few hundred seeds each (schedules
+//!     `search_steps_max` steps; a step budget of its own, max_steps_total), then PCT with depth 1..4 over a few hundred seeds each (schedules
 //!     that preempt little by construction); a schedule with the same verdict that is smaller wins.
 //!  2. Delta debugging (Zeller's ddmin) over the deviations: reset chunks of them to the default,
 //!     halving the chunk size when no chunk can go; every accepted candidate is re-recorded.
@@ -106,13 +106,16 @@ std::string replay_command(const scenario& sc, const params& p, const strategy_c
 //! Every candidate replay is capped: at most 2x the original's steps (a candidate that runs
 //! longer cannot give the same verdict), and for a livelock at fair_after + `livelock_window`
 //! steps; the result is replayed once more with the real limits and kept only if it gives the
-//! same verdict kind there. Budget: `max_replays` replays and `max_steps_total` steps in all
-//! (deterministic; about 2 minutes of the slowest scenario on the 2-core machine).
+//! same verdict kind there. Budget: `max_replays` replays and `max_steps_total` steps, plus
+//! `max_steps_total` steps for the search of short schedules (deterministic; about 2 minutes of
+//! the slowest scenario on the 2-core machine).
 struct shrink_report {
   run_result original;
   run_result shrunk;
-  unsigned replays = 0;
-  std::uint64_t steps = 0;  //!< scheduling points replayed in all
+  unsigned replays = 0;         //!< replays of candidates (at most max_replays)
+  std::uint64_t search_replays = 0;  //!< schedules of the delay-bounded search (step 1a)
+  std::uint64_t search_steps = 0;    //!< their scheduling points (at most max_steps_total)
+  std::uint64_t steps = 0;      //!< scheduling points of the other replays (at most max_steps_total)
 };
 inline constexpr std::uint64_t search_steps_max = 5'000;
 inline constexpr std::uint64_t livelock_window = 20'000;
