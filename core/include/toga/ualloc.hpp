@@ -276,6 +276,9 @@ struct ualloc {
     std::uint64_t mine = no_block;
     if (g.rank < got) mine = slot_offset_of(bin_w & ~std::uint64_t{4095}, c, (bin_w & 4095) * 64 + select_bit(claimed, lane_pick(g.rank)));
     const std::uint32_t need_slow = g.broadcast(static_cast<std::uint32_t>(got < t || pr.stage >= 2));
+    // [HB] only __syncwarp orders memory among lanes (shuffles do not): the members' later reads
+    // of the bin header (a free reads class and arena) happen after the leader's acquire of it
+    g.sync();
     if (g.is_leader()) {
       if (!need_slow) TOGA_PROFILE_COUNT(prof_ua_fast);
       else if (pr.stage == 0) TOGA_PROFILE_COUNT(prof_ua_take_failed);
@@ -482,6 +485,7 @@ struct ualloc {
         mine = slot_offset_of(bin_w & ~std::uint64_t{4095}, c, (bin_w & 4095) * 64 + select_bit(claimed, lane_pick(g.rank - first)));
       pr.served = first + got;
     }
+    g.sync();  // [HB] as in allocate_group: members read headers the leader acquired
     if (g.is_leader()) {
       P::inject(fault_site::stall_read_section);
       L.rcu.read_unlock(pr.token);
@@ -812,6 +816,9 @@ struct ualloc {
         P::fetch_add(&arenas[a].stats.grows, std::uint64_t{1}, relaxed, device_scope);
       }
     }
+    // [HB] the producers' header stores happen before the members' later reads of them (a free
+    // reads class and arena): only __syncwarp orders memory among lanes
+    g.sync();
     const std::uint64_t mine = g.from_rank(bin, g.rank / cap);
     return mine == 0 ? no_block : slot_offset_of(mine, c, g.rank % cap);
   }
