@@ -91,7 +91,8 @@ TEST_F(DefaultHeap, NoneSetAllocateReturnsNullptrAndDeallocateDoesNothing) {
 // statistics see both, so both translation units reached the same heap.
 TEST_F(DefaultHeap, KernelsOfTwoTranslationUnitsShareTheDefault) {
   TOGA_TEST_REQUIRE_GPU();
-  toga::cuda::heap h(64ull << 20);
+  // 2^16 blocks of 8 KiB (5000 B) are 512 MiB; of 1 KiB (1000 B) about 88 MiB of chunks
+  toga::cuda::heap h(1ull << 30);
   toga::cuda::set_default_heap(h);
   slots s(1u << 16);
   EXPECT_EQ(s.has_default(), 1) << "the other translation unit's slot was not set";

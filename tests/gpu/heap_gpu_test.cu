@@ -257,7 +257,9 @@ __global__ void free_n_k(toga::cuda::heap_ref h, void** in, unsigned n) {
 }
 //! Only block `active` works: its 1024 threads each allocate `per` blocks of `bytes`, then free
 //! them. Run with one block per SM, so that successive rounds peak on different SMs (arenas).
-__global__ void one_block_peak_k(toga::cuda::heap_ref h, unsigned active, unsigned per, std::size_t bytes, unsigned* failed) {
+// __launch_bounds__(1024): a block of 1024 threads needs <= 64 registers per thread (docs/usage.md:
+// kernels that call toga say how many threads they launch)
+__global__ void __launch_bounds__(1024) one_block_peak_k(toga::cuda::heap_ref h, unsigned active, unsigned per, std::size_t bytes, unsigned* failed) {
   if (blockIdx.x != active) return;
   void* p[8];
   for (unsigned i = 0; i < per; ++i) {

@@ -32,6 +32,7 @@ echo "ncu exit $?"
 timeout 120 ncu --kernel-name regex:toga_free --launch-skip 1 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
   "$out/fb" --sizes 16 --reps 1 --churn-sizes 16 > "$out/r/ncu-free16.txt" 2>&1
 rm -f "$out/fb"
+nvcc -std=c++20 -O3 -gencode=arch=compute_90,code=sm_90 -Icore/include -Ibackends/cuda/include tools/gpu/stats-probe.cu backends/cuda/src/heap.cu -o /tmp/sp && timeout 60 /tmp/sp > "$out/r/stats-probe.txt" 2>&1; cat "$out/r/stats-probe.txt"
 tar czf "$out/bench.tgz" -C "$out" r
 grep -E "T1 |T5 |T13|T8 " "$out/r/bench-quick.txt" | head -40
 cat "$out/r/fastpath.txt" | tail -14
