@@ -68,7 +68,7 @@ struct heap_inst final : instance {
         mailbox(w.config().lanes(), 0) {
     const std::uint64_t heap_bytes = static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : 2048)) * 1024;
     layout = heap_layout::make<P>(heap_layout::levels_for(heap_bytes), w.config().sms);
-    layout.pins = static_cast<unsigned>(p.get("pins", 4));
+    layout.pins = static_cast<unsigned>(p.get("pins", md == mode::retire_race ? 1 : 4));
     const std::uint64_t hb = geom::page_bytes << (layout.levels - 1);
     heap.reset(static_cast<char*>(std::aligned_alloc(geom::page_bytes, hb)));
     meta.assign(layout.bytes / 8 + 1, 0);
@@ -463,7 +463,7 @@ void register_allocator_scenarios() {
                             "class (what the free path's read-side section prevents); 3 lanes, 1 SM") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}},
-                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 4, "pin slots per (arena, class)"}, {"bug", 0, 17, 0, "planted bug (keep in step with make_heap)"}}));
+                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 17, 0, "planted bug (keep in step with make_heap)"}}));
   {
     auto keys = heap_keys(1, 32, 1, 1, 16, 2048);
     keys.push_back({"rounds", 1, 100, 2, "alloc-all / free-all rounds"});

@@ -325,10 +325,20 @@ struct heap_statistics {
   std::uint32_t errors = 0;
 };
 
-//! Sets every high-water mark to the current value (host, at quiescence).
+//! Sets every high-water mark to the current value (host, at quiescence). The per-arena used
+//! counts are partial sums (a block freed on another SM than it was allocated on moves bytes
+//! between arenas, so a count may be negative); only their total means anything. The total moves
+//! to arena 0 and the others restart at 0, so that every per-arena peak starts at a non-negative
+//! count it can rise from (a peak set to a negative count, stored as a huge unsigned word, would
+//! never be raised again by fetch_max: the GPU test saw peak < used).
 template <class A>
 void reset_high_water(A& a) {
-  for (unsigned i = 0; i < a.small.num_arenas; ++i) a.small.arenas[i].stats.peak_used_bytes = a.small.arenas[i].stats.used_bytes;
+  std::uint64_t total = 0;
+  for (unsigned i = 0; i < a.small.num_arenas; ++i) total += a.small.arenas[i].stats.used_bytes;
+  for (unsigned i = 0; i < a.small.num_arenas; ++i) {
+    a.small.arenas[i].stats.used_bytes = i == 0 ? total : 0;
+    a.small.arenas[i].stats.peak_used_bytes = i == 0 ? total : 0;
+  }
   a.globals->limit.reserved_high = a.globals->limit.reserved;
 }
 
