@@ -119,6 +119,37 @@ TEST(CudaHeap, AllocateFreeAcrossKernelsWithStatistics) {
   EXPECT_TRUE(h.errors().empty());
 }
 
+// Hysteresis (fast-path.md E11) keeps empty 16 B bins and a cached chunk after every block is
+// freed; trim() gives them back without touching live blocks.
+TEST(CudaHeap, TrimGivesBackWhatHysteresisKeeps) {
+  TOGA_TEST_REQUIRE_GPU();
+  toga::cuda::heap h(256ull << 20);
+  const unsigned n = 1u << 16;
+  blocks b(n);
+  alloc_k<<<n / 256, 256>>>(h.ref(), b.d, 16);
+  free_k<<<n / 256, 256>>>(h.ref(), b.d, b.bad);
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  const auto kept = h.stats();
+  EXPECT_EQ(kept.used_bytes, 0u);
+  EXPECT_GT(kept.chunk_bytes, 0u) << "hysteresis keeps empty 16 B bins";
+  void* one = nullptr;
+  alloc_k<<<1, 1>>>(h.ref(), b.d, 5000);  // one live TBuddy block survives the trim
+  TOGA_TEST_CUDA(cudaMemcpy(&one, b.d, sizeof one, cudaMemcpyDeviceToHost));
+  ASSERT_NE(one, nullptr);
+  h.trim();
+  const auto after = h.stats();
+  EXPECT_EQ(after.chunk_bytes, 0u);
+  EXPECT_EQ(after.buddy_bytes, 8192u) << "only the live 8 KiB block";
+  EXPECT_EQ(after.used_bytes, 8192u);
+  unsigned bad = 0;
+  free_k<<<1, 1>>>(h.ref(), b.d, b.bad);
+  TOGA_TEST_CUDA(cudaMemcpy(&bad, b.bad, sizeof bad, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(h.stats().buddy_bytes, 0u);
+  toga::cuda::heap moved(std::move(h));
+  EXPECT_THROW(h.trim(), std::logic_error);
+}
+
 TEST(CudaHeap, ResetMakesTheWholeHeapAvailable) {
   TOGA_TEST_REQUIRE_GPU();
   toga::cuda::heap h(32ull << 20);

@@ -18,6 +18,7 @@ namespace {
   } while (0)
 
 __global__ void init_kernel(device_allocator a, std::uint64_t limit) { a.init_after_zero(limit); }
+__global__ void trim_kernel(device_allocator a) { a.trim(); }
 
 //! Makes `device` current for its lifetime and restores the caller's device afterwards, so that
 //! a program with heaps on several GPUs keeps launching where it meant to.
@@ -242,6 +243,14 @@ void heap::reset_high_water() {
   // every mark the core resets reaches the device, whichever words it keeps them in.
   TOGA_CUDA_TRY(cudaMemcpyAsync(meta_ + layout_.arena_off, r.bytes.data(), layout_.bytes - layout_.arena_off, cudaMemcpyHostToDevice,
                                 options_.stream));
+  TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
+}
+
+void heap::trim() {
+  if (!meta_) throw std::logic_error("toga::cuda::heap::trim: the heap was moved from");
+  device_guard guard(device_);
+  trim_kernel<<<1, 1, 0, options_.stream>>>(view_);
+  TOGA_CUDA_TRY(cudaGetLastError());
   TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
 }
 

@@ -217,6 +217,14 @@ class heap {
   //! setting cudaMemPoolAttrReservedMemHigh / UsedMemHigh to 0 does for a pool. Synchronises the
   //! stream. Throws toga::cuda_error, std::logic_error (moved from).
   void reset_high_water();
+  //! Gives back what the allocator keeps for speed (fast-path.md E11): empty bins of the classes
+  //! of 16-128 B (at least 32 slots per bin), the one cached empty chunk per SM, and bins waiting
+  //! for an RCU grace period, so that stats().buddy_bytes and chunk_bytes count live blocks
+  //! only. Live blocks are untouched. Allocation never needs it (a request that would fail runs
+  //! the same reclamation first); call it at quiescence, e.g. before reading statistics or
+  //! handing the memory to something else. One thread on the device, on the heap's stream;
+  //! synchronises it. Throws toga::cuda_error, std::logic_error (moved from).
+  void trim();
   //! Frees every block at once: the heap is as new (counts and marks too; synchronises the
   //! stream). Blocks handed out before are invalid afterwards; handles stay valid. Throws
   //! toga::cuda_error, std::logic_error (moved from).

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# On the GPU machine, with binaries built on the workstation and carried in build/gpubin (see
+# tools/gpu/build-carried.sh): GPU tests, compute-sanitizer, toga-bench (quick profile, T1/T5/T8/T13
+# with cuda-malloc and bump-warp in the same run), fastpath-bench, barriers per kernel in the SASS,
+# an ncu profile of the 16 B allocate kernel and the statistics probe. No build on the device:
+# the whole budget goes to measurements. Everything lands in $OUT/run.tgz.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out="${OUT:-/tmp/toga-carried}"; mkdir -p "$out/r"
+bin=build/gpubin
+export PATH=/usr/local/cuda/bin:$PATH
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$out/r/gpu.txt"
+cat "$bin/commit.txt" 2>/dev/null | tee "$out/r/commit.txt"
+step() { echo "[$SECONDS s] $*"; }
+step "toga_gpu_tests"
+timeout 220 "$bin/toga_gpu_tests" > "$out/r/gtest-gpu.log" 2>&1; echo "toga_gpu_tests exit $?"
+grep -E "^\[  (PASSED|FAILED) |tests from .* ran|\[  FAILED|\[ figure" "$out/r/gtest-gpu.log" | head -40
+step "memcheck"
+TOGA_STRESS_THREADS=8192 TOGA_STRESS_SECONDS=0.3 timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 \
+  "$bin/toga_gpu_tests" --gtest_filter='CudaStress.*:CudaHeap.Cooperative*:CudaAllocator.CrossKernel*:DefaultHeap.*' \
+  > "$out/r/sanitizer-memcheck.log" 2>&1
+echo "memcheck exit $? ($(grep -E 'ERROR SUMMARY' "$out/r/sanitizer-memcheck.log" | tail -1))"
+step "toga-bench"
+timeout 170 "$bin/toga-bench" run --profile quick --cases T1,T5,T8,T13 --reps 5 --no-progress --json "$out/r/bench-quick.json" \
+  > "$out/r/bench-quick.txt" 2> "$out/r/bench-quick.err"
+echo "toga-bench exit $?"; tail -3 "$out/r/bench-quick.err"
+step "fastpath-bench"
+timeout 80 "$bin/fastpath-bench" --reps 5 --watchdog-s 20 --churn-sizes 16,64,256 > "$out/r/fastpath.txt" 2>&1; echo "fastpath-bench exit $?"
+cuobjdump -sass "$bin/fastpath-bench" > /tmp/fb.sass 2>/dev/null
+python3 - /tmp/fb.sass > "$out/r/sass-counts.txt" <<'PY'
+import re, sys
+txt = open(sys.argv[1]).read()
+for f in re.split(r'\n\s+Function : ', txt)[1:]:
+    name = f.split('\n', 1)[0]
+    c = lambda pat: len(re.findall(pat, f))
+    if not re.search(r'toga|ualloc|allocator|bump', name): continue
+    print(f"{name[:150]}\n    instr {c(r'/\*[0-9a-f]{4}\*/ '):6d}  MEMBAR {c(r'MEMBAR'):3d}  FENCE {c(r'FENCE'):3d}  ATOM {c(r'ATOMG?\.'):4d}  RED {c(r'\bREDG?\.'):3d}  CALL {c(r'\bCALL\b'):3d}")
+PY
+step "ncu"
+timeout 70 ncu --kernel-name regex:toga_alloc --launch-skip 1 --launch-count 1 --section SpeedOfLight --section Occupancy \
+  --section WarpStateStats "$bin/fastpath-bench" --sizes 16 --reps 1 --churn-sizes 16 > "$out/r/ncu-alloc16.txt" 2>&1
+echo "ncu exit $?"
+step "stats-probe"
+timeout 30 "$bin/stats-probe" > "$out/r/stats-probe.txt" 2>&1; echo "stats-probe exit $?"; tail -5 "$out/r/stats-probe.txt"
+tar czf "$out/run.tgz" -C "$out" r
+grep -E "^ *T1 |^ *T5 |^ *T8 |^ *T13" "$out/r/bench-quick.txt" | head -50
+tail -16 "$out/r/fastpath.txt"
+cat "$out/r/sass-counts.txt" | head -20
+step "done"
