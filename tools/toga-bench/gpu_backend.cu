@@ -144,6 +144,9 @@ namespace {
 namespace cg = cooperative_groups;
 
 constexpr unsigned block_threads = 256;
+// Every kernel that calls an allocator is compiled for 256-thread blocks at 4 blocks per SM, as
+// docs/usage.md asks of toga's users: without the bound, the register count of the call graph
+// (toga's non-inlined slow paths) sets the kernel's, 255 on sm_90, and halves occupancy.
 constexpr std::uint64_t KiB = 1024;
 constexpr std::uint64_t MiB = 1024 * KiB;
 constexpr std::uint64_t GiB = 1024 * MiB;
@@ -328,7 +331,7 @@ struct alloc_args {
 
 //! T1-T4, T6, T7, T8 rounds, T9 population: one allocation per taking-part thread.
 template <class P, bool Warp>
-__global__ void alloc_kernel(P pol, alloc_args a) {
+__global__ void __launch_bounds__(block_threads, 4) alloc_kernel(P pol, alloc_args a) {
   const std::uint64_t tid = global_thread();
   if (tid >= a.threads) return;
   if (a.lane0 && (threadIdx.x & 31u) != 0) return;
@@ -353,7 +356,7 @@ struct free_args {
 };
 
 template <class P>
-__global__ void free_kernel(P pol, free_args a) {
+__global__ void __launch_bounds__(block_threads, 4) free_kernel(P pol, free_args a) {
   const std::uint64_t tid = global_thread();
   if (tid >= a.threads) return;
   if (a.lane0 && (threadIdx.x & 31u) != 0) return;
@@ -377,7 +380,7 @@ struct churn_args {
 
 //! T5: allocate, tag the first and last word, read them back, free; `iterations` times.
 template <class P>
-__global__ void churn_kernel(P pol, churn_args a) {
+__global__ void __launch_bounds__(block_threads, 4) churn_kernel(P pol, churn_args a) {
   const std::uint64_t tid = global_thread();
   if (tid >= a.threads) return;
   const std::uint64_t words = a.size / 4;
@@ -410,7 +413,7 @@ struct frag_args {
 
 //! T9: one round; a chosen slot frees its block and allocates a new one.
 template <class P>
-__global__ void frag_kernel(P pol, frag_args a) {
+__global__ void __launch_bounds__(block_threads, 4) frag_kernel(P pol, frag_args a) {
   const std::uint64_t i = global_thread();
   if (i >= a.n || !frag_chosen(a.seed, a.round, i)) return;
   pol.deallocate(a.slots[i]);
@@ -440,7 +443,7 @@ struct update_args {
 
 //! T10 build (insert into empty arrays), T11 insert and delete rounds; one thread per item.
 template <class P>
-__global__ void graph_update_kernel(P pol, update_args a) {
+__global__ void __launch_bounds__(block_threads, 4) graph_update_kernel(P pol, update_args a) {
   const std::uint64_t i = global_thread();
   if (i >= a.items) return;
   const std::uint32_t v = a.vertex != nullptr ? a.vertex[i] : static_cast<std::uint32_t>(i);
