@@ -4,6 +4,9 @@
 # with cuda-malloc and bump-warp in the same run), fastpath-bench, barriers per kernel in the SASS,
 # an ncu profile of the 16 B allocate kernel and the statistics probe. No build on the device:
 # the whole budget goes to measurements. Everything lands in $OUT/run.tgz.
+# Environment: TESTS=0 skips the GPU test suite; BENCH_CASES (default T1,T5,T8,T13) and
+# BENCH_PROFILE (quick) select toga-bench's cases; RACECHECK=1 adds compute-sanitizer racecheck;
+# SOAK_S=60 adds a mixed-size (16 B - 8 KiB) stress soak of that many seconds at 2^20 threads.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp/toga-carried}"; mkdir -p "$out/r"
@@ -12,16 +15,30 @@ export PATH=/usr/local/cuda/bin:$PATH
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$out/r/gpu.txt"
 cat "$bin/commit.txt" 2>/dev/null | tee "$out/r/commit.txt"
 step() { echo "[$SECONDS s] $*"; }
-step "toga_gpu_tests"
-timeout 220 "$bin/toga_gpu_tests" > "$out/r/gtest-gpu.log" 2>&1; echo "toga_gpu_tests exit $?"
-grep -E "^\[  (PASSED|FAILED) |tests from .* ran|\[  FAILED|\[ figure" "$out/r/gtest-gpu.log" | head -40
+if [ "${TESTS:-1}" = 1 ]; then
+  step "toga_gpu_tests"
+  timeout 220 "$bin/toga_gpu_tests" > "$out/r/gtest-gpu.log" 2>&1; echo "toga_gpu_tests exit $?"
+  grep -E "^\[  (PASSED|FAILED) |tests from .* ran|\[  FAILED|\[ figure" "$out/r/gtest-gpu.log" | head -40
+fi
+if [ -n "${SOAK_S:-}" ]; then
+  step "soak ${SOAK_S} s"
+  TOGA_STRESS_SECONDS="$SOAK_S" timeout $((SOAK_S + 60)) "$bin/toga_gpu_tests" --gtest_filter='CudaStress.*' > "$out/r/soak.log" 2>&1
+  echo "soak exit $?"; grep -E "figure|PASSED|FAILED" "$out/r/soak.log" | head -5
+fi
+if [ "${RACECHECK:-0}" = 1 ]; then
+  step "racecheck"
+  TOGA_STRESS_THREADS=4096 TOGA_STRESS_SECONDS=0.2 timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 \
+    "$bin/toga_gpu_tests" --gtest_filter='CudaStress.*:CudaAllocator.CrossKernel*' > "$out/r/sanitizer-racecheck.log" 2>&1
+  echo "racecheck exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/r/sanitizer-racecheck.log" | tail -2 | tr '\n' ' '))"
+  grep -E "FAILED|Error|error" "$out/r/sanitizer-racecheck.log" | head -5
+fi
 step "memcheck"
 TOGA_STRESS_THREADS=8192 TOGA_STRESS_SECONDS=0.3 timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 \
   "$bin/toga_gpu_tests" --gtest_filter='CudaStress.*:CudaHeap.Cooperative*:CudaAllocator.CrossKernel*:DefaultHeap.*' \
   > "$out/r/sanitizer-memcheck.log" 2>&1
 echo "memcheck exit $? ($(grep -E 'ERROR SUMMARY' "$out/r/sanitizer-memcheck.log" | tail -1))"
 step "toga-bench"
-timeout 170 "$bin/toga-bench" run --profile quick --cases T1,T5,T8,T13 --reps 5 --no-progress --json "$out/r/bench-quick.json" \
+timeout "${BENCH_TIMEOUT:-170}" "$bin/toga-bench" run --profile "${BENCH_PROFILE:-quick}" --cases "${BENCH_CASES:-T1,T5,T8,T13}" --reps 5 --no-progress ${BENCH_ARGS:-} --json "$out/r/bench-quick.json" \
   > "$out/r/bench-quick.txt" 2> "$out/r/bench-quick.err"
 echo "toga-bench exit $?"; tail -3 "$out/r/bench-quick.err"
 step "fastpath-bench"
