@@ -123,7 +123,7 @@ TEST(Allocator, PlantedBugsAreCaughtWithin10kSchedules) {
       {"retire-race", {{"bug", 1}}, "free path outside the read-side section", true},
       {"alloc-storm", {{"bug", 2}, {"size", 1024}}, "bin retired without try_wait", true},
       {"alloc-storm", {{"bug", 3}, {"size", 1024}, {"pins", 1}}, "chunk returned with live bins", true},
-      {"alloc-storm", {{"bug", 4}, {"size", 1024}, {"leak", 1}}, "no unlink on exhaustion", true},
+      {"alloc-storm", {{"bug", 4}, {"size", 64}, {"pins", 1}, {"threads", 8}, {"warps", 2}, {"sms", 1}}, "taker drops an exhausted inbox bin", true},
       {"alloc-storm", {{"bug", 5}, {"size", 1024}}, "refilled bin not re-linked", true},
       {"mixed-sizes", {{"bug", 6}}, "buddy merge without the semaphore unit", true},
       {"exhaust-recover", {{"bug", 7}}, "buddy claim without the parent lock", true},
@@ -288,6 +288,33 @@ TEST(Allocator, PeakAfterResetCoversBlocksFreedAndAllocatedOnAnotherSm) {
   EXPECT_GE(st.peak_used_bytes, st.used_bytes);
   ASSERT_FALSE(phase(on_sm(0, [&] { for (auto* b : blocks) h.a.deallocate(b); })).failed());
   EXPECT_FALSE(toga::check_quiescent(h.a));
+}
+
+// Lanes of one warp that call two heaps at the same instruction must form one group per heap: the
+// group keys are addresses (an arena's, a bin's), not offsets within a heap. Keyed by offsets,
+// both heaps' lanes fell into one group and got blocks of the leader's heap (found in review).
+TEST(Allocator, OneWarpOverTwoHeapsGroupsPerHeap) {
+  small_heap<false> h0, h1;
+  std::vector<void*> got(8, nullptr);
+  bool outside = false;
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    ts::random_strategy rs;
+    rs.begin(seed, 1);
+    ts::world w({1, 1, 8}, rs, {});  // one warp of 8 lanes
+    const auto r = w.run([&] {
+      const unsigned lane = ts::platform::lane_id();
+      auto& h = lane % 2 ? h1 : h0;
+      void* p = h.a.allocate(16 << (lane % 3));
+      got[lane] = p;
+      if (p && !h.a.contains(p)) outside = true;
+      h.a.deallocate(p);
+    });
+    ASSERT_FALSE(r.failed()) << "seed " << seed << ": " << r.message;
+    ASSERT_FALSE(outside) << "seed " << seed << ": a lane got a block of the other heap";
+    for (void* p : got) EXPECT_NE(p, nullptr);
+  }
+  EXPECT_FALSE(toga::check_quiescent(h0.a)) << *toga::check_quiescent(h0.a);
+  EXPECT_FALSE(toga::check_quiescent(h1.a)) << *toga::check_quiescent(h1.a);
 }
 
 TEST(Allocator, ByteLimitMakesAllocationsFailCleanly) {

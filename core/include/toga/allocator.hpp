@@ -185,8 +185,9 @@ struct allocator {
     // valid: the slot is live, so its bin cannot change class or arena
     const unsigned c = P::load(const_cast<std::uint32_t*>(&h->class_id), relaxed, device_scope);
     const unsigned a = P::load(const_cast<std::uint32_t*>(&h->arena), relaxed, device_scope);
-    // group: the lanes freeing slots of the same bin (the bin offset fits 32 bits in 4 KiB units)
-    const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), static_cast<std::uint32_t>(bin >> geom::page_shift)));
+    // group: the lanes freeing slots of the same bin, keyed by its address (not its offset: lanes
+    // of one warp may free into two heaps at once)
+    const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(small.base + bin)));
     const std::uint32_t ok = small.template deallocate_group<Checked>(bin, geom::owner_slot(in, c), c, a, g);
     if (g.is_leader() && ok != 0) {
       arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
@@ -227,9 +228,11 @@ struct allocator {
   // A UAlloc class for the lanes that ask for it now, as one group keyed by (arena, class).
   TOGA_DEVICE TOGA_FORCEINLINE void* allocate_small(unsigned c) const TOGA_NOEXCEPT(P) {
     const unsigned a = P::sm_id() % small.num_arenas;
-    // Key: unique per (arena, class) within the heap [DECISION spec §2.6: the semaphore's identity,
-    // not its batch size]; all lanes of a warp run on one SM, so they share the arena.
-    const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), (a << 4) | c));
+    // Key: the (arena, class) of this heap [DECISION spec §2.6: the semaphore's identity, not its
+    // batch size]: the arena's address (8 B aligned at least; classes < 8) with the class in its low bits, so that
+    // lanes of one warp allocating from two heaps at once form two groups. All lanes of a warp
+    // run on one SM, so they share the arena.
+    const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&small.arenas[a]) | c));
     const std::uint64_t off = small.allocate_group(a, c, g);
     const std::uint32_t ok = g.ballot(off != no_block);
     if (g.is_leader()) {  // statistics once per group (E8)
