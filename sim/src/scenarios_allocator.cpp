@@ -92,9 +92,9 @@ struct heap_inst final : instance {
       const auto f = tbuddy_semaphore<P>::unpack(b.sem[k].raw());
       if (f.c > avail[k]) return "buddy level " + str(k) + ": C=" + str(f.c) + " > " + str(avail[k]) + " AVAILABLE nodes";
     }
-    // (No such bound holds for UAlloc's slot semaphores: a free may signal a slot of a bin that
-    // another free is re-linking under the list mutex; stage 2 then looks again. Their exact
-    // accounting is checked at quiescence.)
+    // (No such bound holds for UAlloc's slot semaphores: a free may signal a slot of a bin that a
+    // taker holds for a moment out of the pins and the inbox; the slow path then looks again.
+    // Their per-step bound is S1' below, their exact accounting is checked at quiescence.)
     return std::nullopt;
   }
 

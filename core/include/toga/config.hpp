@@ -62,12 +62,12 @@ enum profile_event : unsigned {
   prof_ua_take_failed,   //!< groups whose speculative take failed (CAS loop)
   prof_ua_no_pin,        //!< groups that found no pin
   prof_ua_short,         //!< groups whose pin reservation was short
-  prof_ua_emptied,       //!< groups that reserved a pin's last slots (pin swap)
+  prof_ua_emptied,       //!< (unused since the pin slots replaced the pin swap; kept for the event numbering)
   prof_ua_lost_bits,     //!< groups whose first claim lost bits
   prof_ua_find_step,     //!< bins tried by find_reservation (slow path)
   prof_ua_grow,          //!< bins made by GROW
-  prof_ua_reconcile,     //!< reconcile calls (list mutex)
-  prof_ua_lock_spin,     //!< failed list/chunk mutex attempts
+  prof_ua_reconcile,     //!< take_inbox calls (a group took the inbox)
+  prof_ua_lock_spin,     //!< failed chunk mutex attempts
   prof_ua_free_group,    //!< UAlloc free groups
   prof_ua_free_cold,     //!< free groups that took the cold path (re-link or retire test)
   prof_ua_retire,        //!< bins retired

@@ -3,10 +3,10 @@
 //! allocator-spec §5, amended by fast-path.md E1-E5, E8, E9, E11, E12).
 //!
 //! One arena per SM. Each arena has a list of chunks (512 KiB from TBuddy) with a bulk semaphore
-//! counting free bins, and per size class up to 32 *pinned* bins (pin slots) plus a list of bins
-//! with free slots, guarded by an RCU domain (and a writer mutex for the list), with a bulk
-//! semaphore counting free slots. A warp uses the pin slot of its warp index, so that the warps of
-//! an SM that allocate at once reserve in many bins, not one.
+//! counting free bins, and per size class up to 32 *pinned* bins (pin slots, lock-free) plus an
+//! inbox (a lock-free stack) of bins that frees refilled, guarded by an RCU domain, with a bulk
+//! semaphore counting free slots. A warp starts at pin slot (block_id * 8 + warp_id) % pins, so
+//! that the warps of an SM that allocate at once reserve in many bins, not one.
 //!
 //! Allocation is per group (E1): the lanes of a warp that ask for one class in one arena at the
 //! same time (a group of one is legal). The group leader does the shared-word work; results reach
