@@ -171,10 +171,11 @@ std::vector<mutant> build() {
          "deallocate touches the bin outside an RCU read-side section").with(stall).faults(stall_sites).depth(2),
       mb("ualloc.retire-without-try-wait", "accounting", "alloc-storm", P{{"bug", 2}, {"size", 1024}},
          "a bin is retired without taking its units from the semaphore").depth(1),
-      mb("ualloc.chunk-with-live-bins", "reclamation", "mixed-sizes", P{{"bug", 3}},
+      mb("ualloc.chunk-with-live-bins", "reclamation", "alloc-storm", P{{"bug", 3}, {"size", 1024}, {"pins", 1}},
          "a chunk goes back to TBuddy while bins are in use").depth(1),
-      mb("ualloc.no-unlink-on-exhaustion", "list-integrity", "alloc-storm", P{{"bug", 4}, {"size", 1024}, {"leak", 1}},
-         "a bin whose last slot was reserved stays listed").depth(1),
+      mb("ualloc.no-unlink-on-exhaustion", "list-integrity", "alloc-storm",
+         P{{"bug", 4}, {"size", 64}, {"pins", 1}, {"threads", 8}, {"warps", 2}, {"sms", 1}},
+         "a taker drops an exhausted inbox bin without re-reading its count").depth(1),
       mb("ualloc.no-relink-on-refill", "list-integrity", "alloc-storm", P{{"bug", 5}, {"size", 1024}},
          "a free that refills an exhausted bin does not re-link it").depth(1),
       mb("tbuddy.merge-without-unit", "accounting", "mixed-sizes", P{{"bug", 6}}, "merge with an AVAILABLE buddy without its unit")
@@ -192,8 +193,9 @@ std::vector<mutant> build() {
          "a GROW displaces a pin with free slots without linking it").depth(1),
       mb("ualloc.retire-keeps-pin", "reclamation", "alloc-storm", P{{"bug", 12}, {"size", 1024}}, "retiring a pinned bin keeps the pin")
           .depth(1),
-      mb("ualloc.dead-near-wrap", "off-by-one", "alloc-storm", P{{"bug", 13}, {"size", 1024}, {"threads", 4}, {"warps", 1}, {"sms", 1}},
-         "a retired bin's count is INT32_MIN: a transient decrement wraps").with(stall).depth(1)
+      mb("ualloc.dead-near-wrap", "off-by-one", "alloc-storm",
+         P{{"bug", 13}, {"size", 1024}, {"threads", 3}, {"warps", 3}, {"sms", 1}, {"pins", 1}},
+         "a retired bin's count is INT32_MIN: a transient decrement wraps").with(random).depth(1)
           .note("the wrapped count sends a lane to a wild bin address: the process crashes (a GPU would report an "
                 "illegal address); toga-sim turns the crash into a verdict with its replay line"),
       mb("ualloc.pin-before-init", "publication", "alloc-storm", P{{"bug", 14}, {"size", 1024}, {"threads", 2}, {"warps", 2}, {"sms", 1}},
