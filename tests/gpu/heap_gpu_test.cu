@@ -57,6 +57,19 @@ __global__ void bad_frees_k(checked_allocator a, char* foreign) {
 }
 __global__ void whole_k(toga::cuda::heap_ref h, void** out) { out[0] = h.allocate(h.capacity()); }
 
+// Lanes of one warp alternate between two heaps at the same call: each must get a block of its
+// own heap (the warp groups are keyed by addresses, so two heaps never share a group).
+__global__ void two_heaps_k(toga::cuda::heap_ref h0, toga::cuda::heap_ref h1, std::size_t bytes, unsigned* bad) {
+  const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  const toga::cuda::heap_ref& h = (t & 1u) ? h1 : h0;
+  void* p = h.allocate(bytes << (t % 3u));
+  if (p == nullptr || !h.contains(p)) atomicAdd(bad, 1u);
+  if (p) static_cast<unsigned*>(p)[0] = t;
+  __syncwarp();
+  if (p && static_cast<unsigned*>(p)[0] != t) atomicAdd(bad, 1u);
+  h.deallocate(p);
+}
+
 struct blocks {
   void** d = nullptr;
   unsigned* bad = nullptr;
@@ -148,6 +161,24 @@ TEST(CudaHeap, TrimGivesBackWhatHysteresisKeeps) {
   EXPECT_EQ(h.stats().buddy_bytes, 0u);
   toga::cuda::heap moved(std::move(h));
   EXPECT_THROW(h.trim(), std::logic_error);
+}
+
+TEST(CudaHeap, OneWarpOverTwoHeaps) {
+  TOGA_TEST_REQUIRE_GPU();
+  toga::cuda::heap h0(64ull << 20), h1(64ull << 20);
+  blocks b(1);
+  for (std::size_t bytes : {16ul, 256ul}) {
+    two_heaps_k<<<256, 256>>>(h0.ref(), h1.ref(), bytes, b.bad);
+    TOGA_TEST_CUDA(cudaGetLastError());
+    TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  }
+  unsigned bad = 0;
+  TOGA_TEST_CUDA(cudaMemcpy(&bad, b.bad, sizeof bad, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(bad, 0u) << "lanes got a block of the other heap, or a corrupt one";
+  EXPECT_EQ(h0.stats().used_bytes, 0u);
+  EXPECT_EQ(h1.stats().used_bytes, 0u);
+  EXPECT_EQ(h0.stats().allocations, 2u * 32768u);
+  EXPECT_EQ(h1.stats().allocations, 2u * 32768u);
 }
 
 TEST(CudaHeap, ResetMakesTheWholeHeapAvailable) {
