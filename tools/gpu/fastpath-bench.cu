@@ -45,6 +45,11 @@ constexpr unsigned block = 256;
 // __launch_bounds__(256, 4): at most 64 registers per thread, so 32 warps per SM fit (docs/usage.md:
 // the slow paths are compiled into the kernel's call graph and would otherwise set its count).
 #define TOGA_BOUNDS __launch_bounds__(block, 4)
+// The free kernel's blocks per SM: 5 gives at most 51 registers, 48 in practice (E10's budget);
+// -DTOGA_FREE_MIN_BLOCKS=4 for 64.
+#ifndef TOGA_FREE_MIN_BLOCKS
+#define TOGA_FREE_MIN_BLOCKS 5
+#endif
 
 void print_profile(const char* what) {
 #ifdef FASTPATH_PROFILE
@@ -69,7 +74,7 @@ __global__ void TOGA_BOUNDS toga_alloc(toga::cuda::heap_ref h, void** out, unsig
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = h.allocate(size);
 }
-__global__ void TOGA_BOUNDS toga_free(toga::cuda::heap_ref h, void** in, unsigned n) {
+__global__ void __launch_bounds__(block, TOGA_FREE_MIN_BLOCKS) toga_free(toga::cuda::heap_ref h, void** in, unsigned n) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) h.deallocate(in[i]);
 }

@@ -146,7 +146,9 @@ namespace cg = cooperative_groups;
 constexpr unsigned block_threads = 256;
 // Every kernel that calls an allocator is compiled for 256-thread blocks at 4 blocks per SM, as
 // docs/usage.md asks of toga's users: without the bound, the register count of the call graph
-// (toga's non-inlined slow paths) sets the kernel's, 255 on sm_90, and halves occupancy.
+// (toga's non-inlined slow paths) sets the kernel's, 255 on sm_90, and halves occupancy. The
+// free kernel runs 5 blocks per SM (48 registers: fast-path.md E10's budget for deallocate); on
+// an H100 that freed 16 B and 64 B blocks 7-15% faster than at 64 registers (docs/benchmarks.md).
 constexpr std::uint64_t KiB = 1024;
 constexpr std::uint64_t MiB = 1024 * KiB;
 constexpr std::uint64_t GiB = 1024 * MiB;
@@ -356,7 +358,7 @@ struct free_args {
 };
 
 template <class P>
-__global__ void __launch_bounds__(block_threads, 4) free_kernel(P pol, free_args a) {
+__global__ void __launch_bounds__(block_threads, 5) free_kernel(P pol, free_args a) {
   const std::uint64_t tid = global_thread();
   if (tid >= a.threads) return;
   if (a.lane0 && (threadIdx.x & 31u) != 0) return;
