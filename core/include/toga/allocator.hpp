@@ -229,9 +229,9 @@ struct allocator {
   TOGA_DEVICE TOGA_FORCEINLINE void* allocate_small(unsigned c) const TOGA_NOEXCEPT(P) {
     const unsigned a = P::sm_id() % small.num_arenas;
     // Key: the (arena, class) of this heap [DECISION spec §2.6: the semaphore's identity, not its
-    // batch size]: the arena's address (8 B aligned at least; classes < 8) with the class in its low bits, so that
-    // lanes of one warp allocating from two heaps at once form two groups. All lanes of a warp
-    // run on one SM, so they share the arena.
+    // batch size]: the arena's address (8 B aligned at least; classes < 8) with the class in its
+    // low bits, so that lanes of one warp allocating from two heaps at once form two groups. All
+    // lanes of a warp run on one SM, so they share the arena.
     const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&small.arenas[a]) | c));
     const std::uint64_t off = small.allocate_group(a, c, g);
     const std::uint32_t ok = g.ballot(off != no_block);

@@ -284,7 +284,6 @@ struct ualloc {
       else if (pr.stage == 0) TOGA_PROFILE_COUNT(prof_ua_take_failed);
       else if (pr.stage == 1 && pr.bin == 0) TOGA_PROFILE_COUNT(prof_ua_no_pin);
       else if (pr.stage == 3) TOGA_PROFILE_COUNT(prof_ua_short);
-      else if (pr.stage == 2) TOGA_PROFILE_COUNT(prof_ua_emptied);
       else TOGA_PROFILE_COUNT(prof_ua_lost_bits);
     }
     if (!need_slow) {
@@ -709,6 +708,21 @@ struct ualloc {
       if (slot_bin(P::load(&L.pins[s], relaxed, device_scope)) == bin) return true;
     return false;
   }
+  // A taker's hold on an inbox bin it took: moves its state 1 (queued) to 2 (held), waiting out a
+  // pusher that has linked it but not yet marked it (state 2 for a few steps). Returns 1 (now
+  // held) or 3 (retired while queued: the taker defers it).
+  TOGA_DEVICE std::uint32_t hold_queued(std::uint64_t b) const TOGA_NOEXCEPT(P) {
+    std::uint32_t one = 1;
+    for (unsigned attempt = 0; !P::compare_exchange(&bin_at(b)->queued, one, 2u, acq_rel, device_scope) && one == 2; ++attempt) {
+      one = 1;
+      P::backoff(attempt);
+    }
+    return one;
+  }
+  // Hands a retired bin to RCU without a barrier (the caller flushes after its read-side section).
+  TOGA_DEVICE void defer_bin(class_list<P>& L, std::uint64_t b) const TOGA_NOEXCEPT(P) {
+    L.rcu.defer(b, [this](std::uint64_t x) { return &bin_at(x)->rcu_next; });
+  }
   // Takes the whole inbox: bins retired there are deferred to RCU (true: the caller flushes after
   // its read-side section); bins with free slots go into empty or exhausted pin slots while there
   // are some, the rest back onto the inbox in one push; bins without free slots are dropped (the
@@ -722,13 +736,9 @@ struct ualloc {
     unsigned tried = 0;  // slots looked at
     while (b != 0) {
       const std::uint64_t next = P::load(&bin_at(b)->inbox_next, relaxed, device_scope);
-      std::uint32_t one = 1;
-      for (unsigned attempt = 0; !P::compare_exchange(&bin_at(b)->queued, one, 2u, acq_rel, device_scope) && one == 2; ++attempt) {
-        one = 1;  // its pusher has not marked it queued yet: a few steps
-        P::backoff(attempt);
-      }
+      const std::uint32_t one = hold_queued(b);
       if (one == 3) {  // retired while queued: its retirer left the deferral to whoever takes it
-        L.rcu.defer(b, [this](std::uint64_t x) { return &bin_at(x)->rcu_next; });
+        defer_bin(L, b);
         deferred = true;
       } else if (free_sync(b) <= 0) {
         // exhausted: dropped; a free that refilled it while we held it saw state 2 and left it to
@@ -909,7 +919,8 @@ struct ualloc {
     if (refilled) make_findable(L, bin);
     L.slot_sem.signal_relaxed(Bug == ualloc_bug::free_signals_short ? k - 1 : k, 0);
     bool deferred = false;
-    if (cap < hysteresis_min_capacity && !pinned_hint(L, bin) &&
+    // (pinned: a hint, read without a lock; a pinned bin is kept)
+    if (cap < hysteresis_min_capacity && !pinned(L, bin) &&
         (before + static_cast<std::int32_t>(k) == static_cast<std::int32_t>(cap) || P::load(&h->free, relaxed, device_scope) == cap)) {
       const int r = try_retire(L, bin, cap);
       retire = r == 1;
@@ -920,8 +931,6 @@ struct ualloc {
     if (retire) retire_bin(L, bin);
     if (deferred) flush(L);
   }
-  // Without the mutex: is the bin pinned (a hint: hysteresis keeps pinned bins)?
-  TOGA_DEVICE bool pinned_hint(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) { return pinned(L, bin); }
 
   TOGA_DEVICE void retire_bin(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     L.rcu.retire(bin, [this](std::uint64_t b) { return &bin_at(b)->rcu_next; }, [this](std::uint64_t b) { release_bin(b); });
@@ -1003,18 +1012,13 @@ struct ualloc {
     std::uint64_t b = P::exchange(&L.inbox, std::uint64_t{0}, acq_rel, device_scope);
     while (b != 0) {
       const std::uint64_t next = P::load(&bin_at(b)->inbox_next, relaxed, device_scope);
-      std::uint32_t one = 1;
-      for (unsigned attempt = 0; !P::compare_exchange(&bin_at(b)->queued, one, 2u, acq_rel, device_scope) && one == 2; ++attempt) {
-        one = 1;
-        P::backoff(attempt);
-      }
-      if (one == 3) {
-        L.rcu.defer(b, [this](std::uint64_t x) { return &bin_at(x)->rcu_next; });
+      if (hold_queued(b) == 3) {
+        defer_bin(L, b);
         any = true;
       } else {
         P::store(&bin_at(b)->queued, 0u, release, device_scope);
         const int r = free_now(b) == static_cast<std::int32_t>(cap) ? try_retire(L, b, cap) : 0;
-        if (r == 1) L.rcu.defer(b, [this](std::uint64_t x) { return &bin_at(x)->rcu_next; });
+        if (r == 1) defer_bin(L, b);
         if (r == 0) make_findable(L, b);
         any |= r != 0;
       }
