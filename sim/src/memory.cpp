@@ -242,6 +242,15 @@ void memory_state::push_store(location& l, std::uint64_t v, unsigned me, token c
   r.carried = carried;
 }
 
+// ---- happens-before marks -----------------------------------------------------------------------
+
+hb_mark memory_state::mark_here() {
+  const unsigned me = w_->self().index;
+  return hb_mark{me, clock(me)[me]};
+}
+
+bool memory_state::happened_before(const hb_mark& m) { return hb(w_->self().index, m.lane, m.epoch); }
+
 // ---- scoped races ------------------------------------------------------------------------------
 
 void memory_state::check_race(location& l, unsigned me, bool write, scope s, const char* what) {

@@ -145,8 +145,9 @@ std::vector<mutant> build() {
           .gpu().weak().depth(2),
       mb("rcu.relaxed-unlock", "memory-order", "rcu", P{{"bug", 5}}, "read_unlock release -> relaxed")
           .gpu().weak()
-          .note("needs load buffering (a reader's read seeing a reclaimer's later write), which the operational model cannot "
-                "produce"),
+          .note("the stale value needs load buffering, which the model cannot produce; killed as a data race instead: "
+                "the reclamation is not happens-after the reader's access (R1 happens-before check)")
+          .depth(0),
       mb("rcu.relaxed-recheck", "memory-order", "rcu", P{{"bug", 6}}, "the epoch re-check acquire -> relaxed")
           .gpu().weak()
           .equivalent("the next iteration's relaxed epoch load followed by the seq_cst fence is an acquire pattern; a reader "
@@ -207,6 +208,14 @@ std::vector<mutant> build() {
       mb("ualloc.undo-whole-reservation", "accounting", "alloc-storm",
          P{{"bug", 17}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}},
          "a short reservation undoes all it asked for").depth(1).ci(),
+      // the slot hand-over's orders: killed by H1 (the previous owner's accesses happen before the
+      // next owner's) under --memory weak; under sc they pass
+      mb("ualloc.relaxed-slot-free", "memory-order", "alloc-storm", P{{"bug", 18}}, "the slot free's fetch_and release -> relaxed")
+          .gpu().weak(),
+      mb("ualloc.relaxed-slot-claim", "memory-order", "alloc-storm", P{{"bug", 19}},
+         "the slot claim's fetch_or acquire -> relaxed").gpu().weak(),
+      mb("ualloc.free-without-syncwarp", "its", "alloc-storm", P{{"bug", 20}},
+         "a group free releases the bitmap word without the __syncwarp that orders its members' accesses").gpu().weak(),
   };
   return c;
 }

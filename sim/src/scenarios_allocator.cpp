@@ -45,7 +45,16 @@ struct heap_inst final : instance {
   // ghost state
   struct ghost_block {
     std::uint64_t bytes, served, tag;
+    hb_mark filled;  // the owner's pattern write (weak memory)
   };
+  // H1 (--memory weak): a block's previous owner's accesses happen before its next owner's. For
+  // every freed range: the last owner's fill and its verification at free (the allocator's
+  // free-to-allocate chain must carry them: release on free, acquire on claim).
+  struct freed_range {
+    std::uint64_t end;
+    hb_mark filled, checked;
+  };
+  std::map<std::uint64_t, freed_range> freed;  // start -> range
   std::map<std::uint64_t, ghost_block> live;
   std::uint64_t live_bytes = 0, peak_live_bytes = 0;
   std::vector<std::uint64_t> mailbox;  // per lane: offset + 1 of a block handed over, or 0
@@ -200,13 +209,36 @@ struct heap_inst final : instance {
       if (prev->first + prev->second.served > off)
         P::violated("G1: block [" + str(off) + ", +" + str(served) + ") overlaps live block at " + str(prev->first) + " (+" + str(prev->second.served) + ")");
     }
+    if (P::weak_memory()) handed_over(off, served);
     const std::uint64_t tag = fill_tag(tag_counter++);
-    live[off] = {bytes, served, tag};
+    live[off] = {bytes, served, tag, {}};
     live_bytes += served;
     peak_live_bytes = std::max(peak_live_bytes, live_bytes);
     std::uint64_t* words = reinterpret_cast<std::uint64_t*>(p);
     for (std::uint64_t i = 0; i < (bytes + 7) / 8; ++i) words[i] = tag ^ i;
+    live[off].filled = P::hb_here();
     return off + 1;
+  }
+  // H1 at an allocation of [off, off + served): every freed range it overlaps was last accessed
+  // by owners whose accesses must happen before ours; the new owner's accesses then cover the
+  // overlap (later owners are checked against us), so only what lies outside it stays recorded.
+  void handed_over(std::uint64_t off, std::uint64_t served) {
+    const std::uint64_t end = off + served;
+    auto it = freed.upper_bound(off);
+    if (it != freed.begin() && std::prev(it)->second.end > off) --it;
+    while (it != freed.end() && it->first < end) {
+      const std::uint64_t start = it->first;
+      const freed_range r = it->second;
+      for (const hb_mark* m : {&r.filled, &r.checked})
+        if (!P::hb_before(*m))
+          P::violated("H1 (happens-before): block [" + str(off) + ", +" + str(served) + ") handed out while an access of a " +
+                      "previous owner of [" + str(start) + ", " + str(r.end) + ") (lane " + str(m->lane) +
+                      ", its " + (m == &r.filled ? "fill" : "check at free") +
+                      ") does not happen before it: the free-to-allocate path misses a release/acquire (a data race on the block)");
+      it = freed.erase(it);
+      if (start < off) freed.emplace(start, freed_range{off, r.filled, r.checked});
+      if (r.end > end) it = freed.emplace(end, freed_range{r.end, r.filled, r.checked}).first;
+    }
   }
   void do_free(std::uint64_t handle) {
     const std::uint64_t off = handle - 1;
@@ -217,6 +249,7 @@ struct heap_inst final : instance {
     for (std::uint64_t i = 0; i < (g.bytes + 7) / 8; ++i)
       if (words[i] != (g.tag ^ i))
         P::violated("block at " + str(off) + " (" + str(g.bytes) + " B) corrupted at word " + str(i) + ": another owner wrote it");
+    if (P::weak_memory()) freed[off] = freed_range{off + g.served, g.filled, P::hb_here()};
     live.erase(it);
     live_bytes -= g.served;
     a.deallocate(a.small.base + off);
@@ -406,6 +439,9 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 15: return make_one<ualloc_bug::or_drops_lane, tbuddy_bug::none>(w, p, md);
     case 16: return make_one<ualloc_bug::free_signals_short, tbuddy_bug::none>(w, p, md);
     case 17: return make_one<ualloc_bug::undo_whole_reservation, tbuddy_bug::none>(w, p, md);
+    case 18: return make_one<ualloc_bug::relaxed_slot_free, tbuddy_bug::none>(w, p, md);
+    case 19: return make_one<ualloc_bug::relaxed_slot_claim, tbuddy_bug::none>(w, p, md);
+    case 20: return make_one<ualloc_bug::free_without_warp_barrier, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -422,7 +458,8 @@ constexpr const char* bug_help =
     "without the lock, 8 out of memory keeps the climb's promises; fast path: 9 claim without a reservation, 10 two lanes "
     "mapped to one bit, 11 a GROW drops a displaced pin that has free slots, 12 retiring a pinned bin keeps it pinned, 13 DEAD "
     "near wrap-around, 14 pin published before the bin header, 15 free OR-reduction drops a lane, 16 group free signals k-1, "
-    "17 a short reservation undoes all it asked for)";
+    "17 a short reservation undoes all it asked for; slot hand-over, --memory weak: 18 relaxed free fetch_and, 19 relaxed "
+    "claim fetch_or, 20 group free without its __syncwarp)";
 
 // Declared keys (toga-sim rejects others and out-of-range values). heap_kib: the simulator backs
 // the heap with host memory, so at most 1 GiB here (toga's own limit, heap_layout::max_heap_bytes,
@@ -440,7 +477,7 @@ std::vector<param_spec> heap_keys(std::int64_t warps, std::int64_t threads, std:
           {"leak", 0, 1, 0, "1: lanes keep their last blocks"},
           {"coalesced", 0, 1, 0, "1: warp-cooperative allocate"},
           {"pins", 1, max_pin_slots, 4, "pin slots per (arena, class) (the GPU heap uses 32)"},
-          {"bug", 0, 17, 0, "planted bug (keep in step with make_heap)"}};
+          {"bug", 0, 20, 0, "planted bug (keep in step with make_heap)"}};
 }
 
 }  // namespace
@@ -463,7 +500,7 @@ void register_allocator_scenarios() {
                             "class (what the free path's read-side section prevents); 3 lanes, 1 SM") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}},
-                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 17, 0, "planted bug (keep in step with make_heap)"}}));
+                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 20, 0, "planted bug (keep in step with make_heap)"}}));
   {
     auto keys = heap_keys(1, 32, 1, 1, 16, 2048);
     keys.push_back({"rounds", 1, 100, 2, "alloc-all / free-all rounds"});

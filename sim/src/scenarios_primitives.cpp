@@ -323,9 +323,13 @@ struct pop_inst final : instance {
 
 // ---- RCU ------------------------------------------------------------------------------------------
 // Readers traverse a list inside read-side critical sections; writers unlink one node each under
-// a list lock and retire it; the callback poisons the node. R1: no reader reads poison. R3: every
-// retired node is reclaimed exactly once. R4 at quiescence. bug: 1 no epoch re-check, 2 the
-// barrier does not wait, 3 collect before clearing pending.
+// a list lock and retire it; the callback poisons the node. R1: no reader reads poison, and (under
+// --memory weak) every reader's access to a node happens before the node's reclamation: a
+// reclamation not ordered after a reader's read_unlock is a data race on the node's memory even
+// where the model cannot produce the stale value (load buffering). R3: every retired node is
+// reclaimed exactly once. R4 at quiescence. bug: 1 no epoch re-check, 2 the barrier does not
+// wait, 3 collect before clearing pending, 4 no reader fence, 5 relaxed read_unlock, 6 relaxed
+// epoch re-check.
 template <rcu_bug Bug>
 struct rcu_inst final : instance {
   rcu_domain<P, Bug> d;
@@ -335,6 +339,7 @@ struct rcu_inst final : instance {
   std::vector<std::uint64_t> link;
   std::vector<unsigned> reclaimed, retired;
   unsigned readers, writers, passes, nodes;
+  std::vector<hb_mark> read_at;  // nodes x readers: the reader's last access to the node
   unsigned delegated = 0;
   rcu_inst(world& w, const params& p)
       : readers(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("readers", 2)))),
@@ -346,6 +351,7 @@ struct rcu_inst final : instance {
     link.assign(nodes + 1, 0);
     reclaimed.assign(nodes + 1, 0);
     retired.assign(nodes + 1, 0);
+    read_at.assign(std::size_t{nodes + 1} * readers, hb_mark{});
     for (unsigned i = 1; i < nodes; ++i) next[i] = i + 1;
     w.add_invariant("R4 reader counts", [this]() -> std::optional<std::string> {
       if (d.readers_raw(0) > readers || d.readers_raw(1) > readers) return "a reader counter exceeds the readers";
@@ -361,6 +367,8 @@ struct rcu_inst final : instance {
         for (std::uint32_t n = P::load(&head, acquire, device_scope); n != 0; n = P::load(&next[n], acquire, device_scope))
           if (P::load(&poison[n], relaxed, device_scope))
             P::violated("R1: a reader inside its read-side critical section reached node " + str(n) + ", already reclaimed");
+          else
+            read_at[std::size_t{n} * readers + me] = P::hb_here();
         d.read_unlock(e);
       }
       return;
@@ -380,6 +388,11 @@ struct rcu_inst final : instance {
     const auto r = d.retire(
         victim, [this](std::uint64_t item) { return &link[item]; },
         [this](std::uint64_t item) {
+          for (unsigned r = 0; r < readers; ++r)
+            if (!P::hb_before(read_at[item * readers + r]))
+              P::violated("R1 (happens-before): reader " + str(r) + "'s access to node " + str(item) +
+                          " in its read-side section does not happen before the node's reclamation: the grace "
+                          "period did not synchronise with that reader's read_unlock (a data race on the node)");
           ++reclaimed[item];
           P::store(&poison[item], 1u, relaxed, device_scope);
         });

@@ -219,7 +219,14 @@ TEST(WeakMemory, MemoryOrderMutantsAreKilledOnlyUnderWeakMemory) {
   for (const mutant& mu : {mutant{"collective-mutex", 4, "relaxed lock CAS"}, mutant{"collective-mutex", 5, "relaxed unlock"},
                            mutant{"pop-k", 4, "pop under a relaxed lock CAS"}, mutant{"publish", 1, "relaxed push"},
                            mutant{"publish", 2, "relaxed pop"}, mutant{"publish", 4, "no release fence"},
-                           mutant{"publish", 5, "no acquire fence"}, mutant{"publish", 7, "acquire fence of block scope"}}) {
+                           mutant{"publish", 5, "no acquire fence"}, mutant{"publish", 7, "acquire fence of block scope"},
+                           // killed by happens-before checks on plain data, not by a stale value:
+                           // rcu R1 (a reader's access before the reclamation; the wrong value would
+                           // need load buffering) and the allocator's H1 (a block's previous owner
+                           // before its next owner)
+                           mutant{"rcu", 5, "relaxed read_unlock"}, mutant{"alloc-storm", 18, "relaxed slot free"},
+                           mutant{"alloc-storm", 19, "relaxed slot claim"},
+                           mutant{"alloc-storm", 20, "group free without __syncwarp"}}) {
     const auto weak = explore(mu.scenario, {{"bug", mu.bug}}, ts::memory_model::weak, ts::strategy_kind::random, 10'000);
     ASSERT_TRUE(weak.first_failure) << mu.scenario << " bug=" << mu.bug << " (" << mu.what << ") survived 10,000 weak schedules";
     EXPECT_TRUE(weak.first_failure->deterministic) << failure_text(weak);
@@ -243,6 +250,16 @@ TEST(WeakMemory, CorrectPrimitivesPassUnderWeakMemory) {
            {"warp-ticket", {{"warps", 2}, {"threads", 12}}},
            {"counter", {}}}) {
     const auto s = explore(name, params, ts::memory_model::weak, ts::strategy_kind::portfolio, 20'000);
+    EXPECT_FALSE(s.first_failure) << name << ": " << failure_text(s);
+  }
+}
+
+// The allocator hands a freed block to its next owner along a happens-before chain (release
+// fetch_and on free, acquire fetch_or on claim, __syncwarp inside a group): H1 holds for every
+// allocator scenario of the weak-memory target (10^6 schedules each: docs/simulator.md §14.2).
+TEST(WeakMemory, AllocatorScenariosHandBlocksOverAlongHappensBefore) {
+  for (const char* name : {"alloc-storm", "mixed-sizes", "exhaust-recover", "retire-race"}) {
+    const auto s = explore(name, {}, ts::memory_model::weak, ts::strategy_kind::portfolio, 2'000);
     EXPECT_FALSE(s.first_failure) << name << ": " << failure_text(s);
   }
 }

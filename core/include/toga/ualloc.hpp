@@ -85,6 +85,10 @@ enum class ualloc_bug : std::uint8_t {
   or_drops_lane,              //!< the free path's OR reduction drops the highest lane of a word group
   free_signals_short,         //!< a group free signals k - 1 units
   undo_whole_reservation,     //!< a short reservation undoes all it asked for, not only the excess
+  // memory order and warp ordering of the slot hand-over (weak memory: H1 data race on the block)
+  relaxed_slot_free,          //!< the free's fetch_and on the bitmap is relaxed, not release
+  relaxed_slot_claim,         //!< the claim's fetch_or on the bitmap is relaxed, not acquire
+  free_without_warp_barrier,  //!< a group free releases the word without the __syncwarp that orders the members' accesses
 };
 
 //! Header of a regular bin: the first 128 B of the bin (P Fig. 3).
@@ -196,6 +200,10 @@ struct ualloc {
   //! Classes with at least this many slots per bin keep their empty bins (E11).
   static constexpr std::uint32_t hysteresis_min_capacity = 32;
   static constexpr std::uint32_t dead = Bug == ualloc_bug::dead_near_wrap ? 0x80000000u : bin_dead;
+  // [HB] the slot hand-over: a free's fetch_and releases, a claim's fetch_or acquires (planted
+  // bugs relax them)
+  static constexpr order_tag<Bug == ualloc_bug::relaxed_slot_claim ? memory_order::relaxed : memory_order::acquire> claim_order{};
+  static constexpr order_tag<Bug == ualloc_bug::relaxed_slot_free ? memory_order::relaxed : memory_order::release> free_order{};
 
   static_assert(sizeof(class_list<P>) == 384 && sizeof(arena<P>) == 128 + 384 * geom::num_classes + 256,
                 "class lists and arenas are laid out in 128 B lines");
@@ -243,7 +251,7 @@ struct ualloc {
           const unsigned w = pr.hint / 64, b0 = pr.hint % 64;
           const std::uint64_t want = (t >= 64 - b0 ? ~std::uint64_t{0} : ((std::uint64_t{1} << t) - 1)) << b0;
           // [HB] acquire: pairs with the release fetch_and of the slot's last free
-          std::uint64_t was = P::fetch_or(&h->bitmap[w], want, acquire, device_scope);
+          std::uint64_t was = P::fetch_or(&h->bitmap[w], want, claim_order, device_scope);
           claimed = want & ~was;
           if constexpr (Bug != ualloc_bug::claim_without_reservation) ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(bits::popc(claimed)));
           if (bits::popc(claimed) < t && ~(was | want) != 0) {
@@ -253,7 +261,7 @@ struct ualloc {
               more |= zeros & (~zeros + 1);
               zeros &= zeros - 1;
             }
-            was = P::fetch_or(&h->bitmap[w], more, acquire, device_scope);
+            was = P::fetch_or(&h->bitmap[w], more, claim_order, device_scope);
             if constexpr (Bug != ualloc_bug::claim_without_reservation) ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(bits::popc(more & ~was)));
             claimed |= more & ~was;
           }
@@ -309,7 +317,7 @@ struct ualloc {
     std::uint64_t was;
     if (Exact || g.size == 1) {
       // [HB] release: our accesses to the slot happen before its next owner's (acquire fetch_or)
-      was = P::fetch_and(&h->bitmap[w], ~bit, release, device_scope);
+      was = P::fetch_and(&h->bitmap[w], ~bit, free_order, device_scope);
       if (was & bit) ghost_add<P>(ghost_kind::bin_transit, h, 1);
     } else {
       const std::uint32_t wm = P::match_any(g.mask, static_cast<std::uint32_t>(w));
@@ -322,10 +330,10 @@ struct ualloc {
       const std::uint64_t all = (std::uint64_t{hi} << 32) | lo;
       // [HB] the warp barrier orders every lane's accesses to its slot before the word leader's
       // release RMW (cumulative), so one release covers the whole word group
-      P::syncwarp(wm);
+      if constexpr (Bug != ualloc_bug::free_without_warp_barrier) P::syncwarp(wm);
       const unsigned wl = bits::ctz(wm);
       if (P::lane_id() == wl) {
-        was = P::fetch_and(&h->bitmap[w], ~all, release, device_scope);
+        was = P::fetch_and(&h->bitmap[w], ~all, free_order, device_scope);
         ghost_add<P>(ghost_kind::bin_transit, h, bits::popc(was & all));
       }
       was = P::shfl(wm, was, static_cast<int>(wl));
@@ -597,7 +605,7 @@ struct ualloc {
         zeros &= zeros - 1;
       }
       P::inject(fault_site::stall_read_to_rmw);
-      const std::uint64_t was = P::fetch_or(&h->bitmap[w], want, acquire, device_scope);  // [HB] with the freer's release
+      const std::uint64_t was = P::fetch_or(&h->bitmap[w], want, claim_order, device_scope);  // [HB] with the freer's release
       const std::uint64_t got = want & ~was;
       hint = w * 64;
       if (got != 0) return got;

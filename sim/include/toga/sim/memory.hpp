@@ -37,6 +37,13 @@
 //! schedule), 2+2W with both stores winning (mo follows the schedule), and stores older than the
 //! kept history. See the litmus table in docs/simulator.md.
 //!
+//! Happens-before marks (--memory weak): `mark_here` names the running lane's current point and
+//! `happened_before` tells whether a mark is hb-before the running lane. Scenarios use them to
+//! check that plain (non-atomic) data is handed over with a happens-before chain: an RCU
+//! reader's access before the reclamation of what it read, a block's previous owner before its
+//! next owner. That catches the bugs whose wrong value would need load buffering (a release
+//! weakened to relaxed on the hand-over path) as a data race, without producing the value.
+//!
 //! Scoped races (both models): two accesses to one location, at least one a write, from lanes of
 //! different blocks, at least one with block scope (so the pair is not "morally strong" in PTX's
 //! terms), and not ordered by happens-before, end the schedule with a cuda-rule verdict at the
@@ -62,6 +69,13 @@ class world;
 
 //! Stores kept per location (the newest ones in modification order).
 inline constexpr unsigned history_depth = 8;
+
+//! A point of one lane in happens-before: its lane and that lane's epoch there. The default
+//! mark (no lane) happens before everything.
+struct hb_mark {
+  std::uint32_t lane = ~0u;
+  std::uint32_t epoch = 0;
+};
 
 class memory_state {
  public:
@@ -92,6 +106,13 @@ class memory_state {
 
   //! Turns the scoped-race verdict off (litmus tests that observe what non-morally-strong pairs do).
   void set_race_check(bool on) { check_races_ = on; }
+
+  //! The running lane's current point (not a scheduling point). Accesses it made before the
+  //! call are covered by the mark; a later release of the lane publishes it.
+  hb_mark mark_here();
+  //! True when `m` happens before the running lane's current point (program order, or a
+  //! release/acquire, fence or __syncwarp chain from m's lane); always true for the default mark.
+  bool happened_before(const hb_mark& m);
 
   //! Stale reads (a load that read other than the newest store) in this schedule.
   std::uint64_t stale_reads() const { return stale_reads_; }

@@ -161,6 +161,24 @@ struct platform {
   //! A data choice in [0, n) from the schedule: use it for fault injection and test data, so
   //! that replay and shrinking cover it.
   static std::uint32_t choose(std::uint32_t n) { return w().choose(n); }
+  //! Under `--memory weak`: the running lane's current point in happens-before
+  //! (toga/sim/memory.hpp); the default mark otherwise. Not a scheduling point. With hb_before,
+  //! scenarios check that plain data is handed over along a happens-before chain.
+  static hb_mark hb_here() {
+    memory_state* m = w().memory();
+    return m && m->weak() ? m->mark_here() : hb_mark{};
+  }
+  //! True when `x` happens before the running lane's current point; always true without weak
+  //! memory (there every access is ordered by the schedule).
+  static bool hb_before(const hb_mark& x) {
+    memory_state* m = w().memory();
+    return !(m && m->weak()) || m->happened_before(x);
+  }
+  //! True when this schedule runs under `--memory weak`.
+  static bool weak_memory() {
+    memory_state* m = w().memory();
+    return m && m->weak();
+  }
   //! Reports a failed property of the code under test as an invariant verdict.
   [[noreturn]] static void violated(const std::string& what) {
     throw lane_failure{verdict_kind::invariant, what};
