@@ -44,15 +44,7 @@ echo "toga-bench exit $?"; tail -3 "$out/r/bench-quick.err"
 step "fastpath-bench"
 timeout 80 "$bin/fastpath-bench" --reps 5 --watchdog-s 20 --churn-sizes 16,64,256 > "$out/r/fastpath.txt" 2>&1; echo "fastpath-bench exit $?"
 cuobjdump -sass "$bin/fastpath-bench" > /tmp/fb.sass 2>/dev/null
-python3 - /tmp/fb.sass > "$out/r/sass-counts.txt" <<'PY'
-import re, sys
-txt = open(sys.argv[1]).read()
-for f in re.split(r'\n\s+Function : ', txt)[1:]:
-    name = f.split('\n', 1)[0]
-    c = lambda pat: len(re.findall(pat, f))
-    if not re.search(r'toga|ualloc|allocator|bump', name): continue
-    print(f"{name[:150]}\n    instr {c(r'/\*[0-9a-f]{4}\*/ '):6d}  MEMBAR {c(r'MEMBAR'):3d}  FENCE {c(r'FENCE'):3d}  ATOM {c(r'ATOMG?\.'):4d}  RED {c(r'\bREDG?\.'):3d}  CALL {c(r'\bCALL\b'):3d}")
-PY
+python3 tools/gpu/sass-counts.py /tmp/fb.sass 'toga|ualloc|allocator|bump' > "$out/r/sass-counts.txt"
 step "ncu"
 timeout 70 ncu --kernel-name regex:toga_alloc --launch-skip 1 --launch-count 1 --section SpeedOfLight --section Occupancy \
   --section WarpStateStats "$bin/fastpath-bench" --sizes 16 --reps 1 --churn-sizes 16 > "$out/r/ncu-alloc16.txt" 2>&1

@@ -17,15 +17,7 @@ nvcc -std=c++20 -O3 -gencode=arch=compute_90,code=sm_90 -Xptxas -v -Icore/includ
 timeout 150 "$out/fb" --reps 5 --watchdog-s 20 --churn-sizes 16,64,256 > "$out/r/fastpath.txt" 2>&1; echo "fastpath-bench exit $?"
 # registers (toga-bench kernels, from cudaFuncGetAttributes in T13) and barriers per kernel in the SASS
 cuobjdump -sass "$out/fb" > /tmp/fb.sass 2>/dev/null
-python3 - /tmp/fb.sass > "$out/r/sass-counts.txt" <<'PY'
-import re, sys
-txt = open(sys.argv[1]).read()
-for f in re.split(r'\n\s+Function : ', txt)[1:]:
-    name = f.split('\n', 1)[0]
-    c = lambda pat: len(re.findall(pat, f))
-    if not re.search(r'toga|ualloc|allocator', name): continue
-    print(f"{name[:150]}\n    instr {c(r'/\*[0-9a-f]{4}\*/ '):6d}  MEMBAR {c(r'MEMBAR'):3d}  FENCE {c(r'FENCE'):3d}  ATOM {c(r'ATOMG?\.'):4d}  RED {c(r'\bREDG?\.'):3d}  CALL {c(r'\bCALL\b'):3d}")
-PY
+python3 tools/gpu/sass-counts.py /tmp/fb.sass 'toga|ualloc|allocator' > "$out/r/sass-counts.txt"
 timeout 150 ncu --kernel-name regex:toga_alloc --launch-skip 1 --launch-count 1 --section SpeedOfLight --section Occupancy \
   --section WarpStateStats --section SchedulerStats "$out/fb" --sizes 16 --reps 1 --churn-sizes 16 > "$out/r/ncu-alloc16.txt" 2>&1
 echo "ncu exit $?"

@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""Instructions and barriers per kernel in the SASS of a CUDA binary (docs/benchmarks.md).
+
+Usage: cuobjdump -sass BINARY > FILE.sass; python3 tools/gpu/sass-counts.py FILE.sass [NAME_REGEX]
+Prints, for every function whose name matches NAME_REGEX (default: toga|ualloc|allocator|bump),
+its SASS instruction count and how many MEMBAR, FENCE, ATOM(G), RED(G) and CALL instructions it
+has. Instructions are counted by their /*offset*/ markers, which have 4 hex digits below 64 KiB of
+code and more above. Python only.
+"""
+import re
+import sys
+
+
+def main() -> int:
+    if len(sys.argv) not in (2, 3):
+        print("usage: sass-counts.py FILE.sass [NAME_REGEX]  (FILE.sass from cuobjdump -sass BINARY)", file=sys.stderr)
+        return 2
+    try:
+        txt = open(sys.argv[1], encoding="utf-8", errors="replace").read()
+        pick = re.compile(sys.argv[2] if len(sys.argv) == 3 else r"toga|ualloc|allocator|bump")
+    except OSError as e:
+        print(f"sass-counts.py: cannot read '{sys.argv[1]}': {e}", file=sys.stderr)
+        return 1
+    except re.error as e:
+        print(f"sass-counts.py: bad NAME_REGEX '{sys.argv[2]}': {e}", file=sys.stderr)
+        return 2
+    functions = re.split(r"\n\s+Function : ", "\n" + txt)[1:]
+    if not functions:
+        print(f"sass-counts.py: no 'Function :' sections in '{sys.argv[1]}' (is it cuobjdump -sass output?)", file=sys.stderr)
+        return 1
+    for f in functions:
+        name = f.split("\n", 1)[0]
+        if not pick.search(name):
+            continue
+        def c(pat: str) -> int:
+            return len(re.findall(pat, f))
+        instr, membar, fence = c(r"/[*][0-9a-f]{4,}[*]/ "), c(r"MEMBAR"), c(r"FENCE")
+        atom, red, call = c(r"ATOMG?[.]"), c(r"\bREDG?[.]"), c(r"\bCALL\b")
+        print(f"{name[:150]}\n    instr {instr:6d}  MEMBAR {membar:3d}  FENCE {fence:3d}  ATOM {atom:4d}  RED {red:3d}  CALL {call:3d}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
