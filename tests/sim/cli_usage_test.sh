@@ -80,10 +80,11 @@ expect 2 "no mutant matches --filter 'no-such-mutant'" mutants --filter no-such-
 expect 1 "cannot open mutant baseline" mutants --filter '^lost-update$' --baseline "$tmp/missing-baseline.json"
 expect 0 "1 of 1 mutants killed" mutants --filter '^lost-update$' --schedules 100 --baseline none
 cat > "$tmp/baseline.json" <<'JSON'
-{"format": "toga-sim mutants 1", "schedules": 100, "killed_at": {"rcu.relaxed-unlock": 5}}
+{"format": "toga-sim mutants 1", "schedules": 100, "killed_at": {"ualloc.no-unlink-on-exhaustion": 5}}
 JSON
-expect 1 "rcu.relaxed-unlock: REGRESSION: killed at schedule 5 in the baseline, survived 100 schedules now" \
-  mutants --filter '^rcu.relaxed-unlock$' --schedules 100 --baseline "$tmp/baseline.json"
+# (the real baseline kills it at schedule 3,421: 100 schedules do not, so this fake baseline makes a regression)
+expect 1 "ualloc.no-unlink-on-exhaustion: REGRESSION: killed at schedule 5 in the baseline, survived 100 schedules now" \
+  mutants --filter '^ualloc.no-unlink-on-exhaustion$' --schedules 100 --baseline "$tmp/baseline.json"
 expect 0 "1 of 1 mutants killed" mutants --filter '^lost-update$' --schedules 100 --baseline "$tmp/baseline.json" \
   --json "$tmp/mutants.json"
 grep -q '"id": "lost-update"' "$tmp/mutants.json" || { echo "FAIL: mutants --json lacks the mutant"; fails=$((fails + 1)); }
