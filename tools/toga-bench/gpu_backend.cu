@@ -786,6 +786,25 @@ class gpu_backend final : public backend {
       (void)cudaGetLastError();
       sms = 132;
     }
+    // The three heaps of T1-T7 and T9 live at once: toga's (--heap rounded up to a power of two),
+    // cuda-malloc's device heap and bump-warp's buffer (both max(16 GiB, toga's)). Without room
+    // for all three, cuda-malloc's first kernel fails to launch (cudaErrorLaunchOutOfResources).
+    const bool big_case = id == "T1" || id == "T2" || id == "T3" || id == "T4" || id == "T5" || id == "T6" || id == "T7" || id == "T9";
+    if (big_case && !ready_) {
+      std::size_t free_b = 0, total_b = 0;
+      if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+        const std::uint64_t need = cap + 2 * big_bytes(o);
+        if (need > free_b)
+          return "--heap " + (o.heap_bytes ? format_bytes(o.heap_bytes) : std::string("(default)")) + " gives toga a " +
+                 format_bytes(cap) + " heap (a power of two), and cuda-malloc's heap and bump-warp's buffer take " +
+                 format_bytes(big_bytes(o)) + " each beside it: " + format_bytes(need) + " in all, but the GPU has " +
+                 format_bytes(free_b) + " free: use a --heap of at most " +
+                 format_bytes(std::uint64_t{1} << (63 - __builtin_clzll(std::max<std::uint64_t>(free_b / 3, 4 * KiB)))) +
+                 " (and fewer --threads or smaller --sizes where the case needs more)";
+      } else {
+        (void)cudaGetLastError();
+      }
+    }
     // heap.cu's default: one arena per SM, at most one per 2 MiB of heap
     const unsigned arenas = static_cast<unsigned>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(static_cast<std::uint64_t>(sms), cap / (2 * MiB))));
     const std::uint64_t mega = std::uint64_t{1} << 20;
