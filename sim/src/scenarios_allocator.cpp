@@ -211,12 +211,13 @@ struct heap_inst final : instance {
     }
     if (P::weak_memory()) handed_over(off, served);
     const std::uint64_t tag = fill_tag(tag_counter++);
-    live[off] = {bytes, served, tag, {}};
+    ghost_block& g = live[off];  // (map references stay valid)
+    g = {bytes, served, tag, {}};
     live_bytes += served;
     peak_live_bytes = std::max(peak_live_bytes, live_bytes);
     std::uint64_t* words = reinterpret_cast<std::uint64_t*>(p);
     for (std::uint64_t i = 0; i < (bytes + 7) / 8; ++i) words[i] = tag ^ i;
-    live[off].filled = P::hb_here();
+    g.filled = P::hb_here();
     return off + 1;
   }
   // H1 at an allocation of [off, off + served): every freed range it overlaps was last accessed

@@ -799,7 +799,7 @@ class gpu_backend final : public backend {
                  format_bytes(cap) + " heap (a power of two), and cuda-malloc's heap and bump-warp's buffer take " +
                  format_bytes(big_bytes(o)) + " each beside it: " + format_bytes(need) + " in all, but the GPU has " +
                  format_bytes(free_b) + " free: use a --heap of at most " +
-                 format_bytes(std::uint64_t{1} << (63 - __builtin_clzll(std::max<std::uint64_t>(free_b / 3, 4 * KiB)))) +
+                 format_bytes(pow2_at_least(std::max<std::uint64_t>(free_b / 3, 4 * KiB) / 2 + 1)) +
                  " (and fewer --threads or smaller --sizes where the case needs more)";
       } else {
         (void)cudaGetLastError();

@@ -165,20 +165,17 @@ struct platform {
   //! (toga/sim/memory.hpp); the default mark otherwise. Not a scheduling point. With hb_before,
   //! scenarios check that plain data is handed over along a happens-before chain.
   static hb_mark hb_here() {
-    memory_state* m = w().memory();
-    return m && m->weak() ? m->mark_here() : hb_mark{};
+    memory_state* m = weak_state();
+    return m ? m->mark_here() : hb_mark{};
   }
   //! True when `x` happens before the running lane's current point; always true without weak
   //! memory (there every access is ordered by the schedule).
   static bool hb_before(const hb_mark& x) {
-    memory_state* m = w().memory();
-    return !(m && m->weak()) || m->happened_before(x);
+    memory_state* m = weak_state();
+    return !m || m->happened_before(x);
   }
   //! True when this schedule runs under `--memory weak`.
-  static bool weak_memory() {
-    memory_state* m = w().memory();
-    return m && m->weak();
-  }
+  static bool weak_memory() { return weak_state() != nullptr; }
   //! Reports a failed property of the code under test as an invariant verdict.
   [[noreturn]] static void violated(const std::string& what) {
     throw lane_failure{verdict_kind::invariant, what};
@@ -186,6 +183,11 @@ struct platform {
 
  private:
   static world& w() { return *world::current(); }
+  // The memory model's state when this schedule runs under --memory weak, else nullptr.
+  static memory_state* weak_state() {
+    memory_state* m = w().memory();
+    return m && m->weak() ? m : nullptr;
+  }
   template <class T, memory_order O, scope S, class F>
   static T rmw(op k, T* p, F f) {
     world& wd = w();
