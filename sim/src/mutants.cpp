@@ -216,6 +216,15 @@ std::vector<mutant> build() {
          "the slot claim's fetch_or acquire -> relaxed").gpu().weak(),
       mb("ualloc.free-without-syncwarp", "its", "alloc-storm", P{{"bug", 20}},
          "a group free releases the bitmap word without the __syncwarp that orders its members' accesses").gpu().weak(),
+      // superbins (fast-path.md E6), in the scaled geometry of the superbins scenario
+      mb("ualloc.superbin-tag-not-set", "routing", "superbins", P{{"bug", 21}},
+         "a GROW makes a superbin without tagging its TBuddy node").depth(0).ci(),
+      mb("ualloc.superbin-slot-past-end", "off-by-one", "superbins", P{{"bug", 22}},
+         "a superbin counts one slot more than it holds: the last lies past its end").depth(0),
+      mb("ualloc.superbin-returned-live", "reclamation", "superbins", P{{"bug", 23}},
+         "a superbin with live slots is returned to TBuddy").depth(1),
+      mb("ualloc.superbin-free-to-tbuddy", "routing", "superbins", P{{"bug", 24}},
+         "a free of a 4 KiB-aligned superbin slot is routed to TBuddy without looking at the tag").depth(0),
   };
   return c;
 }

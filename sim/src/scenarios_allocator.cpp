@@ -23,7 +23,7 @@ namespace {
 using P = toga::sim::platform;
 std::string str(std::uint64_t v) { return std::to_string(v); }
 
-enum class mode { storm, exhaust, mixed, retire_race, rounds };
+enum class mode { storm, exhaust, mixed, retire_race, rounds, superbins };
 
 struct free_deleter {
   void operator()(char* p) const { std::free(p); }
@@ -68,15 +68,16 @@ struct heap_inst final : instance {
   heap_inst(world& w, const params& p, mode md)
       : m(md),
         lanes(w.config().lanes()),
-        ops(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("ops", md == mode::mixed ? 6 : 8)))),
+        ops(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("ops", md == mode::mixed || md == mode::superbins ? 6 : 8)))),
         keep(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("keep", 3)))),
         leak(p.get("leak", 0) != 0),
         rounds(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("rounds", 2)))),
         coalesced(p.get("coalesced", 0) != 0),
         fixed_size(static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("size", md == mode::exhaust ? 4096 : 0)))),
         mailbox(w.config().lanes(), 0) {
-    const std::uint64_t heap_bytes = static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : 2048)) * 1024;
-    layout = heap_layout::make<P>(heap_layout::levels_for(heap_bytes), w.config().sms);
+    const std::uint64_t heap_bytes = static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : md == mode::superbins ? 1024 : 2048)) * 1024;
+    layout = heap_layout::make<P>(heap_layout::levels_for(heap_bytes), w.config().sms,
+                                  static_cast<int>(p.get("sb_shift", md == mode::superbins ? 15 : -1)));
     layout.pins = static_cast<unsigned>(p.get("pins", md == mode::retire_race ? 1 : 4));
     const std::uint64_t hb = geom::page_bytes << (layout.levels - 1);
     heap.reset(static_cast<char*>(std::aligned_alloc(geom::page_bytes, hb)));
@@ -120,6 +121,11 @@ struct heap_inst final : instance {
         const std::int64_t v = slot_semaphore<P>::c_of(sem.raw()) + gt.get(ghost_kind::sem_inflight, &sem);
         if (v < 0) return "arena " + str(ai) + " class " + str(c) + " slot semaphore: C_true + in-flight = " + std::to_string(v);
       }
+      for (unsigned c = 0; c < geom::sb_max_classes; ++c) {
+        const auto& sem = a.super.arenas[ai].lists[c].slot_sem;
+        const std::int64_t v = slot_semaphore<P>::c_of(sem.raw()) + gt.get(ghost_kind::sem_inflight, &sem);
+        if (v < 0) return "arena " + str(ai) + " superbin class " + str(c) + " slot semaphore: C_true + in-flight = " + std::to_string(v);
+      }
     }
     return std::nullopt;
   }
@@ -130,12 +136,31 @@ struct heap_inst final : instance {
   std::optional<std::string> bins_account() const {
     const ghost_table& gt = ghost_table::current();
     std::optional<std::string> bad;
-    auto check = [&](const bin_header* h) {
+    const char* table_lo = a.super.table;
+    const char* table_hi = a.sb_max_bytes ? a.super.table + (a.heap_bytes >> a.super.sb_shift) * sizeof(superbin_header) : table_lo;
+    auto check = [&](std::uintptr_t addr) {
+      if (reinterpret_cast<const char*>(addr) >= table_lo && reinterpret_cast<const char*>(addr) < table_hi)
+        check_header(reinterpret_cast<const superbin_header*>(addr), gt, bad);
+      else
+        check_header(reinterpret_cast<const bin_header*>(addr), gt, bad);
+    };
+    // Per step: the bins with slots in transit (the windows the fast path opens) and, in turn, one
+    // other ghost entry's bin; check_quiescent checks every bin exactly at the end (U1).
+    gt.for_each_nonzero(ghost_kind::bin_transit, [&](std::uintptr_t addr, std::int64_t) { check(addr); });
+    if (gt.size() > 0) {
+      const std::size_t i = rotation_++ % gt.size();
+      if (gt.kind_at(i) == ghost_kind::bin_live) check(gt.addr_at(i));
+    }
+    return bad;
+  }
+  template <class H>
+  void check_header(const H* h, const ghost_table& gt, std::optional<std::string>& bad) const {
+    {
       if (bad || gt.get(ghost_kind::bin_live, h) != 1) return;
       const std::uint64_t off = static_cast<std::uint64_t>(reinterpret_cast<const char*>(h) - a.small.base);
       const unsigned cap = h->capacity;
       std::int64_t pop = 0;
-      for (unsigned w = 0; w < geom::bitmap_words; ++w) {
+      for (unsigned w = 0; w < sizeof(h->bitmap) / 8; ++w) {
         const unsigned lo = w * 64;
         const std::uint64_t valid = cap >= lo + 64 ? ~std::uint64_t{0} : cap <= lo ? 0 : (std::uint64_t{1} << (cap - lo)) - 1;
         if ((h->bitmap[w] | valid) != ~std::uint64_t{0}) {
@@ -148,15 +173,7 @@ struct heap_inst final : instance {
       if (pop + static_cast<std::int32_t>(h->free) + transit != cap)
         bad = "U1': bin " + str(off) + ": " + std::to_string(pop) + " set bits + free " + std::to_string(static_cast<std::int32_t>(h->free)) +
               " + transit " + std::to_string(transit) + " != capacity " + str(cap);
-    };
-    // Per step: the bins with slots in transit (the windows the fast path opens) and, in turn, one
-    // other ghost entry's bin; check_quiescent checks every bin exactly at the end (U1).
-    gt.for_each_nonzero(ghost_kind::bin_transit, [&](std::uintptr_t addr, std::int64_t) { check(reinterpret_cast<const bin_header*>(addr)); });
-    if (gt.size() > 0) {
-      const std::size_t i = rotation_++ % gt.size();
-      if (gt.kind_at(i) == ghost_kind::bin_live) check(reinterpret_cast<const bin_header*>(gt.addr_at(i)));
     }
-    return bad;
   }
 
   template <class F>
@@ -180,6 +197,14 @@ struct heap_inst final : instance {
       static constexpr std::uint64_t sizes[] = {1, 16, 100, 256, 1000, 1024, 2000, 4096, 9000, 65536};
       return sizes[P::choose(10)];
     }
+    if (m == mode::superbins) {
+      // both sides of every routing boundary: UAlloc's largest class, each superbin class (2 KiB
+      // with its 2 KiB-aligned slots that are not 4 KiB aligned), the largest superbin class and
+      // the TBuddy block just above it
+      const std::uint64_t top = a.sb_max_bytes ? a.sb_max_bytes : 2048;
+      const std::uint64_t sizes[] = {16, 1024, 1025, 2048, 3000, 4096, top / 2 + 1, top, top + 1, 2 * top};
+      return sizes[P::choose(10)];
+    }
     static constexpr std::uint64_t sizes[] = {8, 16, 48, 64, 128, 256, 512, 1024};
     return sizes[P::choose(8)];
   }
@@ -192,12 +217,14 @@ struct heap_inst final : instance {
       return 0;
     }
     const std::uint64_t off = static_cast<std::uint64_t>(static_cast<char*>(p) - a.small.base);
-    const std::uint64_t served = geom::round_up(bytes ? bytes : 1) <= geom::max_class_bytes
-                                     ? geom::round_up(bytes ? bytes : 1)
-                                     : (geom::page_bytes << geom::order_of(geom::round_up(bytes)));
-    // G3/G4/G5
+    const std::uint64_t served = a.served_bytes(bytes);
+    // G3/G4/G5: UAlloc slots never start on 4 KiB boundaries; superbin slots and TBuddy blocks are
+    // aligned to their size (G4)
     const bool small = served <= geom::max_class_bytes;
-    if (small == (off % geom::page_bytes == 0)) P::violated("G3: block at " + str(off) + " of " + str(served) + " B is on the wrong side of the 4 KiB rule");
+    const bool in_sb = served > geom::max_class_bytes && served <= a.sb_max_bytes;
+    if (!in_sb && small == (off % geom::page_bytes == 0)) P::violated("G3: block at " + str(off) + " of " + str(served) + " B is on the wrong side of the 4 KiB rule");
+    const std::uint32_t node = a.small.buddy.load_state(a.small.buddy.leaf_of(off) >> (in_sb ? a.super.sb_shift - geom::page_shift : 0));
+    if (in_sb && node != (node_allocated | node_superbin_tag)) P::violated("G3: superbin slot at " + str(off) + " of " + str(served) + " B does not lie in a tagged superbin");
     if (off % (small ? std::min<std::uint64_t>(served, 128) : served) != 0) P::violated("G4: block at " + str(off) + " misaligned for " + str(served) + " B");
     if (off + served > a.heap_bytes) P::violated("G2: block beyond the heap");
     // G1 against every live block
@@ -443,6 +470,10 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 18: return make_one<ualloc_bug::relaxed_slot_free, tbuddy_bug::none>(w, p, md);
     case 19: return make_one<ualloc_bug::relaxed_slot_claim, tbuddy_bug::none>(w, p, md);
     case 20: return make_one<ualloc_bug::free_without_warp_barrier, tbuddy_bug::none>(w, p, md);
+    case 21: return make_one<ualloc_bug::superbin_tag_not_set, tbuddy_bug::none>(w, p, md);
+    case 22: return make_one<ualloc_bug::superbin_slot_past_end, tbuddy_bug::none>(w, p, md);
+    case 23: return make_one<ualloc_bug::superbin_returned_live, tbuddy_bug::none>(w, p, md);
+    case 24: return make_one<ualloc_bug::superbin_free_to_tbuddy, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -460,7 +491,8 @@ constexpr const char* bug_help =
     "mapped to one bit, 11 a GROW drops a displaced pin that has free slots, 12 retiring a pinned bin keeps it pinned, 13 DEAD "
     "near wrap-around, 14 pin published before the bin header, 15 free OR-reduction drops a lane, 16 group free signals k-1, "
     "17 a short reservation undoes all it asked for; slot hand-over, --memory weak: 18 relaxed free fetch_and, 19 relaxed "
-    "claim fetch_or, 20 group free without its __syncwarp)";
+    "claim fetch_or, 20 group free without its __syncwarp; superbins: 21 superbin tag not set, 22 a slot past the superbin's end, "
+    "23 a superbin with live slots returned to TBuddy, 24 a 4 KiB-aligned superbin slot freed to TBuddy)";
 
 // Declared keys (toga-sim rejects others and out-of-range values). heap_kib: the simulator backs
 // the heap with host memory, so at most 1 GiB here (toga's own limit, heap_layout::max_heap_bytes,
@@ -478,7 +510,8 @@ std::vector<param_spec> heap_keys(std::int64_t warps, std::int64_t threads, std:
           {"leak", 0, 1, 0, "1: lanes keep their last blocks"},
           {"coalesced", 0, 1, 0, "1: warp-cooperative allocate"},
           {"pins", 1, max_pin_slots, 4, "pin slots per (arena, class) (the GPU heap uses 32)"},
-          {"bug", 0, 20, 0, "planted bug (keep in step with make_heap)"}};
+          {"sb_shift", -1, geom::sb_max_shift, -1, "log2 of the superbin bytes, 13..21 (0: no superbins; -1: toga's choice for the heap)"},
+          {"bug", 0, 24, 0, "planted bug (keep in step with make_heap)"}};
 }
 
 }  // namespace
@@ -501,7 +534,7 @@ void register_allocator_scenarios() {
                             "class (what the free path's read-side section prevents); 3 lanes, 1 SM") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}},
-                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 20, 0, "planted bug (keep in step with make_heap)"}}));
+                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 24, 0, "planted bug (keep in step with make_heap)"}}));
   {
     auto keys = heap_keys(1, 32, 1, 1, 16, 2048);
     keys.push_back({"rounds", 1, 100, 2, "alloc-all / free-all rounds"});
@@ -513,6 +546,18 @@ void register_allocator_scenarios() {
                   [](world& w, const params& p) { return make_heap(w, p, mode::rounds); }, run_limits{50'000, 4'000'000}},
                            keys));
   }
+  add_scenario(with_keys({"superbins",
+                std::string("sizes on both sides of every routing boundary (UAlloc / superbin classes / TBuddy) in a scaled "
+                            "geometry: 32 KiB superbins (2, 4 and 8 KiB slots) in a 1 MiB heap; blocks handed to other "
+                            "warps/SMs; params warps=2 threads=2 sms=2 ops=6 keep=3 heap_kib=1024 sb_shift=15") + bug_help,
+                expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
+                [](world& w, const params& p) { return make_heap(w, p, mode::superbins); }, run_limits{50'000, 2'000'000}},
+                         [] {
+                           auto k = heap_keys(2, 2, 2, 6, 0, 1024);
+                           for (auto& spec : k)
+                             if (spec.name == "sb_shift") spec.fallback = 15;
+                           return k;
+                         }()));
   add_scenario(with_keys({"mixed-sizes",
                 std::string("small (UAlloc) and large (TBuddy) sizes mixed, 1 B .. 64 KiB; params warps=2 threads=2 "
                             "sms=2 ops=6 keep=3 heap_kib=2048") + bug_help,

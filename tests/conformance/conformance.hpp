@@ -54,8 +54,8 @@ TOGA_DEVICE void lane_body(const A& a, const state& s, unsigned me) TOGA_NOEXCEP
     } else {
       P::fetch_add(&s.out[allocations], std::uint64_t{1}, relaxed, device_scope);
       const std::uint64_t off = static_cast<std::uint64_t>(static_cast<char*>(p) - a.small.base);
-      const std::uint64_t served = geom::round_up(bytes);
-      const std::uint64_t align = served <= geom::max_class_bytes ? (served < 128 ? served : 128) : (served < 4096 ? 4096 : served);
+      const std::uint64_t served = a.served_bytes(bytes);
+      const std::uint64_t align = served <= geom::max_class_bytes ? (served < 128 ? served : 128) : served;
       if (off % align != 0) P::fetch_add(&s.out[misaligned], std::uint64_t{1}, relaxed, device_scope);
       std::uint64_t* w = static_cast<std::uint64_t*>(p);
       const std::uint64_t tag = tag_for(me, r);

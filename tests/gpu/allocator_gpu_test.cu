@@ -280,11 +280,14 @@ __host__ __device__ constexpr std::uint64_t agpu_pattern(std::uint32_t owner, st
   return agpu_mix64((std::uint64_t{owner} << 32 | w) ^ (std::uint64_t{salt} * 0x9e3779b97f4a7c15ull)) | 1u;
 }
 
-//! Bytes `allocate(bytes)` serves: next_pow2(max(bytes, 16)); above 1 KiB a TBuddy block of at
-//! least 4 KiB (allocator.hpp).
-constexpr std::uint64_t agpu_served(std::uint64_t bytes) {
+//! Bytes `allocate(bytes)` serves: next_pow2(max(bytes, 16)); superbin classes (2 KiB up to
+//! sb_max_bytes, the heap's) at that size; above, a TBuddy block of at least 4 KiB (allocator.hpp).
+//! sb_max_bytes 0 (the default) gives the largest a size may be served with (a TBuddy block): an
+//! upper bound for sizing; block checks pass the heap's (agpu_sb_max).
+constexpr std::uint64_t agpu_served(std::uint64_t bytes, std::uint64_t sb_max_bytes = 0) {
   const std::uint64_t s = toga::geom::round_up(bytes ? bytes : 1);
-  return s <= toga::geom::max_class_bytes ? s : (s < toga::geom::page_bytes ? toga::geom::page_bytes : s);
+  if (s <= toga::geom::max_class_bytes || s <= sb_max_bytes) return s;
+  return s < toga::geom::page_bytes ? toga::geom::page_bytes : s;
 }
 
 // -----------------------------------------------------------------------------------------
@@ -310,6 +313,9 @@ struct agpu_heap {
     if (meta != nullptr) (void)cudaFree(meta);
   }
 };
+
+//! The largest size the heap serves from superbins (0: none).
+std::uint64_t agpu_sb_max(const agpu_heap& h) { return h.layout.sb_classes ? toga::geom::sb_class_bytes(h.layout.sb_classes - 1) : 0; }
 
 //! Builds a heap of `bytes` (a power of two >= 512 KiB) with one arena per SM.
 void agpu_make_heap(agpu_heap& h, std::uint64_t bytes, std::uint64_t limit_bytes = 0) {
@@ -546,7 +552,7 @@ void agpu_cycle(const agpu_heap& h, unsigned n, std::uint64_t bytes, const std::
       continue;
     }
     const std::uint64_t s = sizes_host != nullptr ? (*sizes_host)[i] : bytes;
-    blocks.push_back({static_cast<std::uint64_t>(hp[i] - h.heap), agpu_served(s), i});
+    blocks.push_back({static_cast<std::uint64_t>(hp[i] - h.heap), agpu_served(s, agpu_sb_max(h)), i});
   }
   r.obtained = static_cast<unsigned>(blocks.size());
   EXPECT_EQ(nulls, 0u) << label << ": " << nulls << " of " << r.requested << " allocations returned nullptr (first: thread "
@@ -729,7 +735,7 @@ TEST(CudaAllocator, ExhaustionReturnsNullThenRecoveryAndQuiescentMerge) {
   hp.resize(std::size_t{rounds} * per_round);
   std::vector<agpu_block> blocks;
   for (std::size_t i = 0; i < hp.size(); ++i)
-    if (hp[i] != nullptr) blocks.push_back({static_cast<std::uint64_t>(hp[i] - h.heap), agpu_served(bytes), static_cast<unsigned>(i)});
+    if (hp[i] != nullptr) blocks.push_back({static_cast<std::uint64_t>(hp[i] - h.heap), agpu_served(bytes, agpu_sb_max(h)), static_cast<unsigned>(i)});
   const double obtained = static_cast<double>(blocks.size()) * bytes / static_cast<double>(h.heap_bytes);
   std::printf("[  figure  ] exhaustion: %zu blocks of 4 KiB in %u rounds = %.4f of the heap, %.3f ms of allocation\n",
               blocks.size(), rounds, obtained, total_ms);

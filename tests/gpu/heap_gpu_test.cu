@@ -346,24 +346,27 @@ TEST(CudaHeap, AttributesLikeAMemoryPool) {
   EXPECT_EQ(fresh.used_mem_high, 0u);
   const unsigned n = 1u << 14;
   blocks b(n);
-  alloc_n_k<<<n / 256, 256>>>(h.ref(), b.d, n, 8192);  // TBuddy: reserved == used == n x 8 KiB
+  // TBuddy blocks (1 MiB: above every superbin class): reserved == used == 128 x 1 MiB
+  constexpr unsigned nl = 128;
+  constexpr std::uint64_t big = 1u << 20;
+  alloc_n_k<<<1, nl>>>(h.ref(), b.d, nl, big);
   TOGA_TEST_CUDA(cudaGetLastError());
   TOGA_TEST_CUDA(cudaDeviceSynchronize());
   auto a = h.attributes();
-  EXPECT_EQ(a.used_mem_current, n * 8192ull);
-  EXPECT_EQ(a.reserved_mem_current, n * 8192ull);
+  EXPECT_EQ(a.used_mem_current, nl * big);
+  EXPECT_EQ(a.reserved_mem_current, nl * big);
   EXPECT_GE(a.reserved_mem_high, a.reserved_mem_current);
   EXPECT_GE(a.used_mem_high, a.used_mem_current);
-  EXPECT_EQ(a.allocations, n);
+  EXPECT_EQ(a.allocations, nl);
   EXPECT_EQ(a.failed(), 0u);
-  free_n_k<<<n / 256, 256>>>(h.ref(), b.d, n);
+  free_n_k<<<1, nl>>>(h.ref(), b.d, nl);
   TOGA_TEST_CUDA(cudaDeviceSynchronize());
   a = h.attributes();
   EXPECT_EQ(a.used_mem_current, 0u);
   EXPECT_EQ(a.reserved_mem_current, 0u);
-  EXPECT_EQ(a.reserved_mem_high, n * 8192ull) << "the block high-water mark is exact";
-  EXPECT_GE(a.used_mem_high, n * 8192ull);
-  EXPECT_EQ(a.deallocations, n);
+  EXPECT_EQ(a.reserved_mem_high, nl * big) << "the block high-water mark is exact";
+  EXPECT_GE(a.used_mem_high, nl * big);
+  EXPECT_EQ(a.deallocations, nl);
   // small blocks: used counts their class, reserved the 512 KiB chunks that hold them
   alloc_n_k<<<n / 256, 256>>>(h.ref(), b.d, n, 100);
   TOGA_TEST_CUDA(cudaDeviceSynchronize());

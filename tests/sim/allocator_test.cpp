@@ -195,6 +195,11 @@ TEST(Allocator, PlantedBugsAreCaughtWithin10kSchedules) {
       {"alloc-storm", {{"bug", 15}, {"threads", 8}, {"warps", 1}, {"sms", 1}, {"size", 16}}, "free OR-reduction drops a lane", true},
       {"alloc-storm", {{"bug", 16}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 16}}, "group free signals k-1", true},
       {"alloc-storm", {{"bug", 17}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}}, "short reservation undoes everything", true},
+      // superbins (fast-path.md E6)
+      {"superbins", {{"bug", 21}}, "superbin tag not set", true},
+      {"superbins", {{"bug", 22}}, "a slot past the superbin's end", true},
+      {"superbins", {{"bug", 23}}, "superbin with live slots returned", true},
+      {"superbins", {{"bug", 24}}, "4 KiB-aligned superbin slot freed to TBuddy", true},
   };
   std::printf("\nplanted allocator bug                         | random    | pct d=3   | stall\n");
   for (const auto& b : bugs) {
@@ -301,7 +306,7 @@ TEST(Allocator, CheckedModeReportsBadFreesAndChangesNothing) {
   char outside[64];
   const auto r = one_lane([&] {
     char* small = static_cast<char*>(h.a.allocate(64));
-    char* big = static_cast<char*>(h.a.allocate(8192));
+    char* big = static_cast<char*>(h.a.allocate(128 * 1024));  // above the superbin classes: TBuddy
     char* keep = static_cast<char*>(h.a.allocate(64));
     h.a.deallocate(small);
     h.a.deallocate(small);        // double free (UAlloc)
@@ -325,6 +330,59 @@ TEST(Allocator, CheckedModeReportsBadFreesAndChangesNothing) {
   EXPECT_EQ(st.used_bytes, 0u);
   EXPECT_EQ(st.allocations, 3u);
   EXPECT_EQ(st.deallocations, 3u);
+}
+
+// Superbin slots (2 KiB .. 16 KiB in this 2 MiB heap: 64 KiB superbins): double frees and
+// pointers inside a slot are reported, including 2 KiB slots that start off 4 KiB boundaries.
+TEST(Allocator, CheckedModeCatchesBadFreesOfSuperbinSlots) {
+  small_heap<true> h;
+  ASSERT_EQ(h.layout.sb_shift, 16u) << "the test assumes 64 KiB superbins";
+  ASSERT_EQ(h.a.sb_max_bytes, 16u * 1024);
+  const auto r = one_lane([&] {
+    char* a2 = static_cast<char*>(h.a.allocate(2048));
+    char* b2 = static_cast<char*>(h.a.allocate(2000));
+    char* c8 = static_cast<char*>(h.a.allocate(8192));
+    char* d16 = static_cast<char*>(h.a.allocate(16384));
+    if (!a2 || !b2 || !c8 || !d16) ts::platform::violated("superbin allocation failed");
+    const auto off = [&](char* p) { return static_cast<std::uint64_t>(p - h.a.small.base); };
+    if (off(a2) % 2048 || off(c8) % 8192 || off(d16) % 16384) ts::platform::violated("superbin slot not aligned to its size");
+    if ((off(a2) % 4096 == 0) == (off(b2) % 4096 == 0)) ts::platform::violated("two neighbouring 2 KiB slots share their 4 KiB parity");
+    h.a.deallocate(b2);
+    h.a.deallocate(b2);          // double free of a 2 KiB slot (2 KiB aligned, maybe not 4 KiB aligned)
+    h.a.deallocate(c8 + 4096);   // inside an 8 KiB slot, 4 KiB aligned
+    h.a.deallocate(d16 + 2048);  // inside a 16 KiB slot, 2 KiB aligned
+    h.a.deallocate(c8);
+    h.a.deallocate(c8);          // double free of an 8 KiB slot
+    h.a.deallocate(a2);
+    h.a.deallocate(d16);
+  });
+  ASSERT_FALSE(r.failed()) << r.message;
+  using K = toga::heap_error_kind;
+  const std::vector<K> want = {K::double_free, K::invalid_pointer, K::invalid_pointer, K::double_free};
+  ASSERT_EQ(h.a.globals->error_count, want.size());
+  for (std::size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(static_cast<K>(h.a.globals->errors[i][0]), want[i]) << "error " << i << ": " << toga::to_string(static_cast<K>(h.a.globals->errors[i][0]));
+  EXPECT_FALSE(toga::check_quiescent(h.a)) << *toga::check_quiescent(h.a);
+  const auto st = toga::collect_statistics(h.a);
+  EXPECT_EQ(st.used_bytes, 0u);
+  EXPECT_EQ(st.allocations, 4u);
+  EXPECT_EQ(st.deallocations, 4u);
+  EXPECT_EQ(st.superbin_max_class_bytes, 16u * 1024);
+}
+
+// Superbins under many schedules: sizes on both sides of every routing boundary (the superbins
+// scenario), and exhaustion and full recovery for every superbin class (256 KiB superbins in a
+// 2 MiB heap serve 2 KiB .. 64 KiB).
+TEST(Allocator, SuperbinsServeEveryClassAndRecoverFromExhaustion) {
+  const auto s = explore("superbins", {}, ts::strategy_kind::portfolio, 3'000);
+  EXPECT_FALSE(s.first_failure) << failure_text(s);
+  const auto w = explore("superbins", {{"sb_shift", 13}, {"heap_kib", 512}}, ts::strategy_kind::portfolio, 500);
+  EXPECT_FALSE(w.first_failure) << "8 KiB superbins (2 KiB class only): " << failure_text(w);
+  for (std::int64_t size : {2048, 4096, 8192, 16384, 32768, 65536}) {
+    const auto e = explore("exhaust-recover", {{"size", size}, {"sb_shift", 18}, {"heap_kib", 2048}, {"threads", 2}},
+                           ts::strategy_kind::portfolio, 200);
+    EXPECT_FALSE(e.first_failure) << size << " B: " << failure_text(e);
+  }
 }
 
 // Blocks allocated on SM 0 and freed on SM 1 leave arena 1's used count negative (the counts are

@@ -609,13 +609,6 @@ struct test_heap {
   std::uint32_t root_state() const { return a.small.buddy.state[1]; }
 };
 
-//! Served size of allocate(bytes) (alignment 0) or allocate(bytes, alignment).
-std::uint64_t served_bytes(std::uint64_t bytes, std::uint64_t alignment = 0) {
-  std::uint64_t s = geom::round_up(bytes ? bytes : 1);
-  if (alignment > s) s = alignment;
-  const bool small = s <= geom::max_class_bytes && alignment <= geom::bin_header_bytes;
-  return small ? s : geom::page_bytes << geom::order_of(s);
-}
 
 //! Words a block of `bytes` carries: its first and last 8 bytes and a stride between (64 B up
 //! to 8 KiB, 1 KiB above). Blocks under 8 B get one word (the served block is >= 16 B).
@@ -660,7 +653,7 @@ std::uint64_t handle_alignment(std::uint64_t h) {
   return l ? std::uint64_t{1} << l : 0;
 }
 //! Served bytes of the block a handle names.
-std::uint64_t handle_served(std::uint64_t h) { return served_bytes(handle_bytes(h), handle_alignment(h)); }
+std::uint64_t handle_served(const A& a, std::uint64_t h) { return a.served_bytes(handle_bytes(h), handle_alignment(h)); }
 
 //! A racy look at the buddy tree (relaxed loads, any thread): free bytes in AVAILABLE nodes,
 //! and the largest AVAILABLE block. For diagnosing a nullptr: fragmentation or not.
@@ -818,7 +811,7 @@ TEST(AllocatorStress, StormWithCrossThreadFrees) {
         p = h.a.allocate(bytes);
       }
       ++me.ops;
-      const std::uint64_t served = served_bytes(bytes, alignment);
+      const std::uint64_t served = h.a.served_bytes(bytes, alignment);
       if (!p) {
         if (me.failed++ < 3) {
           const buddy_snapshot b = snapshot_buddy(h.a);
@@ -836,7 +829,8 @@ TEST(AllocatorStress, StormWithCrossThreadFrees) {
       const std::uint64_t off = static_cast<std::uint64_t>(static_cast<char*>(p) - base);
       if (!h.a.contains(p) || off + served > h.bytes()) violation("block at " + str(off) + " outside the heap");
       const bool small = served <= geom::max_class_bytes;
-      if (small == (off % geom::page_bytes == 0)) violation("block at " + str(off) + " of " + str(served) + " B on the wrong side of the 4 KiB rule");
+      const bool in_superbin = served > geom::max_class_bytes && served <= h.a.sb_max_bytes;  // 2 KiB slots: 2 KiB aligned
+      if (!in_superbin && small == (off % geom::page_bytes == 0)) violation("block at " + str(off) + " of " + str(served) + " B on the wrong side of the 4 KiB rule");
       if (off % (small ? std::min<std::uint64_t>(served, 128) : served) != 0) violation("block at " + str(off) + " misaligned for its size " + str(served));
       if (alignment && reinterpret_cast<std::uintptr_t>(p) % alignment != 0) violation("block at " + str(off) + " misses alignment " + str(alignment));
       const std::uint64_t handle = make_handle(off, bytes, rng.next(), alignment);
@@ -847,7 +841,7 @@ TEST(AllocatorStress, StormWithCrossThreadFrees) {
       const std::uint64_t off = handle_off(handle), bytes = handle_bytes(handle);
       if (auto bad = check_and_scribble(base + off, bytes, mix(handle)))
         violation("block at " + str(off) + " (" + str(bytes) + " B) corrupted at byte " + str(*bad) + ": another owner wrote it");
-      P::fetch_sub(&live, handle_served(handle), toga::relaxed, dev);
+      P::fetch_sub(&live, handle_served(h.a, handle), toga::relaxed, dev);
       h.a.deallocate(base + off);
       ++me.frees;
       ++me.ops;
@@ -1038,7 +1032,7 @@ TEST(AllocatorStress, ByteLimitIsNeverExceeded) {
     auto do_free = [&](std::uint64_t handle) {
       const std::uint64_t off = handle_off(handle), bytes = handle_bytes(handle);
       if (check_and_scribble(base + off, bytes, mix(handle))) ++me.violations;
-      P::fetch_sub(&live, served_bytes(bytes), toga::relaxed, dev);
+      P::fetch_sub(&live, h.a.served_bytes(bytes), toga::relaxed, dev);
       h.a.deallocate(base + off);
       ++me.ops;
     };
@@ -1059,7 +1053,7 @@ TEST(AllocatorStress, ByteLimitIsNeverExceeded) {
           ++me.failed;
         } else {
           ++me.allocs;
-          const std::uint64_t now = P::fetch_add(&live, served_bytes(bytes), toga::relaxed, dev) + served_bytes(bytes);
+          const std::uint64_t now = P::fetch_add(&live, h.a.served_bytes(bytes), toga::relaxed, dev) + h.a.served_bytes(bytes);
           if (now > limit) ++me.over;
           std::uint64_t pk = P::load(&peak_live, toga::relaxed, dev);  // a lower bound of the peak
           while (now > pk && !P::compare_exchange(&peak_live, pk, now, toga::relaxed, dev)) {
@@ -1087,7 +1081,7 @@ TEST(AllocatorStress, ByteLimitIsNeverExceeded) {
   EXPECT_GT(failed, 0u) << "the churn never reached the limit";
   EXPECT_EQ(live, 0u);
   const toga::heap_statistics s = toga::collect_statistics(h.a);
-  EXPECT_EQ(h.a.globals->limit.reserved, s.chunk_bytes) << "charged bytes at quiescence must be the chunks UAlloc holds";
+  EXPECT_EQ(h.a.globals->limit.reserved, s.chunk_bytes + s.superbin_bytes) << "charged bytes at quiescence must be the chunks and superbins UAlloc holds";
   report("byte limit", threads, ops_total, secs,
          "limit " + str(limit) + " B of " + str(h.bytes()) + ": phase 1 obtained " + str(first_phase * 4096) +
              " B; churn " + str(allocs) + " allocations, " + str(failed) + " nullptr, peak live " +

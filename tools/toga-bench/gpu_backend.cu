@@ -1040,6 +1040,21 @@ class gpu_backend final : public backend {
       ra.failures = std::max(ra.failures, r.failures);
       ra.corrupt = std::max(ra.corrupt, r.corrupt);
     }
+    // T1 from a fresh heap (issue 11: "within 10x from a fresh heap"): the same pass right after a
+    // reset, every repetition (toga and bump; cuda-malloc's heap cannot be reset)
+    if (pt.case_id == "T1" && k != akind::cuda_malloc) {
+      row rc = ra;
+      rc.op = "alloc-fresh";
+      rc.ms.clear();
+      for (unsigned rep = 0; rep < o.reps; ++rep) {
+        reset_target(t);
+        const rep_result r = alloc_free_rep(t, pt, n, o.seed, true, false);
+        rc.ms.push_back(r.alloc_ms);
+        rc.failures = std::max(rc.failures, r.failures);
+        rc.corrupt = std::max(rc.corrupt, r.corrupt);
+      }
+      out.add(std::move(rc));
+    }
     reset_target(t);
     out.add(std::move(ra));
     out.add(std::move(rf));

@@ -61,8 +61,8 @@ void write_slots(const detail::default_heap_slot& slot, const std::vector<const 
   TOGA_CUDA_TRY(cudaDeviceSynchronize());
 }
 
-// Statistics live in the arena array and the globals at the end of the metadata block: copy only
-// that region and read it through a host view whose arena and globals pointers point into it.
+// Statistics live in the arena arrays (UAlloc's, then the superbins') and the globals at the end of
+// the metadata block: copy only that region and read it through a host view whose arena and globals pointers point into it.
 struct stats_region {
   std::vector<std::uint64_t> bytes;
   device_allocator view{};
@@ -77,6 +77,7 @@ stats_region fetch_stats(const device_allocator& dev, const toga::heap_layout& l
   r.view = dev;
   char* base = reinterpret_cast<char*>(r.bytes.data());
   r.view.small.arenas = reinterpret_cast<toga::arena<platform>*>(base);
+  r.view.super.arenas = reinterpret_cast<toga::arena<platform, toga::superbin_geometry>*>(base + (layout.sb_arena_off - layout.arena_off));
   r.view.globals = reinterpret_cast<toga::heap_globals*>(base + (layout.globals_off - layout.arena_off));
   return r;
 }

@@ -68,7 +68,11 @@ struct heap_layout {
   unsigned levels = 0;
   unsigned arenas = 0;
   unsigned pins = max_pin_slots;  //!< pin slots used per (arena, class), 1 .. max_pin_slots
-  std::uint64_t state_off = 0, lock_off = 0, sem_off = 0, arena_off = 0, globals_off = 0, bytes = 0;
+  //! Superbins (fast-path.md E6): log2 of their bytes (0: none) and the classes they serve
+  //! (2 KiB << c for c < sb_classes; larger requests go to TBuddy).
+  unsigned sb_shift = 0, sb_classes = 0;
+  std::uint64_t state_off = 0, lock_off = 0, sem_off = 0, sb_table_off = 0, arena_off = 0, sb_arena_off = 0, globals_off = 0,
+                bytes = 0;
 
   //! Most levels of the buddy tree: 4 KiB x 2^25 = 128 GiB. The buddy semaphores' C field (26
   //! bits, spec §2.4) must count every leaf of the tree.
@@ -85,18 +89,36 @@ struct heap_layout {
     while ((geom::page_bytes << (l - 1)) < heap_bytes) ++l;
     return l;
   }
+  //! The superbin size (log2) toga picks for a heap: 2 MiB, or less on heaps too small for four
+  //! superbins per (arena, class) (one superbin per arena and class must not strand a small
+  //! heap: fast-path.md E6); 0 (no superbins) when even 8 KiB ones would not fit.
+  static constexpr unsigned auto_sb_shift(unsigned levels, unsigned arenas) {
+    const std::uint64_t heap = geom::page_bytes << (levels - 1);
+    const std::uint64_t per = 4 * std::uint64_t{arenas ? arenas : 1} * geom::sb_max_classes;
+    unsigned s = geom::sb_max_shift;
+    while (s > geom::sb_min_class_shift + 2 && (std::uint64_t{1} << s) * per > heap) --s;
+    return (std::uint64_t{1} << s) * per > heap ? 0u : s;
+  }
+  //! sb_shift: log2 of the superbin bytes (13 .. 21), 0 for none, -1 (default) for auto_sb_shift.
   template <class P>
-  static constexpr heap_layout make(unsigned levels, unsigned arenas) {
+  static constexpr heap_layout make(unsigned levels, unsigned arenas, int sb_shift = -1) {
     heap_layout h;
     h.levels = levels;
     h.arenas = arenas;
+    unsigned sbs = sb_shift < 0 ? auto_sb_shift(levels, arenas) : static_cast<unsigned>(sb_shift);
+    if (sbs > geom::sb_max_shift || sbs + 1 > levels + geom::page_shift - 1 || geom::sb_classes_for(sbs) == 0) sbs = 0;
+    h.sb_shift = sbs;
+    h.sb_classes = geom::sb_classes_for(sbs);
     auto up = [](std::uint64_t x) { return (x + 127) & ~std::uint64_t{127}; };
     const std::uint64_t nodes = std::uint64_t{1} << levels;
+    const std::uint64_t superbins = sbs ? (geom::page_bytes << (levels - 1)) >> sbs : 0;
     h.state_off = 0;
     h.lock_off = up(h.state_off + nodes * 4);
     h.sem_off = up(h.lock_off + nodes * 4);
-    h.arena_off = up(h.sem_off + levels * 8);
-    h.globals_off = up(h.arena_off + arenas * sizeof(arena<P>));
+    h.sb_table_off = up(h.sem_off + levels * 8);
+    h.arena_off = up(h.sb_table_off + superbins * sizeof(superbin_header));
+    h.sb_arena_off = up(h.arena_off + arenas * sizeof(arena<P>));
+    h.globals_off = up(h.sb_arena_off + arenas * sizeof(arena<P, superbin_geometry>));
     h.bytes = up(h.globals_off + sizeof(heap_globals));
     return h;
   }
@@ -108,8 +130,12 @@ template <class P, ualloc_bug UB = ualloc_bug::none, tbuddy_bug TB = tbuddy_bug:
   requires Platform<P>
 struct allocator {
   ualloc<P, UB, TB> small;  //!< holds the heap base, the arenas and the buddy tree
+  //! Superbins (2 KiB .. 64 KiB, fast-path.md E6): the same machinery over TBuddy blocks; shares
+  //! small's base and buddy tree.
+  ualloc<P, UB, TB, superbin_geometry> super;
   heap_globals* globals;
   std::uint64_t heap_bytes;
+  std::uint64_t sb_max_bytes;  //!< largest size superbins serve (0: none)
 
   //! A view over `heap` (heap_bytes = 4 KiB x 2^(layout.levels-1) bytes, 4 KiB aligned) and
   //! `meta` (layout.bytes, zeroed).
@@ -126,6 +152,14 @@ struct allocator {
     a.globals = reinterpret_cast<heap_globals*>(meta + layout.globals_off);
     a.small.buddy.limit = &a.globals->limit;
     a.heap_bytes = geom::page_bytes << (layout.levels - 1);
+    a.super.base = heap;
+    a.super.buddy = a.small.buddy;
+    a.super.arenas = reinterpret_cast<arena<P, superbin_geometry>*>(meta + layout.sb_arena_off);
+    a.super.num_arenas = layout.arenas;
+    a.super.num_pins = a.small.num_pins;
+    a.super.table = meta + layout.sb_table_off;
+    a.super.sb_shift = layout.sb_shift;
+    a.sb_max_bytes = layout.sb_classes ? geom::sb_class_bytes(layout.sb_classes - 1) : 0;
     return a;
   }
   //! One-time initialisation after the metadata was zeroed (sequential; the CUDA backend runs
@@ -135,6 +169,8 @@ struct allocator {
     for (unsigned a = 0; a < small.num_arenas; ++a) {  // biased semaphores start at C = 0 + bias
       small.arenas[a].chunk_sem.init(0);
       for (unsigned c = 0; c < geom::num_classes; ++c) small.arenas[a].lists[c].slot_sem.init(0);
+      super.arenas[a].chunk_sem.init(0);
+      for (unsigned c = 0; c < geom::sb_max_classes; ++c) super.arenas[a].lists[c].slot_sem.init(0);
     }
     globals->limit.limit = limit_bytes;
   }
@@ -147,6 +183,7 @@ struct allocator {
     if (bytes > heap_bytes) return fail_too_large();  // before rounding: round_up overflows past 2^63
     const std::uint64_t s = geom::round_up(bytes ? bytes : 1);
     if (s <= geom::max_class_bytes) return allocate_small(geom::class_of(s));
+    if (s <= sb_max_bytes) return allocate_super(geom::sb_class_of(s));
     return allocate_large(s);
   }
   //! At least `bytes` bytes aligned to `alignment` (a power of two), or nullptr.
@@ -157,7 +194,19 @@ struct allocator {
     if (alignment > s) s = alignment;
     // UAlloc slots are aligned to min(s, 128); beyond 128 only TBuddy blocks are aligned enough.
     if (s <= geom::max_class_bytes && alignment <= geom::bin_header_bytes) return allocate_small(geom::class_of(s));
+    if (s > geom::max_class_bytes && s <= sb_max_bytes) return allocate_super(geom::sb_class_of(s));  // slots are aligned to their size
     return allocate_large(s);
+  }
+  //! The bytes a request of `bytes` (aligned to `alignment`, 0 or a power of two) is served with:
+  //! a UAlloc class (16 B .. 1 KiB), a superbin class (2 KiB .. sb_max_bytes) or a TBuddy block
+  //! (4 KiB x 2^k). Requests larger than the heap: 0.
+  TOGA_HOST_DEVICE std::uint64_t served_bytes(std::uint64_t bytes, std::uint64_t alignment = 0) const {
+    if (bytes > heap_bytes || alignment > heap_bytes) return 0;
+    std::uint64_t s = geom::round_up(bytes ? bytes : 1);
+    if (alignment > s) s = alignment;
+    if (s <= geom::max_class_bytes && alignment <= geom::bin_header_bytes) return s;
+    if (s > geom::max_class_bytes && s <= sb_max_bytes) return s;
+    return geom::page_bytes << geom::order_of(s);
   }
 
   //! The same as allocate: every entry point aggregates per warp (kept for source compatibility).
@@ -174,7 +223,10 @@ struct allocator {
     if constexpr (Checked) {
       if (p < small.base || off >= heap_bytes) return report(heap_error_kind::foreign_pointer, reinterpret_cast<std::uintptr_t>(ptr));
     }
-    if (off % geom::page_bytes == 0) return deallocate_large(off);  // TBuddy blocks start on 4 KiB boundaries; slots never do
+    // Superbin slots start on 2 KiB boundaries (their TBuddy node's tag routes them), TBuddy
+    // blocks on 4 KiB ones; UAlloc slots never start on 4 KiB boundaries.
+    if (off % geom::sb_min_class_bytes == 0 && in_superbin(off)) return deallocate_super(off);
+    if (off % geom::page_bytes == 0) return deallocate_large(off);
     if constexpr (Checked) {
       if (!plausible_slot(off)) return report(heap_error_kind::invalid_pointer, off);
     }
@@ -205,7 +257,10 @@ struct allocator {
   //! other threads allocate and free; called at quiescence (the host's trim), it leaves the heap
   //! as new once every block is freed (invariant T7 "after trim"). One thread; returns whether
   //! anything was given back.
-  TOGA_DEVICE bool trim() const TOGA_NOEXCEPT(P) { return small.reclaim(); }
+  TOGA_DEVICE bool trim() const TOGA_NOEXCEPT(P) {
+    const bool s = small.reclaim();
+    return super.reclaim() || s;
+  }
 
   //! Whether `ptr` points into this heap.
   TOGA_HOST_DEVICE bool contains(const void* ptr) const {
@@ -233,8 +288,12 @@ struct allocator {
     // low bits, so that lanes of one warp allocating from two heaps at once form two groups. All
     // lanes of a warp run on one SM, so they share the arena.
     const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&small.arenas[a]) | c));
-    const std::uint64_t off = small.allocate_group(a, c, g);
-    const std::uint32_t ok = g.ballot(off != no_block);
+    std::uint64_t off = small.allocate_group(a, c, g);
+    std::uint32_t ok = g.ballot(off != no_block);
+    if (ok != g.mask) {  // empty superbins may hold the memory
+      off = retry_after_reclaim(c, off, false, g);
+      ok = g.ballot(off != no_block);
+    }
     if (g.is_leader()) {  // statistics once per group (E8)
       arena_stats& st = small.arenas[a].stats;
       const unsigned n_ok = bits::popc(ok);
@@ -242,6 +301,69 @@ struct allocator {
       if (n_ok < g.size) count_failed(st, g.size - n_ok, geom::chunk_bytes);
     }
     return off == no_block ? nullptr : small.base + off;
+  }
+  // A superbin class for the lanes that ask for it now, as one group keyed by (arena, class) of the
+  // superbin arenas: the same path as allocate_small over the superbin geometry (fast-path.md E6).
+  TOGA_DEVICE TOGA_NOINLINE void* allocate_super(unsigned c) const TOGA_NOEXCEPT(P) {
+    const unsigned a = P::sm_id() % super.num_arenas;
+    const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&super.arenas[a]) | c));
+    std::uint64_t off = super.allocate_group(a, c, g);
+    std::uint32_t ok = g.ballot(off != no_block);
+    if (ok != g.mask) {  // cached chunks and empty bins may hold the memory
+      off = retry_after_reclaim(c, off, true, g);
+      ok = g.ballot(off != no_block);
+    }
+    if (g.is_leader()) {
+      arena_stats& st = small.arenas[a].stats;
+      const unsigned n_ok = bits::popc(ok);
+      if (n_ok) count_alloc(st, n_ok, geom::sb_class_bytes(c) * n_ok);
+      if (n_ok < g.size) count_failed(st, g.size - n_ok, std::uint64_t{1} << super.sb_shift);
+    }
+    return off == no_block ? nullptr : small.base + off;
+  }
+  // Lanes whose group allocation failed although the other geometry may hold free memory (empty
+  // bins, cached chunks, empty superbins: hysteresis, E11): the leader reclaims the other
+  // geometry once, then each failed lane tries once more alone (E12). Entered by the whole group.
+  TOGA_DEVICE TOGA_NOINLINE std::uint64_t retry_after_reclaim(unsigned c, std::uint64_t off, bool sb, coalesced_group<P> g) const
+      TOGA_NOEXCEPT(P) {
+    std::uint32_t again = 0;
+    if (g.is_leader()) again = (sb ? small.reclaim() : super.reclaim()) ? 1u : 0u;
+    if (!g.broadcast(again) || off != no_block) return off;
+    return sb ? super.allocate(c) : small.allocate(c);
+  }
+  // Whether heap offset `off` (2 KiB aligned) lies in a superbin: its TBuddy ancestor of the
+  // superbin's order carries the superbin tag. Stable while `off` is a live block: a superbin
+  // with a live slot is not returned, and a live TBuddy block keeps its ancestor split or BUSY.
+  TOGA_DEVICE bool in_superbin(std::uint64_t off) const TOGA_NOEXCEPT(P) {
+    if (sb_max_bytes == 0) return false;
+    if constexpr (UB == ualloc_bug::superbin_free_to_tbuddy)
+      if (off % geom::page_bytes == 0) return false;
+    const std::uint64_t v = small.buddy.leaf_of(off) >> (super.sb_shift - geom::page_shift);
+    return small.buddy.load_state(v) == (node_allocated | node_superbin_tag);
+  }
+  // Frees a superbin slot; lanes freeing slots of one superbin together form one group (E9).
+  TOGA_DEVICE TOGA_NOINLINE void deallocate_super(std::uint64_t off) const TOGA_NOEXCEPT(P) {
+    const std::uint64_t sb = off & ~((std::uint64_t{1} << super.sb_shift) - 1);
+    const std::uint64_t bin = super.superbin_id(sb);
+    const superbin_header* h = super.bin_at(bin);
+    const unsigned c = P::load(const_cast<std::uint32_t*>(&h->class_id), relaxed, device_scope);
+    const unsigned a = P::load(const_cast<std::uint32_t*>(&h->arena), relaxed, device_scope);
+    if constexpr (Checked) {
+      if (c >= geom::sb_max_classes || a >= super.num_arenas || (off - sb) % geom::sb_class_bytes(c) != 0)
+        return report(heap_error_kind::invalid_pointer, off);
+    }
+    const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(small.base + bin)));
+    const std::uint32_t ok =
+        super.template deallocate_group<Checked>(bin, static_cast<unsigned>((off - sb) >> (geom::sb_min_class_shift + c)), c, a, g);
+    if (g.is_leader() && ok != 0) {
+      arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
+      const unsigned k = bits::popc(ok);
+      P::fetch_add(&st.deallocations, std::uint64_t{k}, relaxed, device_scope);
+      P::fetch_sub(&st.used_bytes, geom::sb_class_bytes(c) * k, relaxed, device_scope);
+    }
+    if constexpr (Checked) {
+      if (!((ok >> P::lane_id()) & 1u)) report(heap_error_kind::double_free, off);
+    }
   }
   // A TBuddy block of at least s bytes (s > 1 KiB, or a large alignment), per lane.
   TOGA_DEVICE TOGA_NOINLINE void* allocate_large(std::uint64_t s) const TOGA_NOEXCEPT(P) {
@@ -253,7 +375,7 @@ struct allocator {
     const unsigned order = geom::order_of(s);
     const std::uint64_t served = geom::page_bytes << order;
     std::uint64_t off = P::inject(fault_site::fail_tbuddy_block) ? no_block : small.buddy.alloc(order);
-    if (off == no_block && small.reclaim()) off = small.buddy.alloc(order);  // chunks UAlloc could give back
+    if (off == no_block && trim()) off = small.buddy.alloc(order);  // chunks and superbins UAlloc could give back
     if (off == no_block) {
       count_failed(st, 1, served);
       return nullptr;
@@ -267,7 +389,7 @@ struct allocator {
     if constexpr (Checked) {
       if (v == 0) return report(heap_error_kind::double_free, off);
       const std::uint32_t s = small.buddy.load_state(v);
-      if (small.buddy.offset_of(v) != off || (s & node_chunk_tag)) return report(heap_error_kind::invalid_pointer, off);
+      if (small.buddy.offset_of(v) != off || (s & (node_chunk_tag | node_superbin_tag))) return report(heap_error_kind::invalid_pointer, off);
     }
     const std::uint64_t size = geom::page_bytes << small.buddy.height(v);
     small.buddy.free(off);
@@ -325,6 +447,10 @@ struct heap_statistics {
   std::uint64_t failed_too_large = 0;     //!< larger than the heap
   std::uint64_t bins[geom::num_classes] = {};
   std::uint64_t chunks = 0;
+  //! Superbins held per class (2 KiB << c), their bytes and the largest size they serve (0: none).
+  std::uint64_t superbins[geom::sb_max_classes] = {};
+  std::uint64_t superbin_bytes = 0;
+  std::uint64_t superbin_max_class_bytes = 0;
   std::uint32_t errors = 0;
 };
 
@@ -361,7 +487,11 @@ heap_statistics collect_statistics(const A& a) {
     s.failed_too_large += st.failed_too_large;
     for (unsigned c = 0; c < geom::num_classes; ++c) s.bins[c] += st.bins[c];
     s.chunks += st.chunks;
+    if (a.sb_max_bytes)
+      for (unsigned c = 0; c < geom::sb_max_classes; ++c) s.superbins[c] += a.super.arenas[i].stats.bins[c];
   }
+  for (unsigned c = 0; c < geom::sb_max_classes; ++c) s.superbin_bytes += s.superbins[c] << a.super.sb_shift;
+  s.superbin_max_class_bytes = a.sb_max_bytes;
   s.failed = s.failed_exhausted + s.failed_limit + s.failed_too_large;
   s.buddy_bytes = a.globals->limit.reserved;
   s.buddy_high_bytes = a.globals->limit.reserved_high;

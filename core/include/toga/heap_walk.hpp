@@ -20,13 +20,13 @@ namespace toga {
 struct live_block {
   std::uint64_t offset;  //!< from the heap base
   std::uint64_t bytes;   //!< served (rounded) size
-  bool small;            //!< UAlloc slot (else a TBuddy block)
+  bool small;            //!< UAlloc slot, of a bin or a superbin (else a TBuddy block)
 };
 
 struct heap_quality {
   std::uint64_t unmerged_pairs = 0;  //!< pairs of AVAILABLE siblings (T6)
   std::uint64_t live_blocks = 0, live_bytes = 0;
-  std::uint64_t chunks = 0, bins = 0;
+  std::uint64_t chunks = 0, bins = 0, superbins = 0;
 };
 
 namespace detail {
@@ -45,6 +45,13 @@ void for_each_live_block(const A& a, F&& f) {
     // only frontier nodes: an ALLOCATED node whose parent is split (or the root)
     if (v != 1 && (b.state[v >> 1] & node_state_mask) != node_partial && b.state[v >> 1] != node_busy) continue;
     const std::uint64_t off = b.offset_of(v);
+    if (s & node_superbin_tag) {
+      const auto* h = a.super.bin_at(a.super.superbin_id(off));
+      const unsigned c = h->class_id;
+      for (unsigned i = 0; i < h->capacity; ++i)
+        if ((h->bitmap[i / 64] >> (i % 64)) & 1) f(live_block{off + (std::uint64_t{i} << (geom::sb_min_class_shift + c)), geom::sb_class_bytes(c), true});
+      continue;
+    }
     if (!(s & node_chunk_tag)) {
       f(live_block{off, geom::page_bytes << b.height(v), false});
       continue;
@@ -60,6 +67,67 @@ void for_each_live_block(const A& a, F&& f) {
     }
   }
 }
+
+namespace detail {
+// U1, U5 and U2' for one live bin (a regular bin or a superbin) whose pins and inbox live in `owner`.
+template <class H, class L>
+std::optional<std::string> check_live_bin(const H* h, std::uint64_t bin, std::uint32_t cap, const L& owner) {
+  using std::to_string;
+  if (h->free == bin_dead) return std::string("U5: a retired (DEAD) bin is still in use");
+  if (h->capacity != cap) return "U1: bin " + to_string(bin) + " capacity " + to_string(h->capacity) + ", its class has " + to_string(cap);
+  unsigned pop = 0;
+  for (unsigned i = 0; i < sizeof(h->bitmap) * 8; ++i) {
+    const bool bit = (h->bitmap[i / 64] >> (i % 64)) & 1;
+    if (i >= cap && !bit) return std::string("U1: bitmap bit beyond capacity is clear");
+    if (i < cap && bit) ++pop;
+  }
+  if (h->free != cap - pop) return "U1: bin free=" + to_string(h->free) + " but " + to_string(cap - pop) + " clear bits";
+  unsigned pins = 0;
+  for (unsigned s = 0; s < max_pin_slots; ++s) pins += (owner.pins[s] & ~std::uint64_t{1}) == bin;
+  if (h->queued != 0 && h->queued != 1) return "U2': a live bin in inbox state " + to_string(h->queued);
+  if (static_cast<std::int32_t>(h->free) > 0 && !pins && h->queued != 1)
+    return "U2': bin with free=" + to_string(static_cast<std::int32_t>(h->free)) + " is neither pinned nor queued";
+  return std::nullopt;
+}
+// S5, U2' and R4 for one class list of `u` (UAlloc's or the superbins'): the findable bins' free
+// slots are what the slot semaphore counts.
+template <class U, class L>
+std::optional<std::string> check_class_list(const U& u, const L& list, unsigned ai, unsigned c, std::uint64_t max_bins) {
+  using std::to_string;
+  if (list.rcu.readers_raw(0) || list.rcu.readers_raw(1) || list.rcu.pending_raw() || list.rcu.cb_head_raw())
+    return "R4: RCU domain of arena " + to_string(ai) + " class " + to_string(c) + " not quiescent";
+  // findable bins, each counted once (a bin may sit in two slots, or in a slot and the list)
+  std::uint64_t sum = 0, n = 0;
+  std::vector<std::uint64_t> seen;
+  for (unsigned s = 0; s < max_pin_slots; ++s) {
+    const std::uint64_t pb = list.pins[s] & ~std::uint64_t{1};  // owned, or borrowed (low bit)
+    if (pb == 0) continue;
+    if (s >= u.num_pins) return "U2': pin slot " + to_string(s) + " beyond the heap's " + to_string(u.num_pins) + " is used";
+    const auto* h = u.bin_at(pb);
+    if (h->class_id != c || h->arena != ai) return std::string("U2': pinned bin of the wrong class or arena");
+    if (h->free == bin_dead) return std::string("U2': a pinned bin is DEAD");
+    if (std::find(seen.begin(), seen.end(), pb) != seen.end()) continue;
+    seen.push_back(pb);
+    sum += h->free;
+  }
+  for (std::uint64_t bin = list.inbox; bin != 0; bin = u.bin_at(bin)->inbox_next) {
+    const auto* h = u.bin_at(bin);
+    if (++n > max_bins) return std::string("U2: the inbox has a cycle");
+    if (h->queued != 1 || h->class_id != c || h->arena != ai) return std::string("U2': inbox bin with wrong state, class or arena");
+    if (std::find(seen.begin(), seen.end(), bin) != seen.end()) continue;
+    seen.push_back(bin);
+    if (static_cast<std::int32_t>(h->free) > 0) sum += h->free;
+  }
+  using slot_sem_t = std::remove_reference_t<decltype(list.slot_sem)>;
+  auto sf = slot_sem_t::unpack(list.slot_sem.raw());
+  if (sf.c < slot_sem_t::bias) return std::string("S1': slot semaphore C below its bias at quiescence");
+  sf.c -= slot_sem_t::bias;
+  if (sf.e || sf.r || sf.c != sum)
+    return "S5: arena " + to_string(ai) + " class " + to_string(c) + " slot semaphore C/E/R=" + to_string(sf.c) + "/" + to_string(sf.e) +
+           "/" + to_string(sf.r) + ", pinned and queued bins have " + to_string(sum) + " free slots";
+  return std::nullopt;
+}
+}  // namespace detail
 
 //! Checks the quiescent invariants; returns the first violation, fills `q` (may be null).
 template <class A>
@@ -121,27 +189,27 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
       if (!in_use) continue;
       ++used;
       ++Q.bins;
-      const auto* h = reinterpret_cast<const bin_header*>(a.small.base + off + std::uint64_t{bi} * geom::page_bytes);
-      if (h->free == bin_dead) return "U5: a retired (DEAD) bin is still marked in use in its chunk";
-      const unsigned cap = geom::capacity(h->class_id);
-      unsigned pop = 0;
-      for (unsigned i = 0; i < geom::bitmap_words * 64; ++i) {
-        const bool bit = (h->bitmap[i / 64] >> (i % 64)) & 1;
-        if (i >= cap && !bit) return "U1: bitmap bit beyond capacity is clear";
-        if (i < cap && bit) ++pop;
-      }
-      if (h->free != cap - pop) return "U1: bin free=" + to_string(h->free) + " but " + to_string(cap - pop) + " clear bits";
-      const auto& owner = a.small.arenas[h->arena % a.small.num_arenas].lists[h->class_id % geom::num_classes];
-      unsigned pins = 0;
-      for (unsigned s = 0; s < max_pin_slots; ++s) pins += (owner.pins[s] & ~std::uint64_t{1}) == off + std::uint64_t{bi} * geom::page_bytes;
-      if (h->queued != 0 && h->queued != 1) return "U2': a live bin in inbox state " + to_string(h->queued);
-      if (static_cast<std::int32_t>(h->free) > 0 && !pins && h->queued != 1)
-        return "U2': bin with free=" + to_string(static_cast<std::int32_t>(h->free)) + " is neither pinned nor queued";
+      const std::uint64_t bin = off + std::uint64_t{bi} * geom::page_bytes;
+      const auto* h = a.small.bin_at(bin);
+      if (h->class_id >= geom::num_classes || h->arena >= a.small.num_arenas) return std::string("U1: bin of an unknown class or arena");
+      if (auto e = detail::check_live_bin(h, bin, a.small.capacity(h->class_id), a.small.arenas[h->arena].lists[h->class_id])) return e;
     }
     if (ch->free_bins != geom::usable_bins - used) return "U3: chunk free_bins=" + to_string(ch->free_bins) + " but " + to_string(geom::usable_bins - used) + " unused";
     if ((ch->listed != 0) != (ch->free_bins > 0)) return "U3: chunk listed=" + to_string(ch->listed) + " with free_bins=" + to_string(ch->free_bins);
     if (ch->arena >= a.small.num_arenas) return "U3: chunk arena out of range";
     if (ch->listed) chunk_free_listed[ch->arena] += ch->free_bins;
+  }
+  // Superbins (fast-path.md E6): tagged nodes of the superbin order, headers in the side table.
+  for (std::uint64_t v = 1; v < nodes; ++v) {
+    if (covered[v] || !(b.state[v] & node_superbin_tag)) continue;
+    if (b.state[v] != (node_allocated | node_superbin_tag) || (b.state[v] & node_chunk_tag)) return "G6: node " + to_string(v) + " has a superbin tag in state " + to_string(b.state[v]);
+    if (a.sb_max_bytes == 0 || b.height(v) + geom::page_shift != a.super.sb_shift) return "G6: a superbin-tagged node of order " + to_string(b.height(v));
+    ++Q.superbins;
+    const std::uint64_t bin = a.super.superbin_id(b.offset_of(v));
+    const auto* h = a.super.bin_at(bin);
+    if (h->class_id >= geom::sb_max_classes || geom::sb_class_bytes(h->class_id) > a.sb_max_bytes || h->arena >= a.super.num_arenas)
+      return "U1: superbin at " + to_string(b.offset_of(v)) + " of an unknown class or arena";
+    if (auto e = detail::check_live_bin(h, bin, a.super.capacity(h->class_id), a.super.arenas[h->arena].lists[h->class_id])) return "superbin: " + *e;
   }
   for (unsigned ai = 0; ai < a.small.num_arenas; ++ai) {
     const auto& ar = a.small.arenas[ai];
@@ -153,40 +221,11 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
     if (cf.e || cf.r || cf.c != chunk_free_listed[ai])
       return "S5/U3: arena " + to_string(ai) + " chunk semaphore C/E/R=" + to_string(cf.c) + "/" + to_string(cf.e) + "/" + to_string(cf.r) +
              ", listed chunks have " + to_string(chunk_free_listed[ai]) + " free bins";
-    for (unsigned c = 0; c < geom::num_classes; ++c) {
-      const auto& L = ar.lists[c];
-      if (L.rcu.readers_raw(0) || L.rcu.readers_raw(1) || L.rcu.pending_raw() || L.rcu.cb_head_raw())
-        return "R4: RCU domain of arena " + to_string(ai) + " class " + to_string(c) + " not quiescent";
-      // findable bins, each counted once (a bin may sit in two slots, or in a slot and the list)
-      std::uint64_t sum = 0, n = 0;
-      std::vector<std::uint64_t> seen;
-      for (unsigned s = 0; s < max_pin_slots; ++s) {
-        const std::uint64_t pb = L.pins[s] & ~std::uint64_t{1};  // owned, or borrowed (low bit)
-        if (pb == 0) continue;
-        if (s >= a.small.num_pins) return "U2': pin slot " + to_string(s) + " beyond the heap's " + to_string(a.small.num_pins) + " is used";
-        const auto* h = reinterpret_cast<const bin_header*>(a.small.base + pb);
-        if (h->class_id != c || h->arena != ai) return "U2': pinned bin of the wrong class or arena";
-        if (h->free == bin_dead) return "U2': a pinned bin is DEAD";
-        if (std::find(seen.begin(), seen.end(), pb) != seen.end()) continue;
-        seen.push_back(pb);
-        sum += h->free;
-      }
-      for (std::uint64_t bin = L.inbox; bin != 0; bin = reinterpret_cast<const bin_header*>(a.small.base + bin)->inbox_next) {
-        const auto* h = reinterpret_cast<const bin_header*>(a.small.base + bin);
-        if (++n > (a.heap_bytes >> geom::page_shift)) return "U2: the inbox has a cycle";
-        if (h->queued != 1 || h->class_id != c || h->arena != ai) return "U2': inbox bin with wrong state, class or arena";
-        if (std::find(seen.begin(), seen.end(), bin) != seen.end()) continue;
-        seen.push_back(bin);
-        if (static_cast<std::int32_t>(h->free) > 0) sum += h->free;
-      }
-      using slot_sem_t = std::remove_reference_t<decltype(L.slot_sem)>;
-      auto sf = slot_sem_t::unpack(L.slot_sem.raw());
-      if (sf.c < slot_sem_t::bias) return "S1': slot semaphore C below its bias at quiescence";
-      sf.c -= slot_sem_t::bias;
-      if (sf.e || sf.r || sf.c != sum)
-        return "S5: arena " + to_string(ai) + " class " + to_string(c) + " slot semaphore C/E/R=" + to_string(sf.c) + "/" +
-               to_string(sf.e) + "/" + to_string(sf.r) + ", pinned and queued bins have " + to_string(sum) + " free slots";
-    }
+    for (unsigned c = 0; c < geom::num_classes; ++c)
+      if (auto e = detail::check_class_list(a.small, ar.lists[c], ai, c, a.heap_bytes >> geom::page_shift)) return e;
+    if (a.sb_max_bytes == 0) continue;
+    for (unsigned c = 0; c < geom::sb_max_classes; ++c)
+      if (auto e = detail::check_class_list(a.super, a.super.arenas[ai].lists[c], ai, c, a.heap_bytes >> geom::page_shift)) return "superbins: " + *e;
   }
   for_each_live_block(a, [&](const live_block& lb) {
     ++Q.live_blocks;

@@ -39,6 +39,10 @@ enum : std::uint32_t { node_busy = 0, node_available = 1, node_partial = 2, node
 //! Tag bit on an ALLOCATED node that UAlloc holds as a chunk (checked frees tell chunks from
 //! user blocks by it); the low two bits stay ALLOCATED.
 inline constexpr std::uint32_t node_chunk_tag = 4;
+//! Tag bit on an ALLOCATED node that UAlloc holds as a superbin (fast-path.md E6): frees of
+//! offsets inside it are routed to the superbin's slots. Cleared with the state when the block
+//! goes back (free) and when the node is claimed again (claim and split write whole states).
+inline constexpr std::uint32_t node_superbin_tag = 8;
 inline constexpr std::uint32_t node_state_mask = 3;
 
 //! Bytes of TBuddy blocks handed out (UAlloc chunks and blocks above 1 KiB), with their
@@ -202,11 +206,13 @@ struct tbuddy {
     return 0;
   }
   //! Tags the owned block at `off` of the given order as a UAlloc chunk.
-  TOGA_DEVICE void tag_chunk(std::uint64_t off, unsigned order) const TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void tag_chunk(std::uint64_t off, unsigned order) const TOGA_NOEXCEPT(P) { tag_block(off, order, node_chunk_tag); }
+  //! Tags the owned block at `off` of the given order (node_chunk_tag or node_superbin_tag).
+  TOGA_DEVICE void tag_block(std::uint64_t off, unsigned order, std::uint32_t tag) const TOGA_NOEXCEPT(P) {
     const std::uint64_t v = leaf_of(off) >> order;
     const std::uint64_t p = v == 1 ? 1 : v >> 1;
     lock_node(p);
-    set_state(v, node_allocated | node_chunk_tag);
+    set_state(v, node_allocated | tag);
     unlock_node(p);
   }
 

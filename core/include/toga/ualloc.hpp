@@ -89,11 +89,18 @@ enum class ualloc_bug : std::uint8_t {
   relaxed_slot_free,          //!< the free's fetch_and on the bitmap is relaxed, not release
   relaxed_slot_claim,         //!< the claim's fetch_or on the bitmap is relaxed, not acquire
   free_without_warp_barrier,  //!< a group free releases the word without the __syncwarp that orders the members' accesses
+  // superbins (fast-path.md E6)
+  superbin_tag_not_set,       //!< a GROW makes a superbin without tagging its TBuddy node: frees of its slots go to TBuddy
+  superbin_slot_past_end,     //!< a superbin counts one slot more than it holds: the last one lies past its end
+  superbin_returned_live,     //!< reclaim returns a superbin to TBuddy when it is not entirely free
+  superbin_free_to_tbuddy,    //!< a free of a 4 KiB-aligned superbin slot is routed to TBuddy (the tag is not looked at)
 };
 
-//! Header of a regular bin: the first 128 B of the bin (P Fig. 3).
-struct bin_header {
-  std::uint64_t bitmap[geom::bitmap_words];  //!< 1 = slot in use or beyond capacity
+//! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
+//! superbin's lies in the side table (W = 16: up to 1024 slots).
+template <unsigned W>
+struct bin_header_w {
+  std::uint64_t bitmap[W];  //!< 1 = slot in use or beyond capacity
   std::uint32_t free;      //!< slots not reserved (int32; transiently negative); bin_dead once retired
   std::uint32_t capacity;
   std::uint32_t class_id;
@@ -105,7 +112,26 @@ struct bin_header {
   std::uint64_t inbox_next;  //!< inbox link
   std::uint64_t pad1;
 };
-static_assert(sizeof(bin_header) == geom::bin_header_bytes);
+using bin_header = bin_header_w<geom::bitmap_words>;
+using superbin_header = bin_header_w<geom::sb_bitmap_words>;
+static_assert(sizeof(bin_header) == geom::bin_header_bytes && sizeof(superbin_header) == 192);
+
+//! UAlloc's two geometries. Chunks: 4 KiB bins of 16 B .. 1 KiB slots inside 512 KiB chunks
+//! (spec §5.1). Superbins (fast-path.md E6): one TBuddy block per bin, 2 KiB .. 64 KiB slots,
+//! headers in a side table. The same machinery (slot semaphore, pins, inbox, RCU, group
+//! reservation, word claims, aggregated free, hysteresis, fallback) runs on both.
+struct chunk_geometry {
+  static constexpr bool superbins = false;
+  static constexpr unsigned num_classes = geom::num_classes;
+  static constexpr unsigned bitmap_words = geom::bitmap_words;
+  using header = bin_header;
+};
+struct superbin_geometry {
+  static constexpr bool superbins = true;
+  static constexpr unsigned num_classes = geom::sb_max_classes;
+  static constexpr unsigned bitmap_words = geom::sb_bitmap_words;
+  using header = superbin_header;
+};
 //! Free count of a retired bin: -2^30 as int32, far from both wrap-arounds, so that the transient
 //! fetch_sub of a reader that still holds the bin (at most one per lane in flight) stays negative.
 inline constexpr std::uint32_t bin_dead = 0xc0000000u;
@@ -164,14 +190,15 @@ struct arena_stats {
 };
 static_assert(sizeof(arena_stats) == 256);
 
-template <class P>
+//! Per SM and geometry: the chunk list (chunk geometry only) and the class lists.
+template <class P, class G = chunk_geometry>
 struct arena {
   std::uint32_t chunk_mtx;
   std::uint32_t pad0;
   std::uint64_t chunk_head;  //!< first listed chunk's offset + 1, or 0
   slot_semaphore<P> chunk_sem;  //!< units: free usable bins of listed chunks
   std::uint64_t pad1[13];
-  class_list<P> lists[geom::num_classes];
+  class_list<P> lists[G::num_classes];
   arena_stats stats;
 };
 
@@ -188,14 +215,20 @@ struct alloc_progress {
 };
 
 //! UAlloc over a heap whose chunks come from `buddy`.
-template <class P, ualloc_bug Bug = ualloc_bug::none, tbuddy_bug TB = tbuddy_bug::none>
+//! UAlloc over a heap whose chunks (or superbins, G = superbin_geometry) come from `buddy`.
+//! Bins are named by heap offsets: a regular bin by its own offset, a superbin by its block's
+//! offset + 4 KiB (never 0, low 12 bits clear, like a bin's).
+template <class P, ualloc_bug Bug = ualloc_bug::none, tbuddy_bug TB = tbuddy_bug::none, class G = chunk_geometry>
   requires Platform<P>
 struct ualloc {
+  using header_t = typename G::header;
   char* base;
   tbuddy<P, TB> buddy;
-  arena<P>* arenas;
+  arena<P, G>* arenas;
   unsigned num_arenas;
   unsigned num_pins;  //!< pin slots used per (arena, class), 1 .. max_pin_slots (heap_layout::pins)
+  char* table = nullptr;  //!< superbins: the header side table, one superbin_header per 2^sb_shift bytes of heap
+  unsigned sb_shift = 0;  //!< superbins: log2 of a superbin's bytes
 
   //! Classes with at least this many slots per bin keep their empty bins (E11).
   static constexpr std::uint32_t hysteresis_min_capacity = 32;
@@ -205,10 +238,32 @@ struct ualloc {
   static constexpr order_tag<Bug == ualloc_bug::relaxed_slot_claim ? memory_order::relaxed : memory_order::acquire> claim_order{};
   static constexpr order_tag<Bug == ualloc_bug::relaxed_slot_free ? memory_order::relaxed : memory_order::release> free_order{};
 
-  static_assert(sizeof(class_list<P>) == 384 && sizeof(arena<P>) == 128 + 384 * geom::num_classes + 256,
+  static_assert(sizeof(class_list<P>) == 384 && sizeof(arena<P, G>) == 128 + 384 * G::num_classes + 256,
                 "class lists and arenas are laid out in 128 B lines");
 
-  TOGA_DEVICE bin_header* bin_at(std::uint64_t off) const { return reinterpret_cast<bin_header*>(base + off); }
+  //! The header of bin `off` (a bin's own first 128 B, or a superbin's side-table entry).
+  TOGA_HOST_DEVICE header_t* bin_at(std::uint64_t off) const {
+    if constexpr (G::superbins) return reinterpret_cast<header_t*>(table + ((off - geom::page_bytes) >> sb_shift) * sizeof(header_t));
+    else return reinterpret_cast<header_t*>(base + off);
+  }
+  //! Slots of class c per bin.
+  TOGA_HOST_DEVICE std::uint32_t capacity(unsigned c) const {
+    if constexpr (G::superbins) return (1u << (sb_shift - geom::sb_min_class_shift - c)) + (Bug == ualloc_bug::superbin_slot_past_end ? 1u : 0u);
+    else return geom::capacity(c);
+  }
+  //! Bytes of a slot of class c.
+  TOGA_HOST_DEVICE static std::uint64_t slot_bytes(unsigned c) {
+    if constexpr (G::superbins) return geom::sb_class_bytes(c);
+    else return geom::class_bytes(c);
+  }
+  //! Heap offset of slot i of class c in bin `bin`.
+  TOGA_HOST_DEVICE std::uint64_t slot_at(std::uint64_t bin, unsigned c, unsigned i) const {
+    if constexpr (G::superbins) return bin - geom::page_bytes + (std::uint64_t{i} << (geom::sb_min_class_shift + c));
+    else return slot_offset_of(bin, c, i);
+  }
+  //! Superbins: the bin name of the superbin at heap offset `sb` (2^sb_shift aligned), and back.
+  TOGA_HOST_DEVICE static std::uint64_t superbin_id(std::uint64_t sb) { return sb + geom::page_bytes; }
+  TOGA_HOST_DEVICE static std::uint64_t superbin_offset(std::uint64_t id) { return id - geom::page_bytes; }
   TOGA_DEVICE chunk_header* chunk_at(std::uint64_t off) const { return reinterpret_cast<chunk_header*>(base + off); }
 
   //! One slot of class c for the calling lane alone; its offset, or no_block when the heap is
@@ -234,7 +289,7 @@ struct ualloc {
       // [HB] acquire: pairs with the release store that pinned the bin (after its header was written)
       const std::uint64_t bin = slot_bin(P::load(&L.pins[pin_slot()], acquire, device_scope));
       if (bin != 0) {
-        bin_header* h = bin_at(bin);
+        header_t* h = bin_at(bin);
         // (3) reserve t slots: relaxed (an RMW reads the latest count; the bitmap claim synchronises)
         std::uint32_t old = t;
         if constexpr (Bug != ualloc_bug::claim_without_reservation) {
@@ -247,7 +302,7 @@ struct ualloc {
           pr.units = 0;
           pr.reserved = t;
           // (4) the reservation's ordinal is where a fresh bin's free bits start
-          pr.hint = geom::capacity(c) - static_cast<std::uint32_t>(o);
+          pr.hint = capacity(c) - static_cast<std::uint32_t>(o);
           const unsigned w = pr.hint / 64, b0 = pr.hint % 64;
           const std::uint64_t want = (t >= 64 - b0 ? ~std::uint64_t{0} : ((std::uint64_t{1} << t) - 1)) << b0;
           // [HB] acquire: pairs with the release fetch_and of the slot's last free
@@ -282,7 +337,7 @@ struct ualloc {
     claimed = g.broadcast(claimed);
     const unsigned got = bits::popc(claimed);
     std::uint64_t mine = no_block;
-    if (g.rank < got) mine = slot_offset_of(bin_w & ~std::uint64_t{4095}, c, (bin_w & 4095) * 64 + select_bit(claimed, lane_pick(g.rank)));
+    if (g.rank < got) mine = slot_at(bin_w & ~std::uint64_t{4095}, c, (bin_w & 4095) * 64 + select_bit(claimed, lane_pick(g.rank)));
     const std::uint32_t need_slow = g.broadcast(static_cast<std::uint32_t>(got < t || pr.stage >= 2));
     // [HB] only __syncwarp orders memory among lanes (shuffles do not): the members' later reads
     // of the bin header (a free reads class and arena) happen after the leader's acquire of it
@@ -310,7 +365,7 @@ struct ualloc {
   template <bool Exact>
   TOGA_DEVICE TOGA_FORCEINLINE std::uint32_t deallocate_group(std::uint64_t bin, unsigned slot, unsigned c, unsigned a,
                                                              const coalesced_group<P>& g) const TOGA_NOEXCEPT(P) {
-    bin_header* h = bin_at(bin);
+    header_t* h = bin_at(bin);
     class_list<P>& L = arenas[a].lists[c];
     const unsigned w = slot / 64;
     const std::uint64_t bit = std::uint64_t{1} << (slot % 64);
@@ -354,12 +409,12 @@ struct ualloc {
   TOGA_DEVICE TOGA_NOINLINE bool reclaim() const TOGA_NOEXCEPT(P) {
     bool any = false;
     for (unsigned a = 0; a < num_arenas; ++a) {
-      for (unsigned c = 0; c < geom::num_classes; ++c) {
+      for (unsigned c = 0; c < G::num_classes; ++c) {
         class_list<P>& L = arenas[a].lists[c];
         bool idle = P::load(&L.inbox, relaxed, device_scope) == 0 && P::load(&L.rcu.cb_head_word(), relaxed, device_scope) == 0;
         for (unsigned s = 0; s < num_pins && idle; ++s) idle = P::load(&L.pins[s], relaxed, device_scope) == 0;
         if (idle) continue;
-        const std::uint32_t cap = geom::capacity(c);
+        const std::uint32_t cap = capacity(c);
         // the inbox: its empty bins are retired, the others go back to slots or the inbox
         if (P::load(&L.inbox, relaxed, device_scope) != 0) {
           const std::uint32_t e = L.rcu.read_lock();
@@ -375,7 +430,7 @@ struct ualloc {
           const std::uint32_t e = L.rcu.read_lock();
           for (unsigned s = 0; s < num_pins && n < batch; ++s) {
             const std::uint64_t b = slot_bin(P::load(&L.pins[s], acquire, device_scope));
-            if (b != 0 && P::load(&bin_at(b)->free, relaxed, device_scope) == cap) {
+            if (b != 0 && retirable(static_cast<std::int32_t>(P::load(&bin_at(b)->free, relaxed, device_scope)), cap)) {
               const int r = try_retire(L, b, cap);
               if (r == 1) empty[n++] = b;
               any |= r == 2;
@@ -389,7 +444,7 @@ struct ualloc {
         any |= L.rcu.flush([this](std::uint64_t b) { return &bin_at(b)->rcu_next; },
                            [this](std::uint64_t b) { release_bin(b); }) > 0;
       }
-      any |= return_cached_chunks(a);
+      if constexpr (!G::superbins) any |= return_cached_chunks(a);
     }
     return any;
   }
@@ -403,6 +458,12 @@ struct ualloc {
  private:
   // The pin slot of the calling warp (every warp of a 256-thread block its own).
   TOGA_DEVICE unsigned pin_slot() const TOGA_NOEXCEPT(P) { return (P::block_id() * 8u + P::warp_id()) % num_pins; }
+  // Whether a bin with free count f is entirely free (may be retired). The planted bug takes any
+  // superbin with a free slot for an empty one.
+  TOGA_DEVICE static bool retirable(std::int32_t f, std::uint32_t cap) {
+    if constexpr (G::superbins && Bug == ualloc_bug::superbin_returned_live) return f > 0;
+    return f == static_cast<std::int32_t>(cap);
+  }
   // Whether a free count is a retired bin's (bin_dead, give or take transient decrements).
   TOGA_DEVICE static bool is_dead(std::int32_t f) { return f < -(std::int32_t{1} << 29); }
   // The claimed bit a lane of rank r takes (the planted bug maps two ranks to one bit).
@@ -441,7 +502,7 @@ struct ualloc {
   TOGA_DEVICE TOGA_NOINLINE std::uint64_t allocate_slow(unsigned a, unsigned c, coalesced_group<P> g, alloc_progress pr,
                                                         std::uint64_t mine) const TOGA_NOEXCEPT(P) {
     class_list<P>& L = arenas[a].lists[c];
-    const std::uint32_t cap = geom::capacity(c);
+    const std::uint32_t cap = capacity(c);
     const std::uint32_t t = g.size;
     pr.stage = g.broadcast(pr.stage);
     if (pr.stage == 0) {
@@ -451,7 +512,8 @@ struct ualloc {
         // bins a GROW makes: what the group needs, and for classes of >= 32 slots up to 4 at once
         // (bulk production, E5: the groups arriving behind this one reserve against them)
         std::uint32_t batches = (t + cap - 1) / cap;
-        if (cap >= hysteresis_min_capacity && batches < 4) batches = t < 4 ? (batches > t ? batches : t) : 4;
+        // (superbins: no over-production; one holds 32 .. 1024 slots and a whole TBuddy block)
+        if (!G::superbins && cap >= hysteresis_min_capacity && batches < 4) batches = t < 4 ? (batches > t ? batches : t) : 4;
         if (L.slot_sem.wait_slow(t, std::uint64_t{batches} * cap) == sem_result::grow) m = batches;
         else pr.token = L.rcu.read_lock();
         pr.units = t;
@@ -466,7 +528,7 @@ struct ualloc {
     // Stage 2: the leader holds pr.units semaphore units and pr.reserved units in pr.bin.
     if (g.is_leader()) {
       if (pr.stage == 3) {  // the fast path's short reservation on its pin: keep what it got
-        bin_header* h = bin_at(pr.bin);
+        header_t* h = bin_at(pr.bin);
         const std::int32_t o = static_cast<std::int32_t>(pr.reserved);
         const std::uint32_t got = o <= 0 ? 0u : static_cast<std::uint32_t>(o);
         settle_reservation(L, pr.bin, h, t, got, o);
@@ -489,7 +551,7 @@ struct ualloc {
       const std::uint32_t first = g.broadcast(pr.served);
       const unsigned got = bits::popc(claimed);
       if (g.rank >= first && g.rank < first + got)
-        mine = slot_offset_of(bin_w & ~std::uint64_t{4095}, c, (bin_w & 4095) * 64 + select_bit(claimed, lane_pick(g.rank - first)));
+        mine = slot_at(bin_w & ~std::uint64_t{4095}, c, (bin_w & 4095) * 64 + select_bit(claimed, lane_pick(g.rank - first)));
       pr.served = first + got;
     }
     g.sync();  // [HB] as in allocate_group: members read headers the leader acquired
@@ -512,7 +574,7 @@ struct ualloc {
   // us (publishers make bins findable before they signal), but a bin another taker holds for a
   // moment makes us look again.
   TOGA_DEVICE void find_reservation(class_list<P>& L, unsigned c, const coalesced_group<P>& g, alloc_progress& pr) const TOGA_NOEXCEPT(P) {
-    const std::uint32_t cap = geom::capacity(c);
+    const std::uint32_t cap = capacity(c);
     const unsigned s0 = pin_slot();
     for (unsigned attempt = 0;; ++attempt) {
       for (unsigned base = 0; base < num_pins; base += g.size) {
@@ -558,7 +620,7 @@ struct ualloc {
   // undoes the rest; an undo that takes the count from <= 0 to > 0 (frees came in meanwhile) makes
   // the bin findable. Returns what it kept; `old` receives the count it found, clamped at 0.
   TOGA_DEVICE std::uint32_t reserve(class_list<P>& L, std::uint64_t bin, std::uint32_t want, std::uint32_t& old) const TOGA_NOEXCEPT(P) {
-    bin_header* h = bin_at(bin);
+    header_t* h = bin_at(bin);
     P::inject(fault_site::stall_read_to_rmw);
     const std::int32_t o = static_cast<std::int32_t>(P::fetch_sub(&h->free, want, relaxed, device_scope));
     ghost_add<P>(ghost_kind::bin_transit, h, want);
@@ -570,7 +632,7 @@ struct ualloc {
   // After a fetch_sub of `want` that returned o and keeps `got`: undo the excess; at a crossing
   // up made by the undo (frees came in meanwhile) make the bin findable. (An exhausted bin simply
   // stays where it is: a pinned one until a taker or a new bin displaces it.)
-  TOGA_DEVICE void settle_reservation(class_list<P>& L, std::uint64_t bin, bin_header* h, std::uint32_t want,
+  TOGA_DEVICE void settle_reservation(class_list<P>& L, std::uint64_t bin, header_t* h, std::uint32_t want,
                                       std::uint32_t got, std::int32_t o) const TOGA_NOEXCEPT(P) {
     (void)o;
     const std::uint32_t excess = Bug == ualloc_bug::undo_whole_reservation && got > 0 && got < want ? want : want - got;
@@ -585,7 +647,7 @@ struct ualloc {
   // fetch_or of one word's zero bits, starting at bit `hint` (updated). Returns the bits claimed
   // in word hint / 64 (possibly none: then the hint moved on). A reservation guarantees n zero
   // bits exist (U1'): bits another lane set meanwhile are simply lost and we look further.
-  TOGA_DEVICE static std::uint64_t claim_bits(bin_header* h, std::uint32_t cap, std::uint32_t n, std::uint32_t& hint) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE static std::uint64_t claim_bits(header_t* h, std::uint32_t cap, std::uint32_t n, std::uint32_t& hint) TOGA_NOEXCEPT(P) {
     if (n == 0) return 0;
     for (unsigned attempt = 0;; ++attempt) {
       if (hint >= cap) hint = 0;
@@ -596,7 +658,7 @@ struct ualloc {
       if (zeros == 0) zeros = ~cur;  // wrap within the word once
       if (zeros == 0) {
         hint = (w + 1) * 64;
-        if (attempt % geom::bitmap_words == geom::bitmap_words - 1) P::backoff(attempt / geom::bitmap_words);
+        if (attempt % G::bitmap_words == G::bitmap_words - 1) P::backoff(attempt / G::bitmap_words);
         continue;
       }
       std::uint64_t want = 0;
@@ -799,23 +861,29 @@ struct ualloc {
   // found no memory).
   TOGA_DEVICE std::uint64_t grow(unsigned a, unsigned c, const coalesced_group<P>& g, std::uint32_t m) const TOGA_NOEXCEPT(P) {
     class_list<P>& L = arenas[a].lists[c];
-    const std::uint32_t cap = geom::capacity(c);
+    const std::uint32_t cap = capacity(c);
     P::inject(fault_site::stall_grow);
-    std::uint32_t made = 0;
-    std::uint64_t bin = 0, fresh_chunk = no_block;
-    bool locked = false;
-    if (g.is_leader()) made = acquire_bins(a, m, fresh_chunk, locked);
-    made = g.broadcast(made);
-    // the leader's bins, one per producer lane (rank < made): the first bins of a fresh chunk, or
-    // bins claimed from the arena's chunks in one hold of the chunk mutex (E5)
-    for (std::uint32_t j = 0; j < made; ++j) {
-      std::uint64_t b = 0;
-      if (g.is_leader())
-        b = fresh_chunk != no_block ? fresh_chunk + std::uint64_t{geom::header_bins + j} * geom::page_bytes : claim_bin_locked(a);
-      b = g.broadcast(b);
-      if (g.rank == j) bin = b;
+    std::uint64_t bin = 0;
+    if constexpr (G::superbins) {
+      // every producer lane (rank < m) takes its superbin from TBuddy itself
+      if (g.rank < m) bin = new_superbin();
+    } else {
+      std::uint32_t made = 0;
+      std::uint64_t fresh_chunk = no_block;
+      bool locked = false;
+      if (g.is_leader()) made = acquire_bins(a, m, fresh_chunk, locked);
+      made = g.broadcast(made);
+      // the leader's bins, one per producer lane (rank < made): the first bins of a fresh chunk,
+      // or bins claimed from the arena's chunks in one hold of the chunk mutex (E5)
+      for (std::uint32_t j = 0; j < made; ++j) {
+        std::uint64_t b = 0;
+        if (g.is_leader())
+          b = fresh_chunk != no_block ? fresh_chunk + std::uint64_t{geom::header_bins + j} * geom::page_bytes : claim_bin_locked(a);
+        b = g.broadcast(b);
+        if (g.rank == j) bin = b;
+      }
+      if (g.is_leader() && locked) unlock(&arenas[a].chunk_mtx);
     }
-    if (g.is_leader() && locked) unlock(&arenas[a].chunk_mtx);
     if (g.rank < m) {
       const std::uint64_t left = slot_semaphore<P>::batch_leftover(g.rank, g.size, 1, cap);
       if (bin == 0) {
@@ -838,7 +906,7 @@ struct ualloc {
     // reads class and arena): only __syncwarp orders memory among lanes
     g.sync();
     const std::uint64_t mine = g.from_rank(bin, g.rank / cap);
-    return mine == 0 ? no_block : slot_offset_of(mine, c, g.rank % cap);
+    return mine == 0 ? no_block : slot_at(mine, c, g.rank % cap);
   }
   // Lanes that got no_block: try the other arenas' bins of the class, then reclaim and retry
   // once (E12). Entered by the whole group.
@@ -864,16 +932,16 @@ struct ualloc {
     pr.token = L.rcu.read_lock();
     find_reservation(L, c, coalesced_group<P>::self(), pr);
     std::uint64_t claimed = 0;
-    while (claimed == 0) claimed = claim_bits(bin_at(pr.bin), geom::capacity(c), 1, pr.hint);
+    while (claimed == 0) claimed = claim_bits(bin_at(pr.bin), capacity(c), 1, pr.hint);
     ghost_add<P>(ghost_kind::bin_transit, bin_at(pr.bin), -1);
     L.rcu.read_unlock(pr.token);
     if (pr.deferred) flush(L);
-    return slot_offset_of(pr.bin, c, (pr.hint / 64) * 64 + bits::ctz(claimed));
+    return slot_at(pr.bin, c, (pr.hint / 64) * 64 + bits::ctz(claimed));
   }
   // After a reclaim: one more allocation by this lane alone in its own arena (no further fallback).
   TOGA_DEVICE std::uint64_t retry_once(unsigned a, unsigned c) const TOGA_NOEXCEPT(P) {
     class_list<P>& L = arenas[a].lists[c];
-    if (L.slot_sem.wait_slow(1, geom::capacity(c)) == sem_result::grow) return grow(a, c, coalesced_group<P>::self(), 1);
+    if (L.slot_sem.wait_slow(1, capacity(c)) == sem_result::grow) return grow(a, c, coalesced_group<P>::self(), 1);
     return stage2_one(L, c);
   }
 
@@ -883,8 +951,8 @@ struct ualloc {
   // zero crossing, signal, and retire an empty bin (spec §5.8/§5.9 per group). The read-side
   // section covers every access to the header after our count makes the bin retirable.
   TOGA_DEVICE TOGA_FORCEINLINE void free_count(class_list<P>& L, std::uint64_t bin, unsigned c, std::uint32_t k) const TOGA_NOEXCEPT(P) {
-    bin_header* h = bin_at(bin);
-    const std::uint32_t cap = geom::capacity(c);
+    header_t* h = bin_at(bin);
+    const std::uint32_t cap = capacity(c);
     std::uint32_t e = 0;
     if constexpr (Bug != ualloc_bug::free_outside_read_section) e = L.rcu.read_lock();
     const std::int32_t before = static_cast<std::int32_t>(P::fetch_add(&h->free, k, relaxed, device_scope));
@@ -904,7 +972,7 @@ struct ualloc {
   TOGA_DEVICE TOGA_NOINLINE void free_cold(class_list<P>& L, std::uint64_t bin, std::uint32_t cap, std::uint32_t k, std::int32_t before,
                                            bool refilled, std::uint32_t e) const TOGA_NOEXCEPT(P) {
     TOGA_PROFILE_COUNT(prof_ua_free_cold);
-    bin_header* h = bin_at(bin);
+    header_t* h = bin_at(bin);
     bool retire = false;
     if (cap < hysteresis_min_capacity && before == 0 && k == cap) {
       // The group freed a full bin whole: nobody can hold units of it (a full bin is unfindable
@@ -929,7 +997,8 @@ struct ualloc {
     bool deferred = false;
     // (pinned: a hint, read without a lock; a pinned bin is kept)
     if (cap < hysteresis_min_capacity && !pinned(L, bin) &&
-        (before + static_cast<std::int32_t>(k) == static_cast<std::int32_t>(cap) || P::load(&h->free, relaxed, device_scope) == cap)) {
+        (before + static_cast<std::int32_t>(k) == static_cast<std::int32_t>(cap) ||
+         retirable(static_cast<std::int32_t>(P::load(&h->free, relaxed, device_scope)), cap))) {
       const int r = try_retire(L, bin, cap);
       retire = r == 1;
       deferred = r == 2;
@@ -955,9 +1024,9 @@ struct ualloc {
 
   // A fresh bin: bits >= capacity set, `taken` slots (0..taken-1) in use.
   TOGA_DEVICE void init_bin(std::uint64_t bin, unsigned c, unsigned a, unsigned taken) const TOGA_NOEXCEPT(P) {
-    bin_header* h = bin_at(bin);
-    const unsigned cap = geom::capacity(c);
-    for (unsigned w = 0; w < geom::bitmap_words; ++w) {
+    header_t* h = bin_at(bin);
+    const unsigned cap = capacity(c);
+    for (unsigned w = 0; w < G::bitmap_words; ++w) {
       std::uint64_t bits = 0;
       const unsigned lo = w * 64;
       // bits [lo, lo+64) that are < taken or >= cap
@@ -979,6 +1048,11 @@ struct ualloc {
     if constexpr (Bug != ualloc_bug::retire_without_try_wait)
       if (!L.slot_sem.try_wait(cap)) return 0;  // the units are promised to waiters: keep it
     std::uint32_t expected = cap;
+    if constexpr (G::superbins && Bug == ualloc_bug::superbin_returned_live) {
+      // (planted: retires what it finds, live slots or not)
+      expected = P::load(&bin_at(bin)->free, relaxed, device_scope);
+      if (static_cast<std::int32_t>(expected) <= 0) expected = cap;
+    }
     if (!P::compare_exchange(&bin_at(bin)->free, expected, dead, acq_rel, device_scope)) {
       if constexpr (Bug != ualloc_bug::retire_without_try_wait) L.slot_sem.signal(cap, 0);
       return 0;  // somebody reserved meanwhile
@@ -1040,8 +1114,13 @@ struct ualloc {
     const unsigned a = P::load(&bin_at(bin)->arena, relaxed, device_scope);
     const unsigned c = P::load(&bin_at(bin)->class_id, relaxed, device_scope);
     P::fetch_sub(&arenas[a].stats.bins[c], std::uint64_t{1}, relaxed, device_scope);
+    if constexpr (G::superbins) {  // the whole block goes back (its tag goes with its state)
+      P::poison(base + superbin_offset(bin), std::uint64_t{1} << sb_shift);
+      buddy.free(superbin_offset(bin));
+      return;
+    }
     P::poison(base + bin + sizeof(bin_header), geom::bin_data_bytes);
-    arena<P>& A = arenas[a];
+    arena<P, G>& A = arenas[a];
     const std::uint64_t chunk = bin & ~(geom::chunk_bytes - 1);
     chunk_header* ch = chunk_at(chunk);
     const unsigned b = static_cast<unsigned>((bin - chunk) / geom::page_bytes);
@@ -1062,7 +1141,7 @@ struct ualloc {
     unlock(&A.chunk_mtx);
   }
   // Under chunk_mtx: is another listed chunk of the arena entirely free (the cached one)?
-  TOGA_DEVICE bool another_free_chunk(arena<P>& A, std::uint64_t chunk) const TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE bool another_free_chunk(arena<P, G>& A, std::uint64_t chunk) const TOGA_NOEXCEPT(P) {
     for (std::uint64_t link = P::load(&A.chunk_head, relaxed, device_scope); link != 0;
          link = P::load(&chunk_at(dec(link))->next, relaxed, device_scope))
       if (dec(link) != chunk && P::load(&chunk_at(dec(link))->free_bins, relaxed, device_scope) == geom::usable_bins) return true;
@@ -1070,7 +1149,7 @@ struct ualloc {
   }
   // Returns the arena's entirely free chunks to TBuddy (reclaim). True if any went back.
   TOGA_DEVICE bool return_cached_chunks(unsigned a) const TOGA_NOEXCEPT(P) {
-    arena<P>& A = arenas[a];
+    arena<P, G>& A = arenas[a];
     if (P::load(&A.chunk_head, relaxed, device_scope) == 0) return false;
     bool any = false;
     for (;;) {
@@ -1097,7 +1176,7 @@ struct ualloc {
   // Chunk links hold offset + 1 (a chunk may start at offset 0; 0 means "none").
   TOGA_DEVICE static std::uint64_t enc(std::uint64_t chunk) { return chunk + 1; }
   TOGA_DEVICE static std::uint64_t dec(std::uint64_t link) { return link - 1; }
-  TOGA_DEVICE void link_chunk(arena<P>& A, std::uint64_t chunk) const TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void link_chunk(arena<P, G>& A, std::uint64_t chunk) const TOGA_NOEXCEPT(P) {
     chunk_header* ch = chunk_at(chunk);
     const std::uint64_t head = P::load(&A.chunk_head, relaxed, device_scope);
     P::store(&ch->next, head, relaxed, device_scope);
@@ -1106,7 +1185,7 @@ struct ualloc {
     P::store(&ch->listed, 1u, relaxed, device_scope);
     P::store(&A.chunk_head, enc(chunk), relaxed, device_scope);
   }
-  TOGA_DEVICE void unlink_chunk(arena<P>& A, std::uint64_t chunk) const TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE void unlink_chunk(arena<P, G>& A, std::uint64_t chunk) const TOGA_NOEXCEPT(P) {
     chunk_header* ch = chunk_at(chunk);
     const std::uint64_t next = P::load(&ch->next, relaxed, device_scope);
     const std::uint64_t prev = P::load(&ch->prev, relaxed, device_scope);
@@ -1115,12 +1194,23 @@ struct ualloc {
     if (next) P::store(&chunk_at(dec(next))->prev, prev, relaxed, device_scope);
     P::store(&ch->listed, 0u, relaxed, device_scope);
   }
+  // A producer lane of a superbin GROW: one TBuddy block of 2^sb_shift bytes, tagged as a superbin
+  // (frees inside it are routed by the tag); reclaims and tries once more when TBuddy has none.
+  // Returns the superbin's name, or 0.
+  TOGA_DEVICE std::uint64_t new_superbin() const TOGA_NOEXCEPT(P) {
+    const unsigned order = sb_shift - geom::page_shift;
+    std::uint64_t off = P::inject(fault_site::fail_chunk) ? no_block : buddy.alloc(order);
+    if (off == no_block && reclaim()) off = buddy.alloc(order);
+    if (off == no_block) return 0;
+    if constexpr (Bug != ualloc_bug::superbin_tag_not_set) buddy.tag_block(off, order, node_superbin_tag);
+    return superbin_id(off);
+  }
   // Leader of a GROW(m): takes m units of the arena's chunk semaphore (one speculative RMW, or the
   // CAS loop). GROW there: a new chunk from TBuddy whose first m bins are ours (fresh_chunk);
   // OK: the chunk mutex is taken (locked) and claim_bin_locked hands out the m bins. Returns m,
   // or 0 when no chunk can be had (spec §5.7, E5: one mutex hold for the group, not one per bin).
   TOGA_DEVICE std::uint32_t acquire_bins(unsigned a, std::uint32_t m, std::uint64_t& fresh_chunk, bool& locked) const TOGA_NOEXCEPT(P) {
-    arena<P>& A = arenas[a];
+    arena<P, G>& A = arenas[a];
     const bool ok = A.chunk_sem.try_take(m) || A.chunk_sem.wait_slow(m, geom::usable_bins) == sem_result::ok;
     if (ok) {
       lock(&A.chunk_mtx);
@@ -1153,7 +1243,7 @@ struct ualloc {
   }
   // Under chunk_mtx, holding a chunk-semaphore unit: a free bin of arena a (heap offset).
   TOGA_DEVICE std::uint64_t claim_bin_locked(unsigned a) const TOGA_NOEXCEPT(P) {
-    arena<P>& A = arenas[a];
+    arena<P, G>& A = arenas[a];
     std::uint64_t link = P::load(&A.chunk_head, relaxed, device_scope);
     while (link != 0 && P::load(&chunk_at(dec(link))->free_bins, relaxed, device_scope) == 0)
       link = P::load(&chunk_at(dec(link))->next, relaxed, device_scope);

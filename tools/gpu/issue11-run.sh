@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# On the GPU machine, with binaries carried in build/gpubin (tools/gpu/build-carried.sh): the
+# measurements of issue 11 (large sizes: superbins and the TBuddy fast path) with cuda-malloc and
+# bump-warp in the same runs, as docs/benchmarks.md "Issue 11" reports them. Results land in
+# $OUT/r (text and JSON per command) and $OUT/run.tgz.
+# Environment: TESTS=1 runs the GPU test suite and memcheck first; STEPS (default "t1 t1big rest
+# small") selects the groups below; REPS (default 5).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out="${OUT:-/tmp/toga-issue11}"; mkdir -p "$out/r"
+bin=build/gpubin
+export PATH=/usr/local/cuda/bin:$PATH
+reps="${REPS:-5}"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$out/r/gpu.txt"
+cat "$bin/commit.txt" 2>/dev/null | tee "$out/r/commit.txt"
+step() { echo "[$SECONDS s] $*"; }
+if [ "${TESTS:-0}" = 1 ]; then
+  step "toga_gpu_tests"
+  timeout 240 "$bin/toga_gpu_tests" > "$out/r/gtest-gpu.log" 2>&1; echo "toga_gpu_tests exit $?"
+  grep -E "^\[  (PASSED|FAILED) |tests from .* ran|\[  FAILED" "$out/r/gtest-gpu.log" | head -20
+  step "memcheck"
+  TOGA_STRESS_THREADS=8192 TOGA_STRESS_SECONDS=0.3 timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$bin/toga_gpu_tests" --gtest_filter='CudaStress.*:CudaHeap.Cooperative*:CudaAllocator.CrossKernel*:CudaAllocator.EverySize*:DefaultHeap.*' \
+    > "$out/r/sanitizer-memcheck.log" 2>&1
+  echo "memcheck exit $? ($(grep -E 'ERROR SUMMARY' "$out/r/sanitizer-memcheck.log" | tail -1))"
+fi
+bench() {  # name, then toga-bench run arguments
+  local name="$1"; shift
+  step "toga-bench $name: $*"
+  timeout "${BENCH_TIMEOUT:-200}" "$bin/toga-bench" run --reps "$reps" --no-progress --slow-budget-ms 3000 "$@" \
+    --json "$out/r/$name.json" > "$out/r/$name.txt" 2> "$out/r/$name.err"
+  echo "exit $?"; grep -vE "^\s*$" "$out/r/$name.txt" | grep -E "^ *T[0-9]+ " | head -40; tail -2 "$out/r/$name.err"
+}
+for s in ${STEPS:-t1 t1big rest small}; do
+  case "$s" in
+    t1) bench t1 --cases T1 --sizes 2K,4K,8K ;;
+    t1big) bench t1-16k --cases T1 --sizes 16K --threads 524288; bench t1-64k --cases T1 --sizes 64K --threads 131072 ;;
+    rest) bench rest --profile quick --cases T2,T3,T5,T7,T8,T9 ;;
+    small) bench small --cases T1,T13 --sizes 16,64,1K ;;
+  esac
+done
+tar czf "$out/run.tgz" -C "$out" r
+step "done"
