@@ -137,7 +137,7 @@ struct heap_inst final : instance {
     const ghost_table& gt = ghost_table::current();
     std::optional<std::string> bad;
     const char* table_lo = a.super.table;
-    const char* table_hi = a.sb_max_bytes ? a.super.table + (a.heap_bytes >> a.super.sb_shift) * sizeof(superbin_header) : table_lo;
+    const char* table_hi = a.sb_max_bytes ? a.super.table + (a.heap_bytes >> a.super.sb_shift) * geom::sb_header_stride : table_lo;
     auto check = [&](std::uintptr_t addr) {
       if (reinterpret_cast<const char*>(addr) >= table_lo && reinterpret_cast<const char*>(addr) < table_hi)
         check_header(reinterpret_cast<const superbin_header*>(addr), gt, bad);
@@ -217,14 +217,22 @@ struct heap_inst final : instance {
       return 0;
     }
     const std::uint64_t off = static_cast<std::uint64_t>(static_cast<char*>(p) - a.small.base);
-    const std::uint64_t served = a.served_bytes(bytes);
+    std::uint64_t served = a.served_bytes(bytes);
     // G3/G4/G5: UAlloc slots never start on 4 KiB boundaries; superbin slots and TBuddy blocks are
     // aligned to their size (G4)
     const bool small = served <= geom::max_class_bytes;
     const bool in_sb = served > geom::max_class_bytes && served <= a.sb_max_bytes;
     if (!in_sb && small == (off % geom::page_bytes == 0)) P::violated("G3: block at " + str(off) + " of " + str(served) + " B is on the wrong side of the 4 KiB rule");
     const std::uint32_t node = a.small.buddy.load_state(a.small.buddy.leaf_of(off) >> (in_sb ? a.super.sb_shift - geom::page_shift : 0));
-    if (in_sb && node != (node_allocated | node_superbin_tag)) P::violated("G3: superbin slot at " + str(off) + " of " + str(served) + " B does not lie in a tagged superbin");
+    // (a superbin class is served by a TBuddy block of its size when no superbin can be had:
+    // then the block itself is an untagged ALLOCATED node aligned to its size)
+    if (in_sb && node != (node_allocated | node_superbin_tag)) {
+      const std::uint64_t v = a.small.buddy.allocated_node(off);
+      if (v == 0 || a.small.buddy.offset_of(v) != off || (a.small.buddy.load_state(v) & ~node_state_mask) != 0 ||
+          (geom::page_bytes << a.small.buddy.height(v)) < served)
+        P::violated("G3: block at " + str(off) + " of " + str(served) + " B is neither a slot of a tagged superbin nor a TBuddy block");
+      served = geom::page_bytes << a.small.buddy.height(v);
+    }
     if (off % (small ? std::min<std::uint64_t>(served, 128) : served) != 0) P::violated("G4: block at " + str(off) + " misaligned for " + str(served) + " B");
     if (off + served > a.heap_bytes) P::violated("G2: block beyond the heap");
     // G1 against every live block

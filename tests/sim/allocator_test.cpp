@@ -370,6 +370,37 @@ TEST(Allocator, CheckedModeCatchesBadFreesOfSuperbinSlots) {
   EXPECT_EQ(st.superbin_max_class_bytes, 16u * 1024);
 }
 
+// A superbin class whose superbin cannot be had (here: the byte limit is below one superbin) is
+// served by a TBuddy block of the class's size instead, and the limit still holds.
+TEST(Allocator, SuperbinClassesFallBackToTBuddyBlocks) {
+  small_heap<false> h(32 * 1024);  // 64 KiB superbins, 32 KiB limit
+  unsigned got = 0, failed = 0;
+  bool tagged = false;
+  const auto r = one_lane([&] {
+    std::vector<void*> blocks;
+    for (int i = 0; i < 10; ++i) {
+      void* p = h.a.allocate(4096);
+      if (!p) {
+        ++failed;
+        continue;
+      }
+      ++got;
+      const std::uint64_t off = static_cast<std::uint64_t>(static_cast<char*>(p) - h.a.small.base);
+      tagged |= h.a.small.buddy.load_state(h.a.small.buddy.leaf_of(off) >> (h.layout.sb_shift - 12)) & toga::node_superbin_tag;
+      blocks.push_back(p);
+    }
+    for (void* p : blocks) h.a.deallocate(p);
+  });
+  ASSERT_FALSE(r.failed()) << r.message;
+  EXPECT_FALSE(tagged) << "no superbin fits under the limit";
+  EXPECT_EQ(got, 8u) << "32 KiB of 4 KiB TBuddy blocks";
+  EXPECT_EQ(failed, 2u);
+  const auto st = toga::collect_statistics(h.a);
+  EXPECT_EQ(st.used_bytes, 0u);
+  EXPECT_EQ(st.failed_limit, 2u);
+  EXPECT_FALSE(toga::check_quiescent(h.a)) << *toga::check_quiescent(h.a);
+}
+
 // Superbins under many schedules: sizes on both sides of every routing boundary (the superbins
 // scenario), and exhaustion and full recovery for every superbin class (256 KiB superbins in a
 // 2 MiB heap serve 2 KiB .. 64 KiB).
@@ -378,6 +409,12 @@ TEST(Allocator, SuperbinsServeEveryClassAndRecoverFromExhaustion) {
   EXPECT_FALSE(s.first_failure) << failure_text(s);
   const auto w = explore("superbins", {{"sb_shift", 13}, {"heap_kib", 512}}, ts::strategy_kind::portfolio, 500);
   EXPECT_FALSE(w.first_failure) << "8 KiB superbins (2 KiB class only): " << failure_text(w);
+  // 2 MiB superbins as on a GPU: 1,024-slot bitmaps of 16 words, every class keeps its empty
+  // superbins (>= 32 slots), and the 8 MiB heap runs out of superbins (TBuddy fallback)
+  const auto g = explore("superbins", {{"sb_shift", 21}, {"heap_kib", 8192}}, ts::strategy_kind::portfolio, 300);
+  EXPECT_FALSE(g.first_failure) << "2 MiB superbins: " << failure_text(g);
+  const auto l = explore("superbins", {{"sb_shift", 17}, {"heap_kib", 512}, {"limit_kib", 384}}, ts::strategy_kind::portfolio, 500);
+  EXPECT_FALSE(l.first_failure) << "byte limit below the superbins' demand: " << failure_text(l);
   for (std::int64_t size : {2048, 4096, 8192, 16384, 32768, 65536}) {
     const auto e = explore("exhaust-recover", {{"size", size}, {"sb_shift", 18}, {"heap_kib", 2048}, {"threads", 2}},
                            ts::strategy_kind::portfolio, 200);

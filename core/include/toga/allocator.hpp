@@ -116,7 +116,7 @@ struct heap_layout {
     h.lock_off = up(h.state_off + nodes * 4);
     h.sem_off = up(h.lock_off + nodes * 4);
     h.sb_table_off = up(h.sem_off + levels * 8);
-    h.arena_off = up(h.sb_table_off + superbins * sizeof(superbin_header));
+    h.arena_off = up(h.sb_table_off + superbins * geom::sb_header_stride);
     h.sb_arena_off = up(h.arena_off + arenas * sizeof(arena<P>));
     h.globals_off = up(h.sb_arena_off + arenas * sizeof(arena<P, superbin_geometry>));
     h.bytes = up(h.globals_off + sizeof(heap_globals));
@@ -159,6 +159,12 @@ struct allocator {
     a.super.num_pins = a.small.num_pins;
     a.super.table = meta + layout.sb_table_off;
     a.super.sb_shift = layout.sb_shift;
+    a.small.table = a.super.table;
+    a.small.sb_shift = layout.sb_shift;
+    if (layout.sb_classes) {  // each geometry's reclaim also gives back what the other caches
+      a.small.peer = a.super.arenas;
+      a.super.peer = a.small.arenas;
+    }
     a.sb_max_bytes = layout.sb_classes ? geom::sb_class_bytes(layout.sb_classes - 1) : 0;
     return a;
   }
@@ -224,9 +230,13 @@ struct allocator {
       if (p < small.base || off >= heap_bytes) return report(heap_error_kind::foreign_pointer, reinterpret_cast<std::uintptr_t>(ptr));
     }
     // Superbin slots start on 2 KiB boundaries (their TBuddy node's tag routes them), TBuddy
-    // blocks on 4 KiB ones; UAlloc slots never start on 4 KiB boundaries.
-    if (off % geom::sb_min_class_bytes == 0 && in_superbin(off)) return deallocate_super(off);
-    if (off % geom::page_bytes == 0) return deallocate_large(off);
+    // blocks on 4 KiB ones; UAlloc slots never start on 4 KiB boundaries (some on 2 KiB ones).
+    if (off % geom::sb_min_class_bytes == 0) return deallocate_aligned(off);
+    deallocate_slot(off);
+  }
+
+  // Frees a UAlloc slot (not 4 KiB aligned); lanes freeing slots of one bin form one group (E9).
+  TOGA_DEVICE TOGA_FORCEINLINE void deallocate_slot(std::uint64_t off) const TOGA_NOEXCEPT(P) {
     if constexpr (Checked) {
       if (!plausible_slot(off)) return report(heap_error_kind::invalid_pointer, off);
     }
@@ -251,16 +261,20 @@ struct allocator {
       if (!((ok >> P::lane_id()) & 1u)) report(heap_error_kind::double_free, off);
     }
   }
+  // A free of a 2 KiB-aligned offset: a superbin slot (tagged ancestor), a TBuddy block (4 KiB
+  // aligned) or a UAlloc slot that happens to start on a 2 KiB boundary.
+  TOGA_DEVICE TOGA_NOINLINE void deallocate_aligned(std::uint64_t off) const TOGA_NOEXCEPT(P) {
+    if (in_superbin(off)) return deallocate_super(off);
+    if (off % geom::page_bytes == 0) return deallocate_large(off);
+    deallocate_slot(off);
+  }
 
   //! Gives back what hysteresis keeps (fast-path.md E11): retires every empty bin, runs pending
   //! RCU callbacks and returns cached free chunks to the buddy tree, in every arena. Safe while
   //! other threads allocate and free; called at quiescence (the host's trim), it leaves the heap
   //! as new once every block is freed (invariant T7 "after trim"). One thread; returns whether
   //! anything was given back.
-  TOGA_DEVICE bool trim() const TOGA_NOEXCEPT(P) {
-    const bool s = small.reclaim();
-    return super.reclaim() || s;
-  }
+  TOGA_DEVICE bool trim() const TOGA_NOEXCEPT(P) { return small.reclaim(); }  // (and the superbins: its peer)
 
   //! Whether `ptr` points into this heap.
   TOGA_HOST_DEVICE bool contains(const void* ptr) const {
@@ -288,12 +302,8 @@ struct allocator {
     // low bits, so that lanes of one warp allocating from two heaps at once form two groups. All
     // lanes of a warp run on one SM, so they share the arena.
     const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&small.arenas[a]) | c));
-    std::uint64_t off = small.allocate_group(a, c, g);
-    std::uint32_t ok = g.ballot(off != no_block);
-    if (ok != g.mask) {  // empty superbins may hold the memory
-      off = retry_after_reclaim(c, off, false, g);
-      ok = g.ballot(off != no_block);
-    }
+    const std::uint64_t off = small.allocate_group(a, c, g);
+    const std::uint32_t ok = g.ballot(off != no_block);
     if (g.is_leader()) {  // statistics once per group (E8)
       arena_stats& st = small.arenas[a].stats;
       const unsigned n_ok = bits::popc(ok);
@@ -307,29 +317,18 @@ struct allocator {
   TOGA_DEVICE TOGA_NOINLINE void* allocate_super(unsigned c) const TOGA_NOEXCEPT(P) {
     const unsigned a = P::sm_id() % super.num_arenas;
     const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&super.arenas[a]) | c));
-    std::uint64_t off = super.allocate_group(a, c, g);
-    std::uint32_t ok = g.ballot(off != no_block);
-    if (ok != g.mask) {  // cached chunks and empty bins may hold the memory
-      off = retry_after_reclaim(c, off, true, g);
-      ok = g.ballot(off != no_block);
-    }
+    // (a failed GROW has already reclaimed both geometries and retried: E12)
+    const std::uint64_t off = super.allocate_group(a, c, g);
+    const std::uint32_t ok = g.ballot(off != no_block);
     if (g.is_leader()) {
-      arena_stats& st = small.arenas[a].stats;
       const unsigned n_ok = bits::popc(ok);
-      if (n_ok) count_alloc(st, n_ok, geom::sb_class_bytes(c) * n_ok);
-      if (n_ok < g.size) count_failed(st, g.size - n_ok, std::uint64_t{1} << super.sb_shift);
+      if (n_ok) count_alloc(small.arenas[a].stats, n_ok, geom::sb_class_bytes(c) * n_ok);
     }
-    return off == no_block ? nullptr : small.base + off;
-  }
-  // Lanes whose group allocation failed although the other geometry may hold free memory (empty
-  // bins, cached chunks, empty superbins: hysteresis, E11): the leader reclaims the other
-  // geometry once, then each failed lane tries once more alone (E12). Entered by the whole group.
-  TOGA_DEVICE TOGA_NOINLINE std::uint64_t retry_after_reclaim(unsigned c, std::uint64_t off, bool sb, coalesced_group<P> g) const
-      TOGA_NOEXCEPT(P) {
-    std::uint32_t again = 0;
-    if (g.is_leader()) again = (sb ? small.reclaim() : super.reclaim()) ? 1u : 0u;
-    if (!g.broadcast(again) || off != no_block) return off;
-    return sb ? super.allocate(c) : small.allocate(c);
+    if (off != no_block) return small.base + off;
+    // No superbin could be had (no free block of 2^sb_shift bytes, or the byte limit): a TBuddy
+    // block of the class's size (at least 4 KiB) still serves the request; allocate_large counts
+    // its success or failure.
+    return allocate_large(geom::sb_class_bytes(c));
   }
   // Whether heap offset `off` (2 KiB aligned) lies in a superbin: its TBuddy ancestor of the
   // superbin's order carries the superbin tag. Stable while `off` is a live block: a superbin

@@ -143,6 +143,7 @@ inline constexpr unsigned sb_max_classes = 6;                      //!< 2 KiB ..
 inline constexpr unsigned sb_max_shift = 21;                       //!< superbins of at most 2 MiB
 inline constexpr unsigned sb_bitmap_words = 16;                    //!< 1024 slots: 2 KiB in 2 MiB
 inline constexpr unsigned sb_min_slots = 4;
+inline constexpr std::uint64_t sb_header_stride = 256;             //!< side-table entry: one header, its own 64 B lines
 static_assert(max_class_shift + 1 == sb_min_class_shift, "superbin classes continue UAlloc's");
 static_assert((std::uint64_t{1} << (sb_max_shift - sb_min_class_shift)) <= sb_bitmap_words * 64);
 

@@ -53,6 +53,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "toga/bits.hpp"
 #include "toga/bulk_semaphore.hpp"
@@ -227,8 +228,13 @@ struct ualloc {
   arena<P, G>* arenas;
   unsigned num_arenas;
   unsigned num_pins;  //!< pin slots used per (arena, class), 1 .. max_pin_slots (heap_layout::pins)
-  char* table = nullptr;  //!< superbins: the header side table, one superbin_header per 2^sb_shift bytes of heap
+  char* table = nullptr;  //!< superbins: the header side table, one entry (geom::sb_header_stride B) per 2^sb_shift bytes of heap
   unsigned sb_shift = 0;  //!< superbins: log2 of a superbin's bytes
+  //! The other geometry's arenas (arena<P, other>*; nullptr: none): reclaim() gives back what
+  //! both hold, so that memory cached by one geometry (empty bins, chunks, superbins) serves the
+  //! other before a nullptr (E12).
+  void* peer = nullptr;
+  using other_geometry = std::conditional_t<G::superbins, chunk_geometry, superbin_geometry>;
 
   //! Classes with at least this many slots per bin keep their empty bins (E11).
   static constexpr std::uint32_t hysteresis_min_capacity = 32;
@@ -243,7 +249,7 @@ struct ualloc {
 
   //! The header of bin `off` (a bin's own first 128 B, or a superbin's side-table entry).
   TOGA_HOST_DEVICE header_t* bin_at(std::uint64_t off) const {
-    if constexpr (G::superbins) return reinterpret_cast<header_t*>(table + ((off - geom::page_bytes) >> sb_shift) * sizeof(header_t));
+    if constexpr (G::superbins) return reinterpret_cast<header_t*>(table + ((off - geom::page_bytes) >> sb_shift) * geom::sb_header_stride);
     else return reinterpret_cast<header_t*>(base + off);
   }
   //! Slots of class c per bin.
@@ -404,9 +410,16 @@ struct ualloc {
 
   //! Under memory pressure, before an allocation returns nullptr, and for the host's trim: retires
   //! every empty bin (pinned or queued), runs every pending RCU callback, and returns every cached
-  //! chunk to TBuddy, in every arena. Never call it inside a read-side section. Returns whether
-  //! anything was reclaimed.
+  //! chunk to TBuddy, in every arena, of both geometries (this one's and the peer's). Never call
+  //! it inside a read-side section. Returns whether anything was reclaimed.
   TOGA_DEVICE TOGA_NOINLINE bool reclaim() const TOGA_NOEXCEPT(P) {
+    const bool mine = reclaim_local();
+    if (peer == nullptr) return mine;
+    const ualloc<P, Bug, TB, other_geometry> other{base, buddy, static_cast<arena<P, other_geometry>*>(peer), num_arenas, num_pins, table, sb_shift, nullptr};
+    return other.reclaim_local() || mine;
+  }
+  //! reclaim() for this geometry only.
+  TOGA_DEVICE TOGA_NOINLINE bool reclaim_local() const TOGA_NOEXCEPT(P) {
     bool any = false;
     for (unsigned a = 0; a < num_arenas; ++a) {
       for (unsigned c = 0; c < G::num_classes; ++c) {
