@@ -805,6 +805,94 @@ TEST(CudaAllocator, ExhaustionReturnsNullThenRecoveryAndQuiescentMerge) {
   EXPECT_EQ(s.used_bytes, 0u);
 }
 
+__global__ void agpu_trim_kernel(alloc_view a) { a.trim(); }
+
+// Issue 11: every superbin class (2 KiB .. 64 KiB; 256 KiB superbins in this 1 GiB heap) returns a
+// clean nullptr at exhaustion with at least 99% of the heap handed out, the blocks never overlap,
+// and after freeing everything, a trim (hysteresis keeps empty superbins of classes with >= 32
+// slots) and the quiescent merge, the heap is one free block again; a recovery round succeeds.
+TEST(CudaAllocator, ExhaustionAndRecoveryEverySuperbinClass) {
+  AGPU_REQUIRE_CUDA_DEVICE();
+  AGPU_REQUIRE_WORKING_BITS();
+  for (const std::uint64_t bytes : {2048u, 4096u, 8192u, 16384u, 32768u, 65536u}) {
+    SCOPED_TRACE(std::to_string(bytes) + " B");
+    agpu_heap h;
+    AGPU_RUN(agpu_make_heap(h, std::uint64_t{1} << 30));
+    ASSERT_GE(agpu_sb_max(h), 65536u) << "a 1 GiB heap serves every superbin class";
+    agpu_host_copy c;
+    const unsigned per_round = 1u << 15;
+    const unsigned max_rounds = static_cast<unsigned>(h.heap_bytes / bytes / per_round) + 2;
+    agpu_buffer<char*> ptrs;
+    agpu_buffer<unsigned long long> nulls;
+    AGPU_ALLOC(ptrs, std::size_t{per_round} * max_rounds);
+    AGPU_ALLOC(nulls, max_rounds);
+    const alloc_view a = h.view;
+    unsigned rounds = 0;
+    bool saw_null = false;
+    float ms = 0;
+    while (rounds < max_rounds && !saw_null) {
+      const std::string what = "exhaustion round " + std::to_string(rounds);
+      AGPU_CUDA_CHECK(agpu_run(what.c_str(), ms, [&](cudaStream_t st) {
+        agpu_round_kernel<<<per_round / kBlock, kBlock, 0, st>>>(a, per_round, bytes, ptrs.ptr + std::size_t{rounds} * per_round,
+                                                                 nulls.ptr + rounds);
+      }));
+      unsigned long long nn = 0;
+      AGPU_CUDA_CHECK(cudaMemcpy(&nn, nulls.ptr + rounds, sizeof nn, cudaMemcpyDeviceToHost));
+      saw_null = nn != 0;
+      ++rounds;
+    }
+    ASSERT_TRUE(saw_null) << "no nullptr after " << rounds << " rounds of " << per_round;
+    std::vector<char*> hp;
+    AGPU_TO_HOST(hp, ptrs);
+    hp.resize(std::size_t{rounds} * per_round);
+    std::vector<agpu_block> blocks;
+    std::uint64_t held = 0;
+    for (std::size_t i = 0; i < hp.size(); ++i)
+      if (hp[i] != nullptr) {
+        // a slot of its class, or (once no superbin can be had) a TBuddy block of at least 4 KiB
+        const std::uint64_t off = static_cast<std::uint64_t>(hp[i] - h.heap);
+        const std::uint64_t served = off % 4096 != 0 || bytes >= 4096 ? bytes : 4096;
+        blocks.push_back({off, bytes, static_cast<unsigned>(i)});
+        held += served;
+      }
+    const std::string berr = agpu_check_blocks(blocks, h.heap_bytes);
+    ASSERT_TRUE(berr.empty()) << berr;
+    const double obtained = static_cast<double>(blocks.size()) * bytes / static_cast<double>(h.heap_bytes);
+    std::printf("[  figure  ] exhaustion at %llu B: %zu blocks in %u rounds = %.4f of the 1 GiB heap\n",
+                static_cast<unsigned long long>(bytes), blocks.size(), rounds, obtained);
+    EXPECT_GE(obtained, 0.99) << "the heap was reported exhausted while more than 1% of it was free";
+    toga::heap_quality q;
+    toga::heap_statistics s;
+    AGPU_RUN(agpu_check_quiescent(h, c, "exhausted (all live)", q, s));
+    EXPECT_EQ(s.used_bytes, held);
+    EXPECT_EQ(q.live_blocks, blocks.size());
+    const unsigned total = rounds * per_round;
+    AGPU_CUDA_CHECK(agpu_run("free everything", ms, [&](cudaStream_t st) {
+      agpu_free_all_kernel<<<total / kBlock, kBlock, 0, st>>>(a, ptrs.ptr, total);
+    }));
+    AGPU_CUDA_CHECK(agpu_run("trim", ms, [&](cudaStream_t st) { agpu_trim_kernel<<<1, 1, 0, st>>>(a); }));
+    AGPU_RUN(agpu_check_quiescent(h, c, "all freed and trimmed", q, s));
+    EXPECT_EQ(s.used_bytes, 0u);
+    EXPECT_EQ(s.superbin_bytes, 0u) << "trim gives back every empty superbin";
+    (void)toga::merge_free_buddies_quiescent(c.view);
+    EXPECT_EQ(c.view.small.buddy.state[1], static_cast<std::uint32_t>(toga::node_available))
+        << "after freeing everything, a trim and merging, the root is not AVAILABLE";
+    // recovery: the device heap (unmerged) serves a full round again
+    AGPU_CUDA_CHECK(cudaMemset(nulls.ptr, 0, nulls.bytes()));
+    AGPU_CUDA_CHECK(agpu_run("recovery round", ms, [&](cudaStream_t st) {
+      agpu_round_kernel<<<per_round / kBlock, kBlock, 0, st>>>(a, per_round, bytes, ptrs.ptr, nulls.ptr);
+    }));
+    unsigned long long nn = 0;
+    AGPU_CUDA_CHECK(cudaMemcpy(&nn, nulls.ptr, sizeof nn, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(nn, 0ull) << "after recovery, " << nn << " of " << per_round << " allocations failed";
+    AGPU_CUDA_CHECK(agpu_run("recovery: free", ms, [&](cudaStream_t st) {
+      agpu_free_all_kernel<<<per_round / kBlock, kBlock, 0, st>>>(a, ptrs.ptr, per_round);
+    }));
+    AGPU_RUN(agpu_check_quiescent(h, c, "recovery: all freed", q, s));
+    EXPECT_EQ(s.used_bytes, 0u);
+  }
+}
+
 // --- 5. Mixed churn --------------------------------------------------------------------------
 
 struct agpu_churn_counters {

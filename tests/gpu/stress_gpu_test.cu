@@ -1,4 +1,4 @@
-// GPU stress: 2^20 threads, rounds of random sizes (16 B .. 8 KiB) with every block filled with a
+// GPU stress: 2^20 threads, rounds of random sizes (16 B .. about 1 MiB) with every block filled with a
 // per-allocation pattern and verified before it is freed, blocks handed to other threads between
 // kernels, for TOGA_STRESS_SECONDS seconds (default 30) of GPU time. A host watchdog fails the
 // test with a clear message if a kernel does not finish. No overlap (patterns), no hang
@@ -25,11 +25,13 @@ __device__ unsigned long long mix(unsigned long long x) {
   return x ^ (x >> 33);
 }
 __device__ std::size_t draw_size(unsigned long long r) {
-  // mostly small (the common case), some 4 KiB and 8 KiB
+  // mostly small (the common case, UAlloc), some superbin classes (1 KiB .. 64 KiB, not always a
+  // power of two), some 4 KiB, and now and then a TBuddy block of 64 KiB .. 1 MiB
   const unsigned k = static_cast<unsigned>(r % 16);
-  if (k < 12) return 16 + (r >> 8) % 1009;  // 16 .. 1024
+  if (k < 12) return 16 + (r >> 8) % 1009;                              // 16 .. 1024
+  if (k < 14) return (std::size_t{1024} << ((r >> 8) % 7)) + (r >> 16) % 1024;  // 1 KiB .. 65 KiB
   if (k < 15) return 4096;
-  return 8192;
+  return (r >> 8) % 64 == 0 ? 65537 + (r >> 16) % (1u << 20) : 8192;  // 1 in 1,024: 64 KiB .. 1 MiB + 64 KiB
 }
 
 struct slot {
@@ -97,9 +99,9 @@ TEST(CudaStress, RandomSizesVerifiedForSeconds) {
   TOGA_TEST_REQUIRE_GPU();
   const unsigned n = std::getenv("TOGA_STRESS_THREADS") ? static_cast<unsigned>(std::atoi(std::getenv("TOGA_STRESS_THREADS"))) : 1u << 20;
   const double seconds = std::getenv("TOGA_STRESS_SECONDS") ? std::atof(std::getenv("TOGA_STRESS_SECONDS")) : 30.0;
-  // live data is at most n blocks of <= 8 KiB (average about 1.2 KiB): 16 GiB covers the worst
-  // case with room for fragmentation
-  const std::uint64_t heap_bytes = std::max<std::uint64_t>(std::uint64_t{n} * 16384, 64ull << 20);
+  // live data averages about 7 KiB per thread at its served sizes (superbin classes and the rare
+  // 1 MiB block dominate): 32 KiB per thread leaves room for fragmentation and cached superbins
+  const std::uint64_t heap_bytes = std::max<std::uint64_t>(std::uint64_t{n} * 32768, 64ull << 20);
   toga::cuda::heap h(heap_bytes);
   slot* slots;
   unsigned long long* errors;

@@ -1,16 +1,19 @@
 //! @file toga/allocator.hpp
-//! toga's allocator: one allocate/deallocate for every size, over UAlloc (<= 1 KiB) and TBuddy
+//! toga's allocator: one allocate/deallocate for every size, over UAlloc (<= 1 KiB; superbins to 64 KiB) and TBuddy
 //! (larger), with statistics, an optional byte limit and a checked mode (allocator-spec §7).
 //!
 //! `allocator<P>` is a trivially copyable view (pointers into the heap and into a metadata
 //! block), the shape of `heap_ref` in the CUDA backend: pass it by value to every thread.
 //!
-//! Sizes: `allocate(bytes)` serves next_pow2(max(bytes, 16)) bytes; <= 1 KiB from UAlloc, else a
-//! TBuddy block of max(4 KiB, that) bytes; requests larger than the heap fail. allocate(0) serves
-//! the smallest class (a unique pointer, as C permits); deallocate(nullptr) does nothing.
+//! Sizes: `allocate(bytes)` serves next_pow2(max(bytes, 16)) bytes: <= 1 KiB from UAlloc's bins;
+//! 2 KiB .. sb_max_bytes (64 KiB on heaps of >= 4 x arenas x 6 x 2 MiB, less on smaller heaps,
+//! heap_layout::auto_sb_shift) from superbins at that size (fast-path.md E6); else, or when no
+//! superbin can be had, a TBuddy block of max(4 KiB, that) bytes (`served_bytes` says which);
+//! requests larger than the heap fail. allocate(0) serves the smallest class (a unique pointer,
+//! as C permits); deallocate(nullptr) does nothing.
 //! Alignment: every block is aligned to min(served size, 128) bytes (UAlloc) or to its size
-//! (TBuddy, 4 KiB and up), relative to the heap base, which the backends align to 4 KiB at
-//! least; so at least 16 B. `allocate(bytes, alignment)` honours any power of two.
+//! (superbin slots and TBuddy blocks), relative to the heap base, which the backends align to
+//! 4 KiB at least; so at least 16 B. `allocate(bytes, alignment)` honours any power of two.
 //! Errors: exhaustion (or the byte limit) returns nullptr; nothing traps or hangs. In checked
 //! builds (TOGA_CHECKED) a deallocate of a pointer toga did not hand out, or of one already
 //! freed, is recorded in the error log (kind, offset) and changes nothing.

@@ -1,6 +1,8 @@
 //! @file toga/ualloc.hpp
 //! UAlloc: the fine-grained allocator for 16 B .. 1 KiB (Gelado & Garland, PPoPP'19, §4.2;
-//! allocator-spec §5, amended by fast-path.md E1-E5, E8, E9, E11, E12).
+//! allocator-spec §5, amended by fast-path.md E1-E5, E8, E9, E11, E12), and the same machinery
+//! over superbins for 2 KiB .. 64 KiB (fast-path.md E6; `ualloc<..., superbin_geometry>`: a bin
+//! is one TBuddy block of 2^sb_shift bytes, its header in a side table; docs/allocator.md §12).
 //!
 //! One arena per SM. Each arena has a list of chunks (512 KiB from TBuddy) with a bulk semaphore
 //! counting free bins, and per size class up to 32 *pinned* bins (pin slots, lock-free) plus an
