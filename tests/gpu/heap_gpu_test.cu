@@ -146,14 +146,15 @@ TEST(CudaHeap, TrimGivesBackWhatHysteresisKeeps) {
   EXPECT_EQ(kept.used_bytes, 0u);
   EXPECT_GT(kept.chunk_bytes, 0u) << "hysteresis keeps empty 16 B bins";
   void* one = nullptr;
-  alloc_k<<<1, 1>>>(h.ref(), b.d, 5000);  // one live TBuddy block survives the trim
+  alloc_k<<<1, 1>>>(h.ref(), b.d, 100000);  // one live TBuddy block (128 KiB: above the superbin classes) survives the trim
   TOGA_TEST_CUDA(cudaMemcpy(&one, b.d, sizeof one, cudaMemcpyDeviceToHost));
   ASSERT_NE(one, nullptr);
   h.trim();
   const auto after = h.stats();
   EXPECT_EQ(after.chunk_bytes, 0u);
-  EXPECT_EQ(after.buddy_bytes, 8192u) << "only the live 8 KiB block";
-  EXPECT_EQ(after.used_bytes, 8192u);
+  EXPECT_EQ(after.superbin_bytes, 0u);
+  EXPECT_EQ(after.buddy_bytes, 131072u) << "only the live 128 KiB block";
+  EXPECT_EQ(after.used_bytes, 131072u);
   unsigned bad = 0;
   free_k<<<1, 1>>>(h.ref(), b.d, b.bad);
   TOGA_TEST_CUDA(cudaMemcpy(&bad, b.bad, sizeof bad, cudaMemcpyDeviceToHost));
@@ -251,8 +252,10 @@ TEST(CudaHeap, CheckedFreesAreLoggedOnTheDevice) {
   const auto& v = r.view();
   checked_allocator c;
   c.small = v.small;
+  c.super = v.super;
   c.globals = v.globals;
   c.heap_bytes = v.heap_bytes;
+  c.sb_max_bytes = v.sb_max_bytes;
   char* foreign = nullptr;
   TOGA_TEST_CUDA(cudaMalloc(&foreign, 256));
   bad_frees_k<<<1, 1>>>(c, foreign);

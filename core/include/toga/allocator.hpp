@@ -192,8 +192,7 @@ struct allocator {
     if (bytes > heap_bytes) return fail_too_large();  // before rounding: round_up overflows past 2^63
     const std::uint64_t s = geom::round_up(bytes ? bytes : 1);
     if (s <= geom::max_class_bytes) return allocate_small(geom::class_of(s));
-    if (s <= sb_max_bytes) return allocate_super(geom::sb_class_of(s));
-    return allocate_large(s);
+    return allocate_above_small(s);  // one call site off the inline fast path (E10)
   }
   //! At least `bytes` bytes aligned to `alignment` (a power of two), or nullptr.
   TOGA_DEVICE void* allocate(std::uint64_t bytes, std::uint64_t alignment) const TOGA_NOEXCEPT(P) {
@@ -203,8 +202,7 @@ struct allocator {
     if (alignment > s) s = alignment;
     // UAlloc slots are aligned to min(s, 128); beyond 128 only TBuddy blocks are aligned enough.
     if (s <= geom::max_class_bytes && alignment <= geom::bin_header_bytes) return allocate_small(geom::class_of(s));
-    if (s > geom::max_class_bytes && s <= sb_max_bytes) return allocate_super(geom::sb_class_of(s));  // slots are aligned to their size
-    return allocate_large(s);
+    return allocate_above_small(s);  // superbin slots are aligned to their size
   }
   //! The bytes a request of `bytes` (aligned to `alignment`, 0 or a power of two) is served with:
   //! a UAlloc class (16 B .. 1 KiB), a superbin class (2 KiB .. sb_max_bytes) or a TBuddy block
@@ -317,6 +315,11 @@ struct allocator {
   }
   // A superbin class for the lanes that ask for it now, as one group keyed by (arena, class) of the
   // superbin arenas: the same path as allocate_small over the superbin geometry (fast-path.md E6).
+  // s > 1 KiB (or a large alignment): a superbin class or a TBuddy block.
+  TOGA_DEVICE TOGA_NOINLINE void* allocate_above_small(std::uint64_t s) const TOGA_NOEXCEPT(P) {
+    if (s > geom::max_class_bytes && s <= sb_max_bytes) return allocate_super(geom::sb_class_of(s));
+    return allocate_large(s);
+  }
   TOGA_DEVICE TOGA_NOINLINE void* allocate_super(unsigned c) const TOGA_NOEXCEPT(P) {
     const unsigned a = P::sm_id() % super.num_arenas;
     const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&super.arenas[a]) | c));
