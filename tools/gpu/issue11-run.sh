@@ -4,7 +4,7 @@
 # bump-warp in the same runs, as docs/benchmarks.md "Issue 11" reports them. Results land in
 # $OUT/r (text and JSON per command) and $OUT/run.tgz.
 # Environment: TESTS=1 runs the GPU test suite and memcheck first; STEPS (default "t1 t1big rest
-# small") selects the groups below; REPS (default 5).
+# small"; also "soak" with SOAK_S seconds and "fastpath") selects the groups below; REPS (default 5).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp/toga-issue11}"; mkdir -p "$out/r"
@@ -37,6 +37,17 @@ for s in ${STEPS:-t1 t1big rest small}; do
     t1big) bench t1-16k --cases T1 --sizes 16K --threads 524288; bench t1-64k --cases T1 --sizes 64K --threads 131072 ;;
     rest) bench rest --profile quick --cases T2,T3,T5,T7,T8,T9 ;;
     small) bench small --cases T1,T13 --sizes 16,64,1K ;;
+    soak)  # the 2^20-thread stress with sizes 16 B .. 1 MiB for SOAK_S seconds
+      step "soak ${SOAK_S:-30} s"
+      TOGA_STRESS_SECONDS="${SOAK_S:-30}" timeout $(( ${SOAK_S:-30} + 90 )) "$bin/toga_gpu_tests" --gtest_filter='CudaStress.*' > "$out/r/soak.log" 2>&1
+      echo "soak exit $?"; grep -E "figure|PASSED|FAILED" "$out/r/soak.log" | head -5 ;;
+    fastpath)  # fastpath-bench (16 B .. 1 KiB warp paths), barriers in the SASS, registers per kernel
+      step "fastpath-bench"
+      timeout 80 "$bin/fastpath-bench" --reps 5 --watchdog-s 20 --churn-sizes 16,64,256 > "$out/r/fastpath.txt" 2>&1; echo "fastpath-bench exit $?"
+      tail -16 "$out/r/fastpath.txt"
+      cuobjdump -sass "$bin/fastpath-bench" > /tmp/fb.sass 2>/dev/null
+      python3 tools/gpu/sass-counts.py /tmp/fb.sass 'toga|ualloc|allocator|bump' > "$out/r/sass-counts.txt"; head -20 "$out/r/sass-counts.txt"
+      cp "$bin/fastpath-ptxas.txt" "$out/r/" 2>/dev/null ;;
   esac
 done
 tar czf "$out/run.tgz" -C "$out" r
