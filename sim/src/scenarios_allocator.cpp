@@ -122,7 +122,7 @@ struct heap_inst final : instance {
         if (v < 0) return "arena " + str(ai) + " class " + str(c) + " slot semaphore: C_true + in-flight = " + std::to_string(v);
       }
       for (unsigned c = 0; c < geom::sb_max_classes; ++c) {
-        const auto& sem = a.super.arenas[ai].lists[c].slot_sem;
+        const auto& sem = a.super().arenas[ai].lists[c].slot_sem;
         const std::int64_t v = slot_semaphore<P>::c_of(sem.raw()) + gt.get(ghost_kind::sem_inflight, &sem);
         if (v < 0) return "arena " + str(ai) + " superbin class " + str(c) + " slot semaphore: C_true + in-flight = " + std::to_string(v);
       }
@@ -136,8 +136,8 @@ struct heap_inst final : instance {
   std::optional<std::string> bins_account() const {
     const ghost_table& gt = ghost_table::current();
     std::optional<std::string> bad;
-    const char* table_lo = a.super.table;
-    const char* table_hi = a.sb_max_bytes ? a.super.table + (a.heap_bytes >> a.super.sb_shift) * geom::sb_header_stride : table_lo;
+    const char* table_lo = a.super().table;
+    const char* table_hi = a.sb_max_bytes ? a.super().table + (a.heap_bytes >> a.super().sb_shift) * geom::sb_header_stride : table_lo;
     auto check = [&](std::uintptr_t addr) {
       if (reinterpret_cast<const char*>(addr) >= table_lo && reinterpret_cast<const char*>(addr) < table_hi)
         check_header(reinterpret_cast<const superbin_header*>(addr), gt, bad);
@@ -223,7 +223,7 @@ struct heap_inst final : instance {
     const bool small = served <= geom::max_class_bytes;
     const bool in_sb = served > geom::max_class_bytes && served <= a.sb_max_bytes;
     if (!in_sb && small == (off % geom::page_bytes == 0)) P::violated("G3: block at " + str(off) + " of " + str(served) + " B is on the wrong side of the 4 KiB rule");
-    const std::uint32_t node = a.small.buddy.load_state(a.small.buddy.leaf_of(off) >> (in_sb ? a.super.sb_shift - geom::page_shift : 0));
+    const std::uint32_t node = a.small.buddy.load_state(a.small.buddy.leaf_of(off) >> (in_sb ? a.super().sb_shift - geom::page_shift : 0));
     // (a superbin class is served by a TBuddy block of its size when no superbin can be had:
     // then the block itself is an untagged ALLOCATED node aligned to its size)
     if (in_sb && node != (node_allocated | node_superbin_tag)) {

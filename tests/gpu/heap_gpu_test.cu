@@ -252,7 +252,6 @@ TEST(CudaHeap, CheckedFreesAreLoggedOnTheDevice) {
   const auto& v = r.view();
   checked_allocator c;
   c.small = v.small;
-  c.super = v.super;
   c.globals = v.globals;
   c.heap_bytes = v.heap_bytes;
   c.sb_max_bytes = v.sb_max_bytes;

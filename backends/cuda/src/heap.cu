@@ -77,7 +77,7 @@ stats_region fetch_stats(const device_allocator& dev, const toga::heap_layout& l
   r.view = dev;
   char* base = reinterpret_cast<char*>(r.bytes.data());
   r.view.small.arenas = reinterpret_cast<toga::arena<platform>*>(base);
-  r.view.super.arenas = reinterpret_cast<toga::arena<platform, toga::superbin_geometry>*>(base + (layout.sb_arena_off - layout.arena_off));
+  r.view.small.peer = base + (layout.sb_arena_off - layout.arena_off);  // the superbin arenas (super())
   r.view.globals = reinterpret_cast<toga::heap_globals*>(base + (layout.globals_off - layout.arena_off));
   return r;
 }

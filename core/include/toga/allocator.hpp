@@ -132,10 +132,9 @@ struct heap_layout {
 template <class P, ualloc_bug UB = ualloc_bug::none, tbuddy_bug TB = tbuddy_bug::none, bool Checked = checked_build>
   requires Platform<P>
 struct allocator {
-  ualloc<P, UB, TB> small;  //!< holds the heap base, the arenas and the buddy tree
-  //! Superbins (2 KiB .. 64 KiB, fast-path.md E6): the same machinery over TBuddy blocks; shares
-  //! small's base and buddy tree.
-  ualloc<P, UB, TB, superbin_geometry> super;
+  //! UAlloc's chunk geometry; holds the heap base, the arenas, the buddy tree, and (table,
+  //! sb_shift, peer) what the superbin view needs.
+  ualloc<P, UB, TB> small;
   heap_globals* globals;
   std::uint64_t heap_bytes;
   std::uint64_t sb_max_bytes;  //!< largest size superbins serve (0: none)
@@ -155,21 +154,20 @@ struct allocator {
     a.globals = reinterpret_cast<heap_globals*>(meta + layout.globals_off);
     a.small.buddy.limit = &a.globals->limit;
     a.heap_bytes = geom::page_bytes << (layout.levels - 1);
-    a.super.base = heap;
-    a.super.buddy = a.small.buddy;
-    a.super.arenas = reinterpret_cast<arena<P, superbin_geometry>*>(meta + layout.sb_arena_off);
-    a.super.num_arenas = layout.arenas;
-    a.super.num_pins = a.small.num_pins;
-    a.super.table = meta + layout.sb_table_off;
-    a.super.sb_shift = layout.sb_shift;
-    a.small.table = a.super.table;
+    // superbins: their arenas are small's peer (each geometry's reclaim also gives back what the
+    // other caches); super() builds their view from small's fields
+    a.small.table = meta + layout.sb_table_off;
     a.small.sb_shift = layout.sb_shift;
-    if (layout.sb_classes) {  // each geometry's reclaim also gives back what the other caches
-      a.small.peer = a.super.arenas;
-      a.super.peer = a.small.arenas;
-    }
+    a.small.peer = meta + layout.sb_arena_off;
     a.sb_max_bytes = layout.sb_classes ? geom::sb_class_bytes(layout.sb_classes - 1) : 0;
     return a;
+  }
+  //! Superbins (2 KiB .. 64 KiB, fast-path.md E6): the same machinery over TBuddy blocks, sharing
+  //! small's base and buddy tree; a view built on demand (kernels pass the allocator by value, and
+  //! a second stored view made every kernel's copy of it larger).
+  TOGA_HOST_DEVICE ualloc<P, UB, TB, superbin_geometry> super() const {
+    return {small.base, small.buddy, static_cast<arena<P, superbin_geometry>*>(small.peer), small.num_arenas, small.num_pins,
+            small.table, small.sb_shift, small.arenas};
   }
   //! One-time initialisation after the metadata was zeroed (sequential; the CUDA backend runs
   //! it in a one-thread kernel). limit_bytes: 0 for none.
@@ -178,8 +176,8 @@ struct allocator {
     for (unsigned a = 0; a < small.num_arenas; ++a) {  // biased semaphores start at C = 0 + bias
       small.arenas[a].chunk_sem.init(0);
       for (unsigned c = 0; c < geom::num_classes; ++c) small.arenas[a].lists[c].slot_sem.init(0);
-      super.arenas[a].chunk_sem.init(0);
-      for (unsigned c = 0; c < geom::sb_max_classes; ++c) super.arenas[a].lists[c].slot_sem.init(0);
+      super().arenas[a].chunk_sem.init(0);
+      for (unsigned c = 0; c < geom::sb_max_classes; ++c) super().arenas[a].lists[c].slot_sem.init(0);
     }
     globals->limit.limit = limit_bytes;
   }
@@ -321,10 +319,10 @@ struct allocator {
     return allocate_large(s);
   }
   TOGA_DEVICE TOGA_NOINLINE void* allocate_super(unsigned c) const TOGA_NOEXCEPT(P) {
-    const unsigned a = P::sm_id() % super.num_arenas;
-    const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&super.arenas[a]) | c));
+    const unsigned a = P::sm_id() % super().num_arenas;
+    const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&super().arenas[a]) | c));
     // (a failed GROW has already reclaimed both geometries and retried: E12)
-    const std::uint64_t off = super.allocate_group(a, c, g);
+    const std::uint64_t off = super().allocate_group(a, c, g);
     const std::uint32_t ok = g.ballot(off != no_block);
     if (g.is_leader()) {
       const unsigned n_ok = bits::popc(ok);
@@ -343,23 +341,23 @@ struct allocator {
     if (sb_max_bytes == 0) return false;
     if constexpr (UB == ualloc_bug::superbin_free_to_tbuddy)
       if (off % geom::page_bytes == 0) return false;
-    const std::uint64_t v = small.buddy.leaf_of(off) >> (super.sb_shift - geom::page_shift);
+    const std::uint64_t v = small.buddy.leaf_of(off) >> (super().sb_shift - geom::page_shift);
     return small.buddy.load_state(v) == (node_allocated | node_superbin_tag);
   }
   // Frees a superbin slot; lanes freeing slots of one superbin together form one group (E9).
   TOGA_DEVICE TOGA_NOINLINE void deallocate_super(std::uint64_t off) const TOGA_NOEXCEPT(P) {
-    const std::uint64_t sb = off & ~((std::uint64_t{1} << super.sb_shift) - 1);
-    const std::uint64_t bin = super.superbin_id(sb);
-    const superbin_header* h = super.bin_at(bin);
+    const std::uint64_t sb = off & ~((std::uint64_t{1} << super().sb_shift) - 1);
+    const std::uint64_t bin = super().superbin_id(sb);
+    const superbin_header* h = super().bin_at(bin);
     const unsigned c = P::load(const_cast<std::uint32_t*>(&h->class_id), relaxed, device_scope);
     const unsigned a = P::load(const_cast<std::uint32_t*>(&h->arena), relaxed, device_scope);
     if constexpr (Checked) {
-      if (c >= geom::sb_max_classes || a >= super.num_arenas || (off - sb) % geom::sb_class_bytes(c) != 0)
+      if (c >= geom::sb_max_classes || a >= super().num_arenas || (off - sb) % geom::sb_class_bytes(c) != 0)
         return report(heap_error_kind::invalid_pointer, off);
     }
     const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(small.base + bin)));
     const std::uint32_t ok =
-        super.template deallocate_group<Checked>(bin, static_cast<unsigned>((off - sb) >> (geom::sb_min_class_shift + c)), c, a, g);
+        super().template deallocate_group<Checked>(bin, static_cast<unsigned>((off - sb) >> (geom::sb_min_class_shift + c)), c, a, g);
     if (g.is_leader() && ok != 0) {
       arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
       const unsigned k = bits::popc(ok);
@@ -493,9 +491,9 @@ heap_statistics collect_statistics(const A& a) {
     for (unsigned c = 0; c < geom::num_classes; ++c) s.bins[c] += st.bins[c];
     s.chunks += st.chunks;
     if (a.sb_max_bytes)
-      for (unsigned c = 0; c < geom::sb_max_classes; ++c) s.superbins[c] += a.super.arenas[i].stats.bins[c];
+      for (unsigned c = 0; c < geom::sb_max_classes; ++c) s.superbins[c] += a.super().arenas[i].stats.bins[c];
   }
-  for (unsigned c = 0; c < geom::sb_max_classes; ++c) s.superbin_bytes += s.superbins[c] << a.super.sb_shift;
+  for (unsigned c = 0; c < geom::sb_max_classes; ++c) s.superbin_bytes += s.superbins[c] << a.small.sb_shift;
   s.superbin_max_class_bytes = a.sb_max_bytes;
   s.failed = s.failed_exhausted + s.failed_limit + s.failed_too_large;
   s.buddy_bytes = a.globals->limit.reserved;

@@ -46,7 +46,7 @@ void for_each_live_block(const A& a, F&& f) {
     if (v != 1 && (b.state[v >> 1] & node_state_mask) != node_partial && b.state[v >> 1] != node_busy) continue;
     const std::uint64_t off = b.offset_of(v);
     if (s & node_superbin_tag) {
-      const auto* h = a.super.bin_at(a.super.superbin_id(off));
+      const auto* h = a.super().bin_at(a.super().superbin_id(off));
       const unsigned c = h->class_id;
       for (unsigned i = 0; i < h->capacity; ++i)
         if ((h->bitmap[i / 64] >> (i % 64)) & 1) f(live_block{off + (std::uint64_t{i} << (geom::sb_min_class_shift + c)), geom::sb_class_bytes(c), true});
@@ -203,13 +203,13 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
   for (std::uint64_t v = 1; v < nodes; ++v) {
     if (covered[v] || !(b.state[v] & node_superbin_tag)) continue;
     if (b.state[v] != (node_allocated | node_superbin_tag) || (b.state[v] & node_chunk_tag)) return "G6: node " + to_string(v) + " has a superbin tag in state " + to_string(b.state[v]);
-    if (a.sb_max_bytes == 0 || b.height(v) + geom::page_shift != a.super.sb_shift) return "G6: a superbin-tagged node of order " + to_string(b.height(v));
+    if (a.sb_max_bytes == 0 || b.height(v) + geom::page_shift != a.super().sb_shift) return "G6: a superbin-tagged node of order " + to_string(b.height(v));
     ++Q.superbins;
-    const std::uint64_t bin = a.super.superbin_id(b.offset_of(v));
-    const auto* h = a.super.bin_at(bin);
-    if (h->class_id >= geom::sb_max_classes || geom::sb_class_bytes(h->class_id) > a.sb_max_bytes || h->arena >= a.super.num_arenas)
+    const std::uint64_t bin = a.super().superbin_id(b.offset_of(v));
+    const auto* h = a.super().bin_at(bin);
+    if (h->class_id >= geom::sb_max_classes || geom::sb_class_bytes(h->class_id) > a.sb_max_bytes || h->arena >= a.super().num_arenas)
       return "U1: superbin at " + to_string(b.offset_of(v)) + " of an unknown class or arena";
-    if (auto e = detail::check_live_bin(h, bin, a.super.capacity(h->class_id), a.super.arenas[h->arena].lists[h->class_id])) return "superbin: " + *e;
+    if (auto e = detail::check_live_bin(h, bin, a.super().capacity(h->class_id), a.super().arenas[h->arena].lists[h->class_id])) return "superbin: " + *e;
   }
   for (unsigned ai = 0; ai < a.small.num_arenas; ++ai) {
     const auto& ar = a.small.arenas[ai];
@@ -225,7 +225,7 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
       if (auto e = detail::check_class_list(a.small, ar.lists[c], ai, c, a.heap_bytes >> geom::page_shift)) return e;
     if (a.sb_max_bytes == 0) continue;
     for (unsigned c = 0; c < geom::sb_max_classes; ++c)
-      if (auto e = detail::check_class_list(a.super, a.super.arenas[ai].lists[c], ai, c, a.heap_bytes >> geom::page_shift)) return "superbins: " + *e;
+      if (auto e = detail::check_class_list(a.super(), a.super().arenas[ai].lists[c], ai, c, a.heap_bytes >> geom::page_shift)) return "superbins: " + *e;
   }
   for_each_live_block(a, [&](const live_block& lb) {
     ++Q.live_blocks;

@@ -416,7 +416,7 @@ struct ualloc {
   //! it inside a read-side section. Returns whether anything was reclaimed.
   TOGA_DEVICE TOGA_NOINLINE bool reclaim() const TOGA_NOEXCEPT(P) {
     const bool mine = reclaim_local();
-    if (peer == nullptr) return mine;
+    if (peer == nullptr || sb_shift == 0) return mine;  // (no superbins in this heap)
     const ualloc<P, Bug, TB, other_geometry> other{base, buddy, static_cast<arena<P, other_geometry>*>(peer), num_arenas, num_pins, table, sb_shift, nullptr};
     return other.reclaim_local() || mine;
   }
