@@ -302,6 +302,17 @@ ts::run_result one_lane(F body) {
 }
 }  // namespace
 
+// The checked heap logged exactly `want` (in order), is quiescent-consistent and holds nothing.
+template <class A>
+void expect_errors_then_empty(const A& a, const std::vector<toga::heap_error_kind>& want) {
+  using K = toga::heap_error_kind;
+  ASSERT_EQ(a.globals->error_count, want.size());
+  for (std::size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(static_cast<K>(a.globals->errors[i][0]), want[i]) << "error " << i << ": " << toga::to_string(static_cast<K>(a.globals->errors[i][0]));
+  EXPECT_FALSE(toga::check_quiescent(a)) << *toga::check_quiescent(a);
+  EXPECT_EQ(toga::collect_statistics(a).used_bytes, 0u);
+}
+
 TEST(Allocator, CheckedModeReportsBadFreesAndChangesNothing) {
   small_heap<true> h;
   char outside[64];
@@ -323,12 +334,8 @@ TEST(Allocator, CheckedModeReportsBadFreesAndChangesNothing) {
   using K = toga::heap_error_kind;
   const std::vector<K> want = {K::double_free, K::invalid_pointer, K::invalid_pointer, K::foreign_pointer,
                                K::double_free, K::invalid_pointer};
-  ASSERT_EQ(h.a.globals->error_count, want.size());
-  for (std::size_t i = 0; i < want.size(); ++i)
-    EXPECT_EQ(static_cast<K>(h.a.globals->errors[i][0]), want[i]) << "error " << i << ": " << toga::to_string(static_cast<K>(h.a.globals->errors[i][0]));
-  EXPECT_FALSE(toga::check_quiescent(h.a)) << *toga::check_quiescent(h.a);
+  expect_errors_then_empty(h.a, want);
   const auto st = toga::collect_statistics(h.a);
-  EXPECT_EQ(st.used_bytes, 0u);
   EXPECT_EQ(st.allocations, 3u);
   EXPECT_EQ(st.deallocations, 3u);
 }
@@ -360,12 +367,8 @@ TEST(Allocator, CheckedModeCatchesBadFreesOfSuperbinSlots) {
   ASSERT_FALSE(r.failed()) << r.message;
   using K = toga::heap_error_kind;
   const std::vector<K> want = {K::double_free, K::invalid_pointer, K::invalid_pointer, K::double_free};
-  ASSERT_EQ(h.a.globals->error_count, want.size());
-  for (std::size_t i = 0; i < want.size(); ++i)
-    EXPECT_EQ(static_cast<K>(h.a.globals->errors[i][0]), want[i]) << "error " << i << ": " << toga::to_string(static_cast<K>(h.a.globals->errors[i][0]));
-  EXPECT_FALSE(toga::check_quiescent(h.a)) << *toga::check_quiescent(h.a);
+  expect_errors_then_empty(h.a, want);
   const auto st = toga::collect_statistics(h.a);
-  EXPECT_EQ(st.used_bytes, 0u);
   EXPECT_EQ(st.allocations, 4u);
   EXPECT_EQ(st.deallocations, 4u);
   EXPECT_EQ(st.superbin_max_class_bytes, 16u * 1024);

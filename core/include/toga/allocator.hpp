@@ -109,7 +109,8 @@ struct heap_layout {
     h.levels = levels;
     h.arenas = arenas;
     unsigned sbs = sb_shift < 0 ? auto_sb_shift(levels, arenas) : static_cast<unsigned>(sb_shift);
-    if (sbs > geom::sb_max_shift || sbs + 1 > levels + geom::page_shift - 1 || geom::sb_classes_for(sbs) == 0) sbs = 0;
+    // (none larger than 2 MiB, none as large as the heap, none without a class to serve)
+    if (sbs > geom::sb_max_shift || (std::uint64_t{1} << sbs) >= (geom::page_bytes << (levels - 1)) || geom::sb_classes_for(sbs) == 0) sbs = 0;
     h.sb_shift = sbs;
     h.sb_classes = geom::sb_classes_for(sbs);
     auto up = [](std::uint64_t x) { return (x + 127) & ~std::uint64_t{127}; };
@@ -250,11 +251,17 @@ struct allocator {
     // of one warp may free into two heaps at once)
     const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(small.base + bin)));
     const std::uint32_t ok = small.template deallocate_group<Checked>(bin, geom::owner_slot(in, c), c, a, g);
+    count_group_free(g, ok, geom::class_bytes(c), off);
+  }
+  // After a group free (E9): the leader counts the lanes whose slot was allocated (`ok`) once;
+  // checked builds report every other lane's free as a double free.
+  TOGA_DEVICE TOGA_FORCEINLINE void count_group_free(const coalesced_group<P>& g, std::uint32_t ok, std::uint64_t slot_bytes,
+                                                     std::uint64_t off) const TOGA_NOEXCEPT(P) {
     if (g.is_leader() && ok != 0) {
       arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
       const unsigned k = bits::popc(ok);
       P::fetch_add(&st.deallocations, std::uint64_t{k}, relaxed, device_scope);
-      P::fetch_sub(&st.used_bytes, geom::class_bytes(c) * k, relaxed, device_scope);
+      P::fetch_sub(&st.used_bytes, slot_bytes * k, relaxed, device_scope);
     }
     if constexpr (Checked) {
       if (!((ok >> P::lane_id()) & 1u)) report(heap_error_kind::double_free, off);
@@ -347,26 +354,19 @@ struct allocator {
   // Frees a superbin slot; lanes freeing slots of one superbin together form one group (E9).
   TOGA_DEVICE TOGA_NOINLINE void deallocate_super(std::uint64_t off) const TOGA_NOEXCEPT(P) {
     const std::uint64_t sb = off & ~((std::uint64_t{1} << super().sb_shift) - 1);
-    const std::uint64_t bin = super().superbin_id(sb);
-    const superbin_header* h = super().bin_at(bin);
+    const auto sbv = super();
+    const std::uint64_t bin = sbv.superbin_id(sb);
+    const superbin_header* h = sbv.bin_at(bin);
     const unsigned c = P::load(const_cast<std::uint32_t*>(&h->class_id), relaxed, device_scope);
     const unsigned a = P::load(const_cast<std::uint32_t*>(&h->arena), relaxed, device_scope);
     if constexpr (Checked) {
-      if (c >= geom::sb_max_classes || a >= super().num_arenas || (off - sb) % geom::sb_class_bytes(c) != 0)
+      if (c >= geom::sb_max_classes || a >= sbv.num_arenas || (off - sb) % geom::sb_class_bytes(c) != 0)
         return report(heap_error_kind::invalid_pointer, off);
     }
     const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(small.base + bin)));
     const std::uint32_t ok =
-        super().template deallocate_group<Checked>(bin, static_cast<unsigned>((off - sb) >> (geom::sb_min_class_shift + c)), c, a, g);
-    if (g.is_leader() && ok != 0) {
-      arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
-      const unsigned k = bits::popc(ok);
-      P::fetch_add(&st.deallocations, std::uint64_t{k}, relaxed, device_scope);
-      P::fetch_sub(&st.used_bytes, geom::sb_class_bytes(c) * k, relaxed, device_scope);
-    }
-    if constexpr (Checked) {
-      if (!((ok >> P::lane_id()) & 1u)) report(heap_error_kind::double_free, off);
-    }
+        sbv.template deallocate_group<Checked>(bin, static_cast<unsigned>((off - sb) >> (geom::sb_min_class_shift + c)), c, a, g);
+    count_group_free(g, ok, geom::sb_class_bytes(c), off);
   }
   // A TBuddy block of at least s bytes (s > 1 KiB, or a large alignment), per lane.
   TOGA_DEVICE TOGA_NOINLINE void* allocate_large(std::uint64_t s) const TOGA_NOEXCEPT(P) {

@@ -259,11 +259,6 @@ struct ualloc {
     if constexpr (G::superbins) return (1u << (sb_shift - geom::sb_min_class_shift - c)) + (Bug == ualloc_bug::superbin_slot_past_end ? 1u : 0u);
     else return geom::capacity(c);
   }
-  //! Bytes of a slot of class c.
-  TOGA_HOST_DEVICE static std::uint64_t slot_bytes(unsigned c) {
-    if constexpr (G::superbins) return geom::sb_class_bytes(c);
-    else return geom::class_bytes(c);
-  }
   //! Heap offset of slot i of class c in bin `bin`.
   TOGA_HOST_DEVICE std::uint64_t slot_at(std::uint64_t bin, unsigned c, unsigned i) const {
     if constexpr (G::superbins) return bin - geom::page_bytes + (std::uint64_t{i} << (geom::sb_min_class_shift + c));
