@@ -225,6 +225,13 @@ std::vector<mutant> build() {
          "a superbin with live slots is returned to TBuddy").depth(1),
       mb("ualloc.superbin-free-to-tbuddy", "routing", "superbins", P{{"bug", 24}},
          "a free of a 4 KiB-aligned superbin slot is routed to TBuddy without looking at the tag").depth(0),
+      // TBuddy groups (fast-path.md E7): carved runs and tile frees of warps asking one order
+      mb("tbuddy.run-leftover-unsignalled", "liveness", "exhaust-recover", P{{"bug", 25}, {"threads", 4}, {"size", 8192}},
+         "a carved run publishes its leftover nodes but never delivers their promised units").depth(0),
+      mb("tbuddy.run-boundary-off-by-one", "off-by-one", "exhaust-recover", P{{"bug", 26}, {"threads", 3}, {"size", 8192}},
+         "a carved run publishes its leftover from block g - 1 on (the last lane's block too)").depth(0),
+      mb("tbuddy.tile-free-keeps-leaves", "reclamation", "exhaust-recover", P{{"bug", 27}, {"threads", 4}, {"size", 8192}},
+         "a tile free frees the whole block but leaves the lanes' nodes ALLOCATED below it").depth(1),
   };
   return c;
 }

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <vector>
 
@@ -57,7 +58,8 @@ int main(int argc, char** argv) {
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
   for (unsigned size : sizes)
-    for (unsigned n : {1u, 32u, 1024u, 8192u, 65536u})
+    for (unsigned n : {1u, 32u, 1024u, 8192u, 65536u}) {
+      if (std::uint64_t{n} * size > (8ull << 30)) continue;  // at most half the heap
       for (int warm = 0; warm < 2; ++warm) {
         if (!warm) heap.reset();
         unsigned long long zero[32] = {};
@@ -89,5 +91,6 @@ int main(int argc, char** argv) {
         std::printf("      free %9.3f ms; per free: merge=%.1f lock_spin=%.1f propagate=%.1f\n", ms, double(c[9]) / n,
                     double(c[5]) / n, double(c[7]) / n);
       }
+    }
   return 0;
 }

@@ -368,7 +368,10 @@ struct allocator {
         sbv.template deallocate_group<Checked>(bin, static_cast<unsigned>((off - sb) >> (geom::sb_min_class_shift + c)), c, a, g);
     count_group_free(g, ok, geom::sb_class_bytes(c), off);
   }
-  // A TBuddy block of at least s bytes (s > 1 KiB, or a large alignment), per lane.
+  // A TBuddy block of at least s bytes (s > 64 KiB, a superbin class without a superbin, or a
+  // large alignment). Lanes asking for the same order form one group (fast-path.md E7): one
+  // semaphore operation or one carved run for the group; what the group path cannot serve goes
+  // per lane through tbuddy::alloc (exact at exhaustion), with the trim-and-retry of E12.
   TOGA_DEVICE TOGA_NOINLINE void* allocate_large(std::uint64_t s) const TOGA_NOEXCEPT(P) {
     arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
     if (s > heap_bytes) {
@@ -377,28 +380,40 @@ struct allocator {
     }
     const unsigned order = geom::order_of(s);
     const std::uint64_t served = geom::page_bytes << order;
-    std::uint64_t off = P::inject(fault_site::fail_tbuddy_block) ? no_block : small.buddy.alloc(order);
-    if (off == no_block && trim()) off = small.buddy.alloc(order);  // chunks and superbins UAlloc could give back
+    // key: this heap's base (4 KiB aligned) with the order (< 64) in its low bits
+    const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(small.base) | order));
+    std::uint64_t off = g.size > 1 ? small.buddy.alloc_group(order, g) : no_block;
     if (off == no_block) {
-      count_failed(st, 1, served);
-      return nullptr;
+      off = P::inject(fault_site::fail_tbuddy_block) ? no_block : small.buddy.alloc(order);
+      if (off == no_block && trim()) off = small.buddy.alloc(order);  // chunks and superbins UAlloc could give back
     }
-    count_alloc(st, 1, served);
-    return small.base + off;
+    const std::uint32_t ok = g.ballot(off != no_block);
+    if (g.is_leader()) {  // statistics once per group (E8)
+      const unsigned n_ok = bits::popc(ok);
+      if (n_ok) count_alloc(st, n_ok, served * n_ok);
+      if (n_ok < g.size) count_failed(st, g.size - n_ok, served);
+    }
+    return off == no_block ? nullptr : small.base + off;
   }
-  // Frees a TBuddy block, per lane.
+  // Frees a TBuddy block. Lanes freeing blocks of one order form a group; when their blocks tile
+  // one aligned block, it is freed once (tbuddy::free_group, E7), else each lane frees its own.
   TOGA_DEVICE TOGA_NOINLINE void deallocate_large(std::uint64_t off) const TOGA_NOEXCEPT(P) {
     const std::uint64_t v = small.buddy.allocated_node(off);
     if constexpr (Checked) {
       if (v == 0) return report(heap_error_kind::double_free, off);
       const std::uint32_t s = small.buddy.load_state(v);
       if (small.buddy.offset_of(v) != off || (s & (node_chunk_tag | node_superbin_tag))) return report(heap_error_kind::invalid_pointer, off);
+    } else {
+      if (v == 0) return P::fail("tbuddy::free: no allocated block at this address");
     }
-    const std::uint64_t size = geom::page_bytes << small.buddy.height(v);
-    small.buddy.free(off);
-    arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
-    P::fetch_add(&st.deallocations, std::uint64_t{1}, relaxed, device_scope);
-    P::fetch_sub(&st.used_bytes, size, relaxed, device_scope);
+    const unsigned h = small.buddy.height(v);
+    const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(small.base) | h));
+    if (!small.buddy.free_group(v, g)) small.buddy.free_node(v);
+    if (g.is_leader()) {
+      arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
+      P::fetch_add(&st.deallocations, std::uint64_t{g.size}, relaxed, device_scope);
+      P::fetch_sub(&st.used_bytes, (geom::page_bytes << h) * g.size, relaxed, device_scope);
+    }
   }
   TOGA_DEVICE void count_alloc(arena_stats& st, unsigned n, std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     P::fetch_add(&st.allocations, std::uint64_t{n}, relaxed, device_scope);

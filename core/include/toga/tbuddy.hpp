@@ -20,8 +20,19 @@
 //! released [DECISION spec §6.6]. Out of memory: only the root level can fail; the climb
 //! withdraws every promise it made, so waiters find out too.
 //!
+//! Groups (fast-path.md E7): lanes of one warp that ask for blocks of the same order are served
+//! together by alloc_group: the leader takes all their units with one CAS when the order has them
+//! (each lane then searches and claims its own node), or else takes ONE block of order
+//! n + ceil(log2 g) through the ordinary path and carves it into the group's g blocks (a run:
+//! lane r gets the r-th block), publishing the rest of it in buddy form, one AVAILABLE node per
+//! level, each with its unit. Lanes of one warp that free blocks tiling a whole aligned block V
+//! (free_group) free V once: one merge cascade instead of g. The merge test looks at the buddy's
+//! state before it touches the semaphore: under lock(parent), a buddy that is not AVAILABLE
+//! costs no RMW on the level's word (before issue 11 every free took a unit and gave it back).
+//!
 //! Units: orders count 4 KiB pages as powers of two; offsets are bytes from the heap base.
-//! Thread-safety: alloc and free may run concurrently from any thread.
+//! Thread-safety: alloc and free may run concurrently from any thread; alloc_group and
+//! free_group are called by every lane of their group.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +41,7 @@
 #include "toga/bits.hpp"
 #include "toga/config.hpp"
 #include "toga/geometry.hpp"
+#include "toga/group.hpp"
 #include "toga/platform.hpp"
 
 namespace toga {
@@ -63,6 +75,9 @@ enum class tbuddy_bug : std::uint8_t {
   merge_without_unit,        //!< merge with an AVAILABLE buddy without taking its unit (try_wait)
   claim_without_lock,        //!< claim an AVAILABLE node without lock(parent): two threads can win it
   oom_keeps_promises,        //!< out of memory does not withdraw the promises of the climb
+  run_leftover_unsignalled,  //!< a carved run publishes its leftover nodes without signalling their units
+  run_boundary_off_by_one,   //!< a carved run publishes its leftover from block g-1 on: the last lane's block is AVAILABLE too
+  tile_free_keeps_leaves,    //!< a group free of a whole tile frees V but leaves the lanes' nodes ALLOCATED below it
 };
 
 inline constexpr std::uint64_t no_block = ~std::uint64_t{0};
@@ -102,10 +117,105 @@ struct tbuddy {
   //! has no such block (never blocks forever).
   TOGA_DEVICE std::uint64_t alloc(unsigned order) const TOGA_NOEXCEPT(P) {
     if (order > top()) return no_block;
-    TOGA_PROFILE_COUNT(prof_tbuddy_alloc);
-    TOGA_PROFILE_START;
     std::uint64_t charged = 0;  // bytes handed out, this block included, when we charged it
     if (limit && !charge(geom::page_bytes << order, charged)) return no_block;
+    const std::uint64_t off = alloc_block(order);
+    if (off == no_block) {
+      if (limit) uncharge(geom::page_bytes << order);
+      return no_block;
+    }
+    // high-water mark after success only (a request that fails charged its bytes for a moment);
+    // concurrent requests' charges may be in `charged`, so it is clipped to the heap size
+    if (limit) P::fetch_max(&limit->reserved_high, charged < heap_bytes() ? charged : heap_bytes(), relaxed, device_scope);
+    return off;
+  }
+
+  //! Collective alloc (E7): every lane of `g` asks for one block of 4 KiB x 2^order (the same
+  //! order in every lane). Returns this lane's block, or no_block in EVERY lane when the group
+  //! path could not serve the group (the order has too few units and no block of
+  //! order + ceil(log2 g) could be had, or the byte limit): the lanes then fall back to alloc,
+  //! which is exact at exhaustion. Blocks of a carved run are contiguous: lane r gets the r-th.
+  TOGA_DEVICE std::uint64_t alloc_group(unsigned order, const coalesced_group<P>& g) const TOGA_NOEXCEPT(P) {
+    const unsigned j = g.size <= 1 ? 0u : 64u - bits::clz(std::uint64_t{g.size - 1u});  // ceil(log2 g)
+    std::uint64_t base = no_block;
+    std::uint32_t how = 0;  // 0: not served, 1: units taken (search), 2: a run carved from `base`
+    if (g.is_leader() && order + j <= top()) {
+      std::uint64_t charged = 0;
+      const std::uint64_t bytes = (geom::page_bytes << order) * g.size;
+      if (!limit || charge(bytes, charged)) {
+        if (sem[order].try_wait(g.size)) {
+          how = 1;  // one CAS for the whole group [E7]
+        } else {
+          // The run's leftover, leaves g .. 2^j - 1, is one AVAILABLE node at each level k with
+          // bit k of 2^j - g set: promised now, so that a request meanwhile waits for it instead
+          // of failing (no spurious out-of-memory, as the climb's promises), and delivered by
+          // carve_run (or withdrawn).
+          const unsigned left = (1u << j) - g.size;
+          for (unsigned k = 0; k < j; ++k)
+            if ((left >> k) & 1u) sem[order + k].promise(1);
+          base = alloc_block(order + j);
+          if (base != no_block) {
+            how = 2;
+          } else {
+            for (unsigned k = 0; k < j; ++k)
+              if ((left >> k) & 1u) sem[order + k].signal(0, 1);
+          }
+        }
+        if (how == 0 && limit) uncharge(bytes);
+        if (how != 0 && limit) P::fetch_max(&limit->reserved_high, charged < heap_bytes() ? charged : heap_bytes(), relaxed, device_scope);
+      }
+    }
+    how = g.broadcast(how);
+    if (how == 0) return no_block;
+    if (how == 1) return offset_of(search_and_claim(order));
+    base = g.broadcast(base);
+    if (j == 0) return base;  // a group of one: the block is the lane's
+    carve_run(base, order, j, g);
+    return base + (std::uint64_t{g.rank} << (order + geom::page_shift));
+  }
+
+  //! Collective free (E7) of the lanes' blocks, each the ALLOCATED node `v` (untagged, found by
+  //! allocated_node) of the same height in every lane: when the group's blocks tile one aligned
+  //! block exactly (g = 2^j distinct blocks under one node V), V is freed once and true is
+  //! returned in every lane; otherwise nothing is done and false is returned in every lane.
+  TOGA_DEVICE bool free_group(std::uint64_t v, const coalesced_group<P>& g) const TOGA_NOEXCEPT(P) {
+    if (g.size < 2 || (g.size & (g.size - 1)) != 0) return false;
+    const unsigned j = bits::ctz(g.size);
+    const unsigned h = height(v);
+    if (h + j > top()) return false;
+    const std::uint64_t V = v >> j;
+    if (P::match_any(g.mask, V) != g.mask) return false;  // (the same answer in every lane)
+    const std::uint32_t idx = static_cast<std::uint32_t>(v - (V << j));
+    const std::uint32_t full = g.size == 32 ? ~0u : (1u << g.size) - 1u;
+    if (P::reduce_or(g.mask, 1u << idx) != full) return false;
+    // The group holds every block below V, so nothing below V and nothing of V itself changes
+    // but by us. The lanes of even index clear their pair (under the pair's parent lock, so that
+    // whoever locks it later sees BUSY), then the leader owns V and frees it.
+    if constexpr (Bug != tbuddy_bug::tile_free_keeps_leaves) {
+      if ((idx & 1u) == 0) {
+        const std::uint64_t p = v >> 1;
+        lock_node(p);
+        set_state(v, node_busy);
+        set_state(v ^ 1u, node_busy);
+        unlock_node(p);
+      }
+    }
+    g.sync();
+    if (g.is_leader()) {
+      const std::uint64_t pv = V == 1 ? 1 : V >> 1;
+      lock_node(pv);
+      set_state(V, node_allocated);  // BUSY -> ALLOCATED: derive() sees no change above
+      unlock_node(pv);
+      free_node(V);
+    }
+    return true;
+  }
+
+ private:
+  // The climb, search and split of alloc, without the byte limit.
+  TOGA_DEVICE std::uint64_t alloc_block(unsigned order) const TOGA_NOEXCEPT(P) {
+    TOGA_PROFILE_COUNT(prof_tbuddy_alloc);
+    TOGA_PROFILE_START;
     unsigned k = order;
     for (;;) {
       if (k == top()) {
@@ -115,7 +225,6 @@ struct tbuddy {
         if (sem[k].wait(1, 1) == sem_result::ok) break;
         if constexpr (Bug != tbuddy_bug::oom_keeps_promises)
           for (unsigned j = order; j < top(); ++j) sem[j].signal(0, 1);  // withdraw the climb's promises
-        if (limit) uncharge(geom::page_bytes << order);
         return no_block;
       }
       if (sem[k].wait(1, 2) == sem_result::ok) break;
@@ -127,12 +236,74 @@ struct tbuddy {
     TOGA_PROFILE_PHASE(prof_tbuddy_t_search);
     for (unsigned j = k; j > order; --j) v = split(v, j);
     TOGA_PROFILE_PHASE(prof_tbuddy_t_split);
-    // high-water mark after success only (a request that fails charged its bytes for a moment);
-    // concurrent requests' charges may be in `charged`, so it is clipped to the heap size
-    if (limit) P::fetch_max(&limit->reserved_high, charged < heap_bytes() ? charged : heap_bytes(), relaxed, device_scope);
     return offset_of(v);
   }
 
+  // Carves the owned block at `base` (ALLOCATED, height order + j, every node below it BUSY) into
+  // a run for the group: lane r's block is leaf r of the run (height `order`); the rest, leaves
+  // g.size .. 2^j - 1, is published in buddy form: walking from V towards leaf g.size, every
+  // child that lies wholly in the rest becomes AVAILABLE (one node per level at most, so no two
+  // AVAILABLE buddies), the child holding the boundary PARTIAL. Every state write holds the lock
+  // of the node's parent (the tree's rule [spec §6.3]; what makes later lockers see the writes),
+  // the lanes writing their pairs in parallel; V itself is written last under lock(parent(V)) and
+  // propagated, then the leftover units are signalled (after the path is visible, as in split).
+  TOGA_DEVICE void carve_run(std::uint64_t base, unsigned order, unsigned j, const coalesced_group<P>& g) const TOGA_NOEXCEPT(P) {
+    const std::uint64_t V = leaf_of(base) >> (order + j);
+    const unsigned c = Bug == tbuddy_bug::run_boundary_off_by_one ? g.size - 1 : g.size;  // leaves [c, 2^j) are left over
+    // lanes 0, 2, 4, ...: this lane's leaf and its right neighbour when that is a lane's too
+    if ((g.rank & 1u) == 0 && j > 0) {
+      const std::uint64_t leaf = (V << j) + g.rank;
+      lock_node(leaf >> 1);
+      set_state(leaf, node_allocated);
+      if (g.rank + 1 < g.size) set_state(leaf + 1, node_allocated);
+      unlock_node(leaf >> 1);
+    }
+    g.sync();
+    if (!g.is_leader()) return;
+    unsigned published = 0;  // levels (bit h - order) that received an AVAILABLE node
+    if (c < (1u << j)) {
+      std::uint64_t x = V;
+      unsigned lo = 0;  // x covers leaves [lo, lo + 2^(h - order)) of the run
+      for (unsigned h = order + j; h > order; --h) {
+        const unsigned half = 1u << (h - order - 1);
+        lock_node(x);
+        if (c <= lo + half) {  // the right child is wholly left over
+          set_state(2 * x + 1, node_available);
+          published |= 1u << (h - 1 - order);
+          if (c == lo + half) {  // the left child is wholly the lanes'
+            unlock_node(x);
+            break;
+          }
+          set_state(2 * x, node_partial);
+          unlock_node(x);
+          x = 2 * x;
+        } else {  // the left child is wholly the lanes'; the boundary is in the right one
+          set_state(2 * x + 1, node_partial);
+          unlock_node(x);
+          x = 2 * x + 1;
+          lo += half;
+        }
+      }
+    }
+    // V: PARTIAL when something below it is AVAILABLE, else BUSY (all of it handed out)
+    const std::uint32_t vs = published ? node_partial : node_busy;
+    if (V == 1) {
+      lock_node(1);
+      set_state(1, vs);
+      unlock_node(1);
+    } else {
+      const std::uint64_t p = V >> 1;
+      lock_node(p);
+      set_state(V, vs);
+      propagate_up(p);
+    }
+    // deliver what alloc_group promised: bit k of `published` is bit k of 2^j - g
+    if constexpr (Bug != tbuddy_bug::run_leftover_unsignalled)
+      for (unsigned k = 0; k < j; ++k)
+        if ((published >> k) & 1u) sem[order + k].signal(1, 1);
+  }
+
+ public:
   //! Frees the block at `off` (handed out by alloc). Merges with free buddies upward.
   TOGA_DEVICE void free(std::uint64_t off) const TOGA_NOEXCEPT(P) {
     std::uint64_t v = leaf_of(off);
@@ -140,6 +311,10 @@ struct tbuddy {
       if (v == 1) P::fail("tbuddy::free: no allocated block at this address");
       v >>= 1;
     }
+    free_node(v);
+  }
+  //! Frees the ALLOCATED node v (found by allocated_node). Merges with free buddies upward.
+  TOGA_DEVICE void free_node(std::uint64_t v) const TOGA_NOEXCEPT(P) {
     unsigned n = height(v);
     TOGA_PROFILE_COUNT(prof_tbuddy_free);
     if (limit) uncharge(geom::page_bytes << n);
@@ -164,13 +339,12 @@ struct tbuddy {
           set_state(y, node_busy);
           merged = true;
         }
-      } else if (sem[n].try_wait(1)) {
-        if (load_state(y) == node_available) {
-          set_state(y, node_busy);  // y's unit is ours now
-          merged = true;
-        } else {
-          sem[n].signal(1, 0);  // the unit belongs to another node
-        }
+      } else if (load_state(y) == node_available && sem[n].try_wait(1)) {
+        // y cannot change while we hold lock(p); with its unit taken it is ours. (A failed
+        // try_wait: every unit of the level is held by a searcher, one of which will claim y.)
+        // [E7: testing y first spares the level's word two RMWs when y is not free.]
+        set_state(y, node_busy);
+        merged = true;
       }
       if (merged) {
         TOGA_PROFILE_COUNT(prof_tbuddy_merge);
