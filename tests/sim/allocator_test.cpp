@@ -426,6 +426,31 @@ TEST(Allocator, SuperbinsServeEveryClassAndRecoverFromExhaustion) {
   }
 }
 
+// TBuddy groups (fast-path.md E7): lanes of one warp asking one order get a carved run (3, 5 and 7
+// lanes leave a leftover at one or more levels, 2, 4 and 8 lanes free whole tiles), at
+// exhaustion, under a byte limit and in T1's rounds shape; each planted bug of the group paths
+// fails within 2,000 schedules.
+TEST(Allocator, TBuddyGroupsPass100kSchedules) {
+  passes_100k("exhaust-recover", {{"threads", 5}, {"size", 8192}, {"heap_kib", 256}}, "exhaust 5 lanes x 8 KiB");
+}
+TEST(Allocator, TBuddyGroupsCarveRunsFreeTilesAndCatchTheirBugs) {
+  for (std::int64_t lanes : {2, 3, 4, 7, 8}) {
+    const auto e = explore("exhaust-recover", {{"threads", lanes}, {"size", 8192}, {"heap_kib", 256}}, ts::strategy_kind::portfolio, 1'000);
+    EXPECT_FALSE(e.first_failure) << lanes << " lanes: " << failure_text(e);
+  }
+  const auto l = explore("exhaust-recover", {{"threads", 5}, {"size", 16384}, {"heap_kib", 512}, {"limit_kib", 200}},
+                         ts::strategy_kind::portfolio, 1'000);
+  EXPECT_FALSE(l.first_failure) << "byte limit: " << failure_text(l);
+  const auto r = explore("rounds", {{"size", 131072}, {"threads", 8}, {"ops", 2}, {"heap_kib", 4096}, {"rounds", 3}},
+                         ts::strategy_kind::portfolio, 300);
+  EXPECT_FALSE(r.first_failure) << "rounds of 128 KiB: " << failure_text(r);
+  for (auto [bug, lanes] : {std::pair<std::int64_t, std::int64_t>{25, 4}, {26, 3}, {27, 4}}) {
+    const auto b = explore_isolated("exhaust-recover", {{"bug", bug}, {"threads", lanes}, {"size", 8192}}, ts::strategy_kind::portfolio, 2'000);
+    EXPECT_TRUE(b.crashed || b.first >= 0) << "planted TBuddy group bug " << bug << " survived 2,000 schedules";
+    std::printf("planted bug %lld: %s\n", static_cast<long long>(bug), b.crashed ? "crashed the simulator" : b.text.substr(0, b.text.find('\n')).c_str());
+  }
+}
+
 // Blocks allocated on SM 0 and freed on SM 1 leave arena 1's used count negative (the counts are
 // partial sums). reset_high_water must leave every arena a count its peak can rise from: a peak
 // set to a negative count never rose again, and the GPU test saw peak_used_bytes < used_bytes.
