@@ -232,6 +232,8 @@ std::vector<mutant> build() {
          "a carved run publishes its leftover from block g - 1 on (the last lane's block too)").depth(0),
       mb("tbuddy.tile-free-keeps-leaves", "reclamation", "exhaust-recover", P{{"bug", 27}, {"threads", 4}, {"size", 8192}},
          "a tile free frees the whole block but leaves the lanes' nodes ALLOCATED below it").depth(1),
+      mb("ualloc.reclaim-gate-left-closed", "liveness", "exhaust-recover", P{{"bug", 28}, {"threads", 4}, {"size", 16}},
+         "a reclaim ends without opening the heap's reclaim gate: the next lane that needs one waits forever").depth(0),
   };
   return c;
 }

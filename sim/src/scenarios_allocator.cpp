@@ -485,6 +485,7 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 25: return make_one<ualloc_bug::none, tbuddy_bug::run_leftover_unsignalled>(w, p, md);
     case 26: return make_one<ualloc_bug::none, tbuddy_bug::run_boundary_off_by_one>(w, p, md);
     case 27: return make_one<ualloc_bug::none, tbuddy_bug::tile_free_keeps_leaves>(w, p, md);
+    case 28: return make_one<ualloc_bug::reclaim_gate_left_closed, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -505,7 +506,7 @@ constexpr const char* bug_help =
     "claim fetch_or, 20 group free without its __syncwarp; superbins: 21 superbin tag not set, 22 a slot past the superbin's end, "
     "23 a superbin with live slots returned to TBuddy, 24 a 4 KiB-aligned superbin slot freed to TBuddy; TBuddy groups (E7): "
     "25 a carved run's leftover units never delivered, 26 a run's leftover starts one block early, 27 a tile free leaves the "
-    "lanes' nodes ALLOCATED)";
+    "lanes' nodes ALLOCATED; reclaim gate: 28 a reclaim leaves the gate closed)";
 
 // Declared keys (toga-sim rejects others and out-of-range values). heap_kib: the simulator backs
 // the heap with host memory, so at most 1 GiB here (toga's own limit, heap_layout::max_heap_bytes,
@@ -524,7 +525,7 @@ std::vector<param_spec> heap_keys(std::int64_t warps, std::int64_t threads, std:
           {"coalesced", 0, 1, 0, "1: warp-cooperative allocate"},
           {"pins", 1, max_pin_slots, 4, "pin slots per (arena, class) (the GPU heap uses 32)"},
           {"sb_shift", -1, geom::sb_max_shift, -1, "log2 of the superbin bytes, 13..21 (0: no superbins; -1: toga's choice for the heap)"},
-          {"bug", 0, 27, 0, "planted bug (keep in step with make_heap)"}};
+          {"bug", 0, 28, 0, "planted bug (keep in step with make_heap)"}};
 }
 
 }  // namespace
@@ -547,7 +548,7 @@ void register_allocator_scenarios() {
                             "class (what the free path's read-side section prevents); 3 lanes, 1 SM") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}},
-                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 27, 0, "planted bug (keep in step with make_heap)"}}));
+                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 28, 0, "planted bug (keep in step with make_heap)"}}));
   {
     auto keys = heap_keys(1, 32, 1, 1, 16, 2048);
     keys.push_back({"rounds", 1, 100, 2, "alloc-all / free-all rounds"});

@@ -317,14 +317,15 @@ struct agpu_heap {
 //! The largest size the heap serves from superbins (0: none).
 std::uint64_t agpu_sb_max(const agpu_heap& h) { return h.layout.sb_classes ? toga::geom::sb_class_bytes(h.layout.sb_classes - 1) : 0; }
 
-//! Builds a heap of `bytes` (a power of two >= 512 KiB) with one arena per SM.
-void agpu_make_heap(agpu_heap& h, std::uint64_t bytes, std::uint64_t limit_bytes = 0) {
+//! Builds a heap of `bytes` (a power of two >= 512 KiB) with one arena per SM; `sb_shift` as
+//! heap_layout::make's (-1: toga's automatic choice).
+void agpu_make_heap(agpu_heap& h, std::uint64_t bytes, std::uint64_t limit_bytes = 0, int sb_shift = -1) {
   int dev = 0, sms = 0;
   AGPU_CUDA_CHECK(cudaGetDevice(&dev));
   AGPU_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   ASSERT_GT(sms, 0);
   h.arenas = static_cast<unsigned>(sms);
-  h.layout = toga::heap_layout::make<P>(toga::heap_layout::levels_for(bytes), h.arenas);
+  h.layout = toga::heap_layout::make<P>(toga::heap_layout::levels_for(bytes), h.arenas, sb_shift);
   h.heap_bytes = toga::geom::page_bytes << (h.layout.levels - 1);
   ASSERT_EQ(h.heap_bytes, bytes) << "tests use power-of-two heaps";
   AGPU_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&h.meta), h.layout.bytes));
@@ -807,7 +808,7 @@ TEST(CudaAllocator, ExhaustionReturnsNullThenRecoveryAndQuiescentMerge) {
 
 __global__ void agpu_trim_kernel(alloc_view a) { a.trim(); }
 
-// Issue 11: every superbin class (2 KiB .. 64 KiB; 256 KiB superbins in this 1 GiB heap) returns a
+// Issue 11: every superbin class (2 KiB .. 64 KiB; 256 KiB superbins in this 1 GiB heap, explicit) returns a
 // clean nullptr at exhaustion with at least 99% of the heap handed out, the blocks never overlap,
 // and after freeing everything, a trim (hysteresis keeps empty superbins of classes with >= 32
 // slots) and the quiescent merge, the heap is one free block again; a recovery round succeeds.
@@ -817,8 +818,10 @@ TEST(CudaAllocator, ExhaustionAndRecoveryEverySuperbinClass) {
   for (const std::uint64_t bytes : {2048u, 4096u, 8192u, 16384u, 32768u, 65536u}) {
     SCOPED_TRACE(std::to_string(bytes) + " B");
     agpu_heap h;
-    AGPU_RUN(agpu_make_heap(h, std::uint64_t{1} << 30));
-    ASSERT_GE(agpu_sb_max(h), 65536u) << "a 1 GiB heap serves every superbin class";
+    // 256 KiB superbins, given explicitly: the automatic choice serves only the classes with at
+    // least 32 slots (2-8 KiB here)
+    AGPU_RUN(agpu_make_heap(h, std::uint64_t{1} << 30, 0, 18));
+    ASSERT_GE(agpu_sb_max(h), 65536u) << "256 KiB superbins serve every superbin class";
     agpu_host_copy c;
     const unsigned per_round = 1u << 15;
     const unsigned max_rounds = static_cast<unsigned>(h.heap_bytes / bytes / per_round) + 2;

@@ -284,7 +284,7 @@ template <bool Checked>
 struct small_heap {
   using A = toga::allocator<ts::platform, toga::ualloc_bug::none, toga::tbuddy_bug::none, Checked>;
   unsigned arenas;
-  toga::heap_layout layout = toga::heap_layout::make<ts::platform>(toga::heap_layout::levels_for(2u << 20), arenas);
+  toga::heap_layout layout = toga::heap_layout::make<ts::platform>(toga::heap_layout::levels_for(2u << 20), arenas, 16);  // 64 KiB superbins (2-16 KiB)
   char* heap = static_cast<char*>(std::aligned_alloc(4096, 2u << 20));
   std::vector<std::uint64_t> meta = std::vector<std::uint64_t>(layout.bytes / 8 + 1, 0);
   A a = A::make(heap, reinterpret_cast<char*>(meta.data()), layout);

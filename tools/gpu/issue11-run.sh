@@ -4,7 +4,7 @@
 # bump-warp in the same runs, as docs/benchmarks.md "Issue 11" reports them. Results land in
 # $OUT/r (text and JSON per command) and $OUT/run.tgz.
 # Environment: TESTS=1 runs the GPU test suite and memcheck first; STEPS (default "t1 t1big rest
-# small"; also "soak" with SOAK_S seconds and "fastpath") selects the groups below; REPS (default 5).
+# small"; also "soak" with SOAK_S seconds, "fastpath", "t1tb", "graphs" and "tbuddy") selects the groups below; REPS (default 5).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp/toga-issue11}"; mkdir -p "$out/r"
@@ -37,6 +37,14 @@ for s in ${STEPS:-t1 t1big rest small}; do
     t1big) bench t1-16k --cases T1 --sizes 16K --threads 524288; bench t1-64k --cases T1 --sizes 64K --threads 131072 ;;
     rest) bench rest --profile quick --cases T2,T3,T5,T7,T8,T9 ;;
     small) bench small --cases T1,T13 --sizes 16,64,1K ;;
+    t1tb)  # T1 above the superbins (TBuddy groups, E7): 128 KiB, 512 KiB, 2 MiB at 2^15 threads
+      bench t1-tbuddy --cases T1 --sizes 128K,512K,2M --threads 32768 ;;
+    graphs)  # T10/T11 on every graph in build/gpubin/graphs (the full profile: 100 update rounds)
+      BENCH_TIMEOUT="${GRAPHS_TIMEOUT:-400}" bench graphs --profile full --cases T10,T11 --graphs "$bin/graphs" ;;
+    tbuddy)  # the TBuddy event profile (compiled here with nvcc)
+      step "tbuddy-profile"
+      OUT="$out/r" timeout 300 bash tools/gpu/tbuddy-profile.sh > /dev/null 2>&1; echo "tbuddy-profile exit $?"
+      grep -E "threads +(8192|65536)" "$out/r/tbuddy-profile.txt" | cut -c1-120 | head -12 ;;
     soak)  # the 2^20-thread stress with sizes 16 B .. 1 MiB for SOAK_S seconds
       step "soak ${SOAK_S:-30} s"
       TOGA_STRESS_SECONDS="${SOAK_S:-30}" timeout $(( ${SOAK_S:-30} + 90 )) "$bin/toga_gpu_tests" --gtest_filter='CudaStress.*' > "$out/r/soak.log" 2>&1

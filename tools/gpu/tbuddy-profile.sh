@@ -8,7 +8,7 @@ out=${OUT:-out}; mkdir -p "$out"
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
 nvcc -std=c++20 -O3 -gencode=arch=compute_${arch},code=sm_${arch} --expt-relaxed-constexpr \
   -Icore/include -Ibackends/cuda/include tools/gpu/tbuddy-profile.cu -o "$out/tbuddy-profile.bin" 2>&1 | tail -5
-git rev-parse --short HEAD 2>/dev/null > "$out/commit.txt" || true
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$out/commit.txt"
+git rev-parse --short HEAD 2>/dev/null > "$out/tbuddy-commit.txt" || true
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$out/tbuddy-commit.txt"
 "$out/tbuddy-profile.bin" ${SIZES:-4096 65536 131072 2097152 4194304} | tee "$out/tbuddy-profile.txt"
 rm -f "$out/tbuddy-profile.bin"

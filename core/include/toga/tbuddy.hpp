@@ -66,7 +66,9 @@ struct byte_limit {
   std::uint64_t reserved;  //!< bytes of TBuddy blocks handed out now
   std::uint64_t reserved_high;  //!< highest `reserved` seen by a successful allocation since initialisation or the last
                                 //!< high-water reset (concurrent requests' charges may count in it; never above the heap)
-  std::uint64_t pad;
+  //! UAlloc's reclaim gate (ualloc::reclaim): bit 0 a reclaim is running, bit 1 the last one gave
+  //! something back, bits 2.. its generation. Here because this block is the heap's one global.
+  std::uint64_t reclaim_gate;
 };
 
 //! Deliberate bugs for the planted-bug tests (never use outside tests).
