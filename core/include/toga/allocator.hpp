@@ -109,13 +109,10 @@ struct heap_layout {
     h.levels = levels;
     h.arenas = arenas;
     unsigned sbs = sb_shift < 0 ? auto_sb_shift(levels, arenas) : static_cast<unsigned>(sb_shift);
-    // an explicit size serves every class with at least 4 slots; the automatic one only classes
-    // with at least 32 (geom::sb_auto_min_slots), and none on heaps where no class has that many
-    const unsigned classes = sb_shift < 0 ? geom::sb_auto_classes_for(sbs) : geom::sb_classes_for(sbs);
     // (none larger than 2 MiB, none as large as the heap, none without a class to serve)
-    if (sbs > geom::sb_max_shift || (std::uint64_t{1} << sbs) >= (geom::page_bytes << (levels - 1)) || classes == 0) sbs = 0;
+    if (sbs > geom::sb_max_shift || (std::uint64_t{1} << sbs) >= (geom::page_bytes << (levels - 1)) || geom::sb_classes_for(sbs) == 0) sbs = 0;
     h.sb_shift = sbs;
-    h.sb_classes = sbs ? classes : 0;
+    h.sb_classes = geom::sb_classes_for(sbs);
     auto up = [](std::uint64_t x) { return (x + 127) & ~std::uint64_t{127}; };
     const std::uint64_t nodes = std::uint64_t{1} << levels;
     const std::uint64_t superbins = sbs ? (geom::page_bytes << (levels - 1)) >> sbs : 0;

@@ -158,17 +158,5 @@ TOGA_HOST_DEVICE constexpr unsigned sb_classes_for(unsigned shift) {
   return n < sb_max_classes ? n : sb_max_classes;
 }
 static_assert(sb_classes_for(21) == 6 && sb_classes_for(16) == 4 && sb_classes_for(13) == 1 && sb_classes_for(12) == 0);
-//! Slots per superbin that the automatic choice (heap_layout::make with sb_shift -1) requires of
-//! every class it serves: E11's hysteresis threshold. Classes below it retire a superbin each time
-//! it empties and make a new one (a TBuddy free and allocation) on the next request; on the 64-128
-//! MiB heaps of T10/T11 (16-32 KiB superbins, 4-16 slots) that churn cost more than TBuddy blocks.
-inline constexpr unsigned sb_auto_min_slots = 32;
-//! Superbin classes the automatic choice serves with superbins of 2^shift bytes.
-TOGA_HOST_DEVICE constexpr unsigned sb_auto_classes_for(unsigned shift) {
-  if (shift < sb_min_class_shift + 5) return 0;  // (sb_auto_min_slots = 32 = 2^5)
-  const unsigned n = shift - sb_min_class_shift - 4;
-  return n < sb_classes_for(shift) ? n : sb_classes_for(shift);
-}
-static_assert(sb_auto_classes_for(21) == 6 && sb_auto_classes_for(18) == 3 && sb_auto_classes_for(16) == 1 && sb_auto_classes_for(15) == 0);
 
 }  // namespace toga::geom
