@@ -352,7 +352,7 @@ void register_builtin_scenarios() {
                             "because the lanes spin); params rounds=2",
                             expectation::fails, [](const params&) { return lanes_shape(params{}, 2); },
                             [](world&, const params& p) { return std::make_unique<lock_order>(p); },
-                            run_limits{2'000, 20'000}},
+                            run_limits{2'000, 20'000}, {}, {}},
                            {{"rounds", 1, 1'000, 2, "lock/unlock rounds per lane"}}));
     add_scenario(with_keys({"warp-ticket",
                             "warp-aggregated ticket dispenser (activemask, match_any, fetch_add, shfl, ballot, syncwarp); "
@@ -376,7 +376,7 @@ void register_builtin_scenarios() {
                             "n lanes, n spin locks, lane i needs locks i and i+1 mod n, taken lower-numbered first; "
                             "params lanes=4 rounds=1 bug=0 (1 ring order: a deadlock cycle needing lanes - 1 preemptions)",
                             expectation::pass, [](const params& p) { return lanes_shape(p, 4); }, make_dining,
-                            run_limits{2'000, 20'000}},
+                            run_limits{2'000, 20'000}, {}, {}},
                            {{"lanes", 2, 16, 4, "lanes (and locks)"}, {"rounds", 1, 100, 1, "meals per lane"},
                             {"bug", 0, 1, 0, "planted bug"}}));
     add_scenario(with_keys({"warp-mask",

@@ -535,19 +535,19 @@ void register_allocator_scenarios() {
                 std::string("allocate/free storm over every size class, blocks handed to other warps/SMs; params warps=2 "
                             "threads=2 sms=2 ops=8 keep=3 size=0 (0: drawn) heap_kib=2048 leak=0 (1: lanes keep their last blocks) coalesced=0 (1: warp-cooperative allocate)") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
-                [](world& w, const params& p) { return make_heap(w, p, mode::storm); }, run_limits{50'000, 2'000'000}},
+                [](world& w, const params& p) { return make_heap(w, p, mode::storm); }, run_limits{50'000, 2'000'000}, {}, {}},
                          heap_keys(2, 2, 2, 8, 0, 2048)));
   add_scenario(with_keys({"exhaust-recover",
                 std::string("allocate size until nullptr, then free all: the heap must be as new; params warps=1 "
                             "threads=2 sms=1 size=4096 heap_kib=128 (utilisation: size=16 or 256 with heap_kib=512)") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 1, 2, 1); },
-                [](world& w, const params& p) { return make_heap(w, p, mode::exhaust); }, run_limits{50'000, 4'000'000}},
+                [](world& w, const params& p) { return make_heap(w, p, mode::exhaust); }, run_limits{50'000, 4'000'000}, {}, {}},
                          heap_keys(1, 2, 1, 8, 4096, 128)));
   add_scenario(with_keys({"retire-race",
                 std::string("targeted: a free of a full bin races with its retirement and the bin's reuse by another "
                             "class (what the free path's read-side section prevents); 3 lanes, 1 SM") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
-                [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}},
+                [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}, {}, {}},
                          {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 28, 0, "planted bug (keep in step with make_heap)"}}));
   {
     auto keys = heap_keys(1, 32, 1, 1, 16, 2048);
@@ -557,7 +557,7 @@ void register_allocator_scenarios() {
                               "meet; `rounds` times (fresh heap, then warm). params warps=1 threads=32 sms=1 ops=1 size=16 "
                               "rounds=2 heap_kib=2048") + bug_help,
                   expectation::pass, [](const params& p) { return shape(p, 1, 32, 1); },
-                  [](world& w, const params& p) { return make_heap(w, p, mode::rounds); }, run_limits{50'000, 4'000'000}},
+                  [](world& w, const params& p) { return make_heap(w, p, mode::rounds); }, run_limits{50'000, 4'000'000}, {}, {}},
                            keys));
   }
   add_scenario(with_keys({"superbins",
@@ -565,7 +565,7 @@ void register_allocator_scenarios() {
                             "geometry: 32 KiB superbins (2, 4 and 8 KiB slots) in a 1 MiB heap; blocks handed to other "
                             "warps/SMs; params warps=2 threads=2 sms=2 ops=6 keep=3 heap_kib=1024 sb_shift=15") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
-                [](world& w, const params& p) { return make_heap(w, p, mode::superbins); }, run_limits{50'000, 2'000'000}},
+                [](world& w, const params& p) { return make_heap(w, p, mode::superbins); }, run_limits{50'000, 2'000'000}, {}, {}},
                          [] {
                            auto k = heap_keys(2, 2, 2, 6, 0, 1024);
                            for (auto& spec : k)
@@ -576,7 +576,7 @@ void register_allocator_scenarios() {
                 std::string("small (UAlloc) and large (TBuddy) sizes mixed, 1 B .. 64 KiB; params warps=2 threads=2 "
                             "sms=2 ops=6 keep=3 heap_kib=2048") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
-                [](world& w, const params& p) { return make_heap(w, p, mode::mixed); }, run_limits{50'000, 2'000'000}},
+                [](world& w, const params& p) { return make_heap(w, p, mode::mixed); }, run_limits{50'000, 2'000'000}, {}, {}},
                          heap_keys(2, 2, 2, 6, 0, 2048)));
 }
 

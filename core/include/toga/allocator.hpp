@@ -409,11 +409,7 @@ struct allocator {
     const unsigned h = small.buddy.height(v);
     const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(small.base) | h));
     if (!small.buddy.free_group(v, g)) small.buddy.free_node(v);
-    if (g.is_leader()) {
-      arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
-      P::fetch_add(&st.deallocations, std::uint64_t{g.size}, relaxed, device_scope);
-      P::fetch_sub(&st.used_bytes, (geom::page_bytes << h) * g.size, relaxed, device_scope);
-    }
+    count_group_free(g, g.mask, geom::page_bytes << h, off);  // every lane's block was allocated
   }
   TOGA_DEVICE void count_alloc(arena_stats& st, unsigned n, std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     P::fetch_add(&st.allocations, std::uint64_t{n}, relaxed, device_scope);
