@@ -309,13 +309,7 @@ struct allocator {
     // lanes of a warp run on one SM, so they share the arena.
     const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&small.arenas[a]) | c));
     const std::uint64_t off = small.allocate_group(a, c, g);
-    const std::uint32_t ok = g.ballot(off != no_block);
-    if (g.is_leader()) {  // statistics once per group (E8)
-      arena_stats& st = small.arenas[a].stats;
-      const unsigned n_ok = bits::popc(ok);
-      if (n_ok) count_alloc(st, n_ok, geom::class_bytes(c) * n_ok);
-      if (n_ok < g.size) count_failed(st, g.size - n_ok, geom::chunk_bytes);
-    }
+    count_group_alloc(g, off != no_block, small.arenas[a].stats, geom::class_bytes(c), geom::chunk_bytes);
     return off == no_block ? nullptr : small.base + off;
   }
   // A superbin class for the lanes that ask for it now, as one group keyed by (arena, class) of the
@@ -387,12 +381,7 @@ struct allocator {
       off = P::inject(fault_site::fail_tbuddy_block) ? no_block : small.buddy.alloc(order);
       if (off == no_block && trim()) off = small.buddy.alloc(order);  // chunks and superbins UAlloc could give back
     }
-    const std::uint32_t ok = g.ballot(off != no_block);
-    if (g.is_leader()) {  // statistics once per group (E8)
-      const unsigned n_ok = bits::popc(ok);
-      if (n_ok) count_alloc(st, n_ok, served * n_ok);
-      if (n_ok < g.size) count_failed(st, g.size - n_ok, served);
-    }
+    count_group_alloc(g, off != no_block, st, served, served);
     return off == no_block ? nullptr : small.base + off;
   }
   // Frees a TBuddy block. Lanes freeing blocks of one order form a group; when their blocks tile
@@ -410,6 +399,17 @@ struct allocator {
     const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(small.base) | h));
     if (!small.buddy.free_group(v, g)) small.buddy.free_node(v);
     count_group_free(g, g.mask, geom::page_bytes << h, off);  // every lane's block was allocated
+  }
+  // After a group allocation (E8): the leader counts the lanes that got a block of `bytes` and,
+  // as failures that needed a TBuddy block of `block_bytes`, the others.
+  TOGA_DEVICE TOGA_FORCEINLINE void count_group_alloc(const coalesced_group<P>& g, bool got, arena_stats& st, std::uint64_t bytes,
+                                                      std::uint64_t block_bytes) const TOGA_NOEXCEPT(P) {
+    const std::uint32_t ok = g.ballot(got);
+    if (g.is_leader()) {
+      const unsigned n_ok = bits::popc(ok);
+      if (n_ok) count_alloc(st, n_ok, bytes * n_ok);
+      if (n_ok < g.size) count_failed(st, g.size - n_ok, block_bytes);
+    }
   }
   TOGA_DEVICE void count_alloc(arena_stats& st, unsigned n, std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     P::fetch_add(&st.allocations, std::uint64_t{n}, relaxed, device_scope);

@@ -126,9 +126,7 @@ struct tbuddy {
       if (limit) uncharge(geom::page_bytes << order);
       return no_block;
     }
-    // high-water mark after success only (a request that fails charged its bytes for a moment);
-    // concurrent requests' charges may be in `charged`, so it is clipped to the heap size
-    if (limit) P::fetch_max(&limit->reserved_high, charged < heap_bytes() ? charged : heap_bytes(), relaxed, device_scope);
+    if (limit) note_high_water(charged);
     return off;
   }
 
@@ -159,12 +157,11 @@ struct tbuddy {
           if (base != no_block) {
             how = 2;
           } else {
-            for (unsigned k = 0; k < j; ++k)
-              if ((left >> k) & 1u) sem[order + k].signal(0, 1);
+            settle_levels(order, left, 0);  // withdraw
           }
         }
         if (how == 0 && limit) uncharge(bytes);
-        if (how != 0 && limit) P::fetch_max(&limit->reserved_high, charged < heap_bytes() ? charged : heap_bytes(), relaxed, device_scope);
+        if (how != 0 && limit) note_high_water(charged);
       }
     }
     how = g.broadcast(how);
@@ -204,10 +201,7 @@ struct tbuddy {
     }
     g.sync();
     if (g.is_leader()) {
-      const std::uint64_t pv = V == 1 ? 1 : V >> 1;
-      lock_node(pv);
-      set_state(V, node_allocated);  // BUSY -> ALLOCATED: derive() sees no change above
-      unlock_node(pv);
+      set_allocated(V, 0);  // BUSY -> ALLOCATED: derive() sees no change above
       free_node(V);
     }
     return true;
@@ -262,8 +256,9 @@ struct tbuddy {
     }
     g.sync();
     if (!g.is_leader()) return;
-    unsigned published = 0;  // levels (bit h - order) that received an AVAILABLE node
-    if (c < (1u << j)) {
+    // the leftover [c, 2^j) is one AVAILABLE node at each level order + k with bit k of 2^j - c set
+    const unsigned published = (1u << j) - c;
+    if (published != 0) {
       std::uint64_t x = V;
       unsigned lo = 0;  // x covers leaves [lo, lo + 2^(h - order)) of the run
       for (unsigned h = order + j; h > order; --h) {
@@ -271,7 +266,6 @@ struct tbuddy {
         lock_node(x);
         if (c <= lo + half) {  // the right child is wholly left over
           set_state(2 * x + 1, node_available);
-          published |= 1u << (h - 1 - order);
           if (c == lo + half) {  // the left child is wholly the lanes'
             unlock_node(x);
             break;
@@ -299,10 +293,8 @@ struct tbuddy {
       set_state(V, vs);
       propagate_up(p);
     }
-    // deliver what alloc_group promised: bit k of `published` is bit k of 2^j - g
-    if constexpr (Bug != tbuddy_bug::run_leftover_unsignalled)
-      for (unsigned k = 0; k < j; ++k)
-        if ((published >> k) & 1u) sem[order + k].signal(1, 1);
+    // deliver what alloc_group promised (2^j - g; the planted off-by-one delivers 2^j - g + 1)
+    if constexpr (Bug != tbuddy_bug::run_leftover_unsignalled) settle_levels(order, published, 1);
   }
 
  public:
@@ -385,11 +377,7 @@ struct tbuddy {
   TOGA_DEVICE void tag_chunk(std::uint64_t off, unsigned order) const TOGA_NOEXCEPT(P) { tag_block(off, order, node_chunk_tag); }
   //! Tags the owned block at `off` of the given order (node_chunk_tag or node_superbin_tag).
   TOGA_DEVICE void tag_block(std::uint64_t off, unsigned order, std::uint32_t tag) const TOGA_NOEXCEPT(P) {
-    const std::uint64_t v = leaf_of(off) >> order;
-    const std::uint64_t p = v == 1 ? 1 : v >> 1;
-    lock_node(p);
-    set_state(v, node_allocated | tag);
-    unlock_node(p);
+    set_allocated(leaf_of(off) >> order, tag);
   }
 
   //! Racy state read (masking nothing: states and locks are separate words).
@@ -413,8 +401,26 @@ struct tbuddy {
   TOGA_DEVICE void uncharge(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     P::fetch_sub(&limit->reserved, bytes, relaxed, device_scope);
   }
+  // The high-water mark, after a success only (a request that fails charged its bytes for a
+  // moment); concurrent requests' charges may be in `charged`, so it is clipped to the heap size.
+  TOGA_DEVICE void note_high_water(std::uint64_t charged) const TOGA_NOEXCEPT(P) {
+    P::fetch_max(&limit->reserved_high, charged < heap_bytes() ? charged : heap_bytes(), relaxed, device_scope);
+  }
+  // signal(n, 1) at level order + k for every bit k of `levels`: delivers (n = 1) or withdraws
+  // (n = 0) the one-unit promises a run's leftover made there.
+  TOGA_DEVICE void settle_levels(unsigned order, unsigned levels, unsigned n) const TOGA_NOEXCEPT(P) {
+    for (unsigned k = 0; levels >> k; ++k)
+      if ((levels >> k) & 1u) sem[order + k].signal(n, 1);
+  }
   TOGA_DEVICE void set_state(std::uint64_t v, std::uint32_t s) const TOGA_NOEXCEPT(P) {
     P::store(&state[v], s, relaxed, device_scope);
+  }
+  // Writes ALLOCATED | tag to the owned node v, under lock(parent(v)) (the root is its own parent).
+  TOGA_DEVICE void set_allocated(std::uint64_t v, std::uint32_t tag) const TOGA_NOEXCEPT(P) {
+    const std::uint64_t p = v == 1 ? 1 : v >> 1;
+    lock_node(p);
+    set_state(v, node_allocated | tag);
+    unlock_node(p);
   }
   TOGA_DEVICE void lock_node(std::uint64_t v) const TOGA_NOEXCEPT(P) {
     for (unsigned attempt = 0;; ++attempt) {
