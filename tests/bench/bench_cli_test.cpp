@@ -98,6 +98,11 @@ TEST_F(BenchCli, UnknownNamesAndBadNumbers) {
   EXPECT_REFUSED(run("run --sizes -16"), 2, "'-16' is not a number");
   EXPECT_REFUSED(run("run --threads 0"), 2, "--threads: 0 is outside 1 .. 16M");
   EXPECT_REFUSED(run("run --heap 1K"), 2, "--heap: 1K is outside 4 KiB .. 128 GiB");
+  EXPECT_REFUSED(run("run --superbin-bytes 3K"), 2, "--superbin-bytes: 3K is not a power of two in 8K .. 2M");
+  EXPECT_REFUSED(run("run --superbin-bytes 4M"), 2, "--superbin-bytes: 4M is not a power of two in 8K .. 2M");
+  EXPECT_REFUSED(run("run --superbin-bytes x"), 2, "'x' is not a number");
+  // the option sets the GPU heap's superbins; the simulator's heaps do not take it
+  EXPECT_REFUSED(run("run --allocators toga-sim --superbin-bytes 1M"), 2, "--superbin-bytes sets the GPU heap's superbins");
 }
 
 // The --json path is checked before the run, not after it.

@@ -272,6 +272,56 @@ TEST(CudaHeap, CheckedFreesAreLoggedOnTheDevice) {
   TOGA_TEST_CUDA(cudaFree(foreign));
 }
 
+// heap_options::superbin_bytes: the size a user asks for is the size 4 KiB slots come in; values
+// that are not a power of two in [8 KiB, 2 MiB] below the heap size are refused with the value.
+TEST(CudaHeap, SuperbinBytesOption) {
+  TOGA_TEST_REQUIRE_GPU();
+  for (const std::uint64_t sb : {std::uint64_t{512} << 10, std::uint64_t{1} << 20, std::uint64_t{2} << 20}) {
+    SCOPED_TRACE(std::to_string(sb) + " B superbins");
+    toga::cuda::heap_options o;
+    o.superbin_bytes = sb;
+    toga::cuda::heap h(1ull << 30, o);
+    EXPECT_EQ(h.superbin_bytes(), sb);
+    const unsigned n = 1u << 14;
+    blocks b(n);
+    alloc_k<<<n / 256, 256>>>(h.ref(), b.d, 4096);
+    TOGA_TEST_CUDA(cudaGetLastError());
+    TOGA_TEST_CUDA(cudaDeviceSynchronize());
+    const auto s = h.stats();
+    EXPECT_EQ(s.failed, 0u);
+    EXPECT_EQ(s.used_bytes, std::uint64_t{n} * 4096);
+    EXPECT_GT(s.superbins[1], 0u) << "4 KiB requests are served by superbins";
+    EXPECT_EQ(s.superbin_bytes, s.superbins[1] * sb) << "every superbin has the size asked for";
+    // n blocks need at least n x 4 KiB of superbins and, per arena, less than one more superbin
+    EXPECT_GE(s.superbin_bytes, std::uint64_t{n} * 4096);
+    free_k<<<n / 256, 256>>>(h.ref(), b.d, b.bad);
+    TOGA_TEST_CUDA(cudaGetLastError());
+    TOGA_TEST_CUDA(cudaDeviceSynchronize());
+    unsigned bad = 0;
+    TOGA_TEST_CUDA(cudaMemcpy(&bad, b.bad, sizeof bad, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(bad, 0u);
+    EXPECT_EQ(h.stats().used_bytes, 0u);
+  }
+  {
+    // toga's choice on a 1 GiB heap: four superbins per SM and class fit (256 KiB on a 132-SM H100)
+    const std::uint64_t d = toga::cuda::heap(1ull << 30).superbin_bytes();
+    EXPECT_TRUE(d >= 8192 && d <= (std::uint64_t{2} << 20) && (d & (d - 1)) == 0) << d;
+  }
+  for (const std::uint64_t bad : {std::uint64_t{4096}, std::uint64_t{3} << 20, std::uint64_t{4} << 20, std::uint64_t{768} << 10}) {
+    toga::cuda::heap_options o;
+    o.superbin_bytes = bad;
+    try {
+      toga::cuda::heap h(1ull << 30, o);
+      ADD_FAILURE() << "superbin_bytes " << bad << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("superbin_bytes " + std::to_string(bad)), std::string::npos) << e.what();
+    }
+  }
+  toga::cuda::heap_options o;
+  o.superbin_bytes = std::uint64_t{1} << 20;
+  EXPECT_THROW(toga::cuda::heap(1ull << 20, o), std::invalid_argument) << "a superbin as large as the heap";
+}
+
 TEST(CudaHeap, MoveAndErrors) {
   TOGA_TEST_REQUIRE_GPU();
   toga::cuda::heap a(1u << 20);

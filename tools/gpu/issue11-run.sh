@@ -4,7 +4,10 @@
 # bump-warp in the same runs, as docs/benchmarks.md "Issue 11" reports them. Results land in
 # $OUT/r (text and JSON per command) and $OUT/run.tgz.
 # Environment: TESTS=1 runs the GPU test suite and memcheck first; STEPS (default "t1 t1big rest
-# small"; also "soak" with SOAK_S seconds, "fastpath", "t1tb", "graphs" and "tbuddy") selects the groups below; REPS (default 5).
+# small"; also "soak" with SOAK_S seconds, "fastpath", "t1tb", "graphs", "tbuddy", "sbsweep" (superbin
+# sizes SB_SIZES, default "512K 1M") and "outlined" (build/gpubin/toga-bench-outlined, when present: the
+# same cases with toga's calls kept out of line)) selects the groups below; REPS (default 5); TB
+# overrides the toga-bench binary.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp/toga-issue11}"; mkdir -p "$out/r"
@@ -27,7 +30,7 @@ fi
 bench() {  # name, then toga-bench run arguments
   local name="$1"; shift
   step "toga-bench $name: $*"
-  timeout "${BENCH_TIMEOUT:-200}" "$bin/toga-bench" run --reps "$reps" --no-progress --slow-budget-ms 3000 "$@" \
+  timeout "${BENCH_TIMEOUT:-200}" "${TB:-$bin/toga-bench}" run --reps "$reps" --no-progress --slow-budget-ms 3000 "$@" \
     --json "$out/r/$name.json" > "$out/r/$name.txt" 2> "$out/r/$name.err"
   echo "exit $?"; grep -vE "^\s*$" "$out/r/$name.txt" | grep -E "^ *T[0-9]+ " | head -40; tail -2 "$out/r/$name.err"
 }
@@ -41,6 +44,19 @@ for s in ${STEPS:-t1 t1big rest small}; do
       bench t1-tbuddy --cases T1 --sizes 128K,512K,2M --threads 32768 ;;
     graphs)  # T10/T11 on every graph in build/gpubin/graphs (the full profile: 100 update rounds)
       BENCH_TIMEOUT="${GRAPHS_TIMEOUT:-400}" bench graphs --profile full --cases T10,T11 --graphs "$bin/graphs" ;;
+    sbsweep)  # the superbin size (heap_options::superbin_bytes) against T1 2-64 KiB, T2, T3, T9
+      for sb in ${SB_SIZES:-512K 1M}; do
+        bench "sb$sb-t1" --cases T1 --sizes 2K,4K,8K --superbin-bytes "$sb"
+        bench "sb$sb-t1-16k" --cases T1 --sizes 16K --threads 524288 --superbin-bytes "$sb"
+        bench "sb$sb-t1-64k" --cases T1 --sizes 64K --threads 131072 --superbin-bytes "$sb"
+        bench "sb$sb-rest" --profile quick --cases T2,T3,T9 --superbin-bytes "$sb"
+      done ;;
+    outlined)  # toga-bench-outlined: T10/T11 and the fast sizes
+      if [ -x "$bin/toga-bench-outlined" ]; then
+        TB="$bin/toga-bench-outlined" BENCH_TIMEOUT="${GRAPHS_TIMEOUT:-400}" bench graphs-outlined --profile full --cases T10,T11 --graphs "$bin/graphs"
+        bench small-inline --cases T1,T5 --sizes 16,4K
+        TB="$bin/toga-bench-outlined" bench small-outlined --cases T1,T5 --sizes 16,4K
+      else echo "no $bin/toga-bench-outlined"; fi ;;
     tbuddy)  # the TBuddy event profile (compiled here with nvcc)
       step "tbuddy-profile"
       OUT="$out/r" timeout 300 bash tools/gpu/tbuddy-profile.sh > /dev/null 2>&1; echo "tbuddy-profile exit $?"

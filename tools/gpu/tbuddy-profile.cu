@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) sizes.push_back(static_cast<unsigned>(std::atoi(argv[i])));
   if (sizes.empty()) sizes = {4096};
   const char* names[] = {"alloc", "climb", "visit", "restart", "claim_lost", "lock_spin", "split", "propagate", "free", "merge"};
+  const char* ua_names[] = {"group", "fast", "take_failed", "no_pin", "short", "(unused)", "lost_bits", "find_step", "grow",
+                            "take_inbox", "lock_spin", "free_group", "free_cold", "retire"};
   void** ptrs;
   unsigned* fails;
   CK(cudaMalloc(&ptrs, sizeof(void*) << 20));
@@ -58,9 +60,9 @@ int main(int argc, char** argv) {
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
   for (unsigned size : sizes)
-    for (unsigned n : {1u, 32u, 1024u, 8192u, 65536u}) {
+    for (unsigned n : {1u, 32u, 1024u, 8192u, 65536u, 1048576u}) {
       if (std::uint64_t{n} * size > (8ull << 30)) continue;  // at most half the heap
-      for (int warm = 0; warm < 2; ++warm) {
+      for (int warm = 0; warm < 3; ++warm) {
         if (!warm) heap.reset();
         unsigned long long zero[32] = {};
         CK(cudaMemcpyToSymbol(toga_prof, zero, sizeof zero));
@@ -80,6 +82,12 @@ int main(int argc, char** argv) {
         for (int e = 0; e < 8; ++e) std::printf(" %s=%.1f", names[e], double(c[e]) / n);
         std::printf(" | us: stage1=%.1f search=%.1f split=%.1f", c[10] / 1980.0 / n, c[11] / 1980.0 / n, c[12] / 1980.0 / n);
         std::printf("\n");
+        if (size <= 65536) {  // the UAlloc / superbin path's events (totals)
+          std::printf("      slot path totals:");
+          for (int e = 13; e < 27; ++e)
+            if (e != 18) std::printf(" %s=%llu", ua_names[e - 13], c[e]);
+          std::printf("\n");
+        }
         CK(cudaMemcpyToSymbol(toga_prof, zero, sizeof zero));
         CK(cudaEventRecord(a));
         free_kernel<<<(n + 255) / 256, 256>>>(heap.ref(), ptrs, n);
@@ -88,8 +96,10 @@ int main(int argc, char** argv) {
         CK(cudaEventSynchronize(b));
         CK(cudaEventElapsedTime(&ms, a, b));
         CK(cudaMemcpyFromSymbol(c, toga_prof, sizeof c));
-        std::printf("      free %9.3f ms; per free: merge=%.1f lock_spin=%.1f propagate=%.1f\n", ms, double(c[9]) / n,
+        std::printf("      free %9.3f ms; per free: merge=%.1f lock_spin=%.1f propagate=%.1f", ms, double(c[9]) / n,
                     double(c[5]) / n, double(c[7]) / n);
+        if (size <= 65536) std::printf(" | free_group=%llu free_cold=%llu retire=%llu", c[24], c[25], c[26]);
+        std::printf("\n");
       }
     }
   return 0;

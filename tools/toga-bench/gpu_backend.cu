@@ -443,6 +443,28 @@ struct update_args {
   unsigned long long* missing;   //!< a neighbour to delete was not found
 };
 
+//! T11 delete: removes each of nbr[b, e) from data[0, degree) (a linear search, then the last
+//! element moves into the hole) and returns the new degree; a neighbour not found counts in
+//! `missing`. Out of line on purpose, for every allocator alike: inlined into graph_update_kernel
+//! beside toga's allocate and free, ptxas kept `data` and `degree` in local memory and reloaded
+//! them on every probe of the search (1.6x slower delete rounds; docs/benchmarks.md, T11). In its
+//! own function they stay in registers.
+__device__ __noinline__ std::uint32_t remove_neighbours(std::uint32_t* data, std::uint32_t degree, const std::uint32_t* nbr,
+                                                       std::uint32_t b, std::uint32_t e, unsigned long long* missing) {
+  for (std::uint32_t j = b; j < e; ++j) {
+    const std::uint32_t x = nbr[j];
+    std::uint32_t k = 0;
+    while (k < degree && data[k] != x) ++k;
+    if (k == degree) {
+      atomicAdd(missing, 1ull);
+      continue;
+    }
+    data[k] = data[degree - 1];
+    --degree;
+  }
+  return degree;
+}
+
 //! T10 build (insert into empty arrays), T11 insert and delete rounds; one thread per item.
 template <class P>
 __global__ void __launch_bounds__(block_threads, 4) graph_update_kernel(P pol, update_args a) {
@@ -454,17 +476,7 @@ __global__ void __launch_bounds__(block_threads, 4) graph_update_kernel(P pol, u
   vstate s = a.state[v];
   std::uint64_t want = 0;
   if (a.del) {
-    for (std::uint32_t j = b; j < e; ++j) {
-      const std::uint32_t x = a.nbr[j];
-      std::uint32_t k = 0;
-      while (k < s.degree && s.data[k] != x) ++k;
-      if (k == s.degree) {
-        atomicAdd(a.missing, 1ull);
-        continue;
-      }
-      s.data[k] = s.data[s.degree - 1];
-      --s.degree;
-    }
+    s.degree = remove_neighbours(s.data, s.degree, a.nbr, b, e, a.missing);
     const std::uint64_t c = capacity_bytes(s.degree);
     if (c < s.cap_bytes) want = c;
   } else {
@@ -610,9 +622,13 @@ void rewind_bump(const target& t) {
   if (is_bump(t.kind)) reset_target(t);
 }
 
-std::unique_ptr<toga::cuda::heap> make_heap(std::uint64_t bytes, const std::string& what) {
+//! A toga heap of `bytes` for case `what`, with superbins of `o.superbin_bytes` (0: toga's choice,
+//! and toga's choice too where the heap is too small for them: the option tunes the large heaps).
+std::unique_ptr<toga::cuda::heap> make_heap(std::uint64_t bytes, const std::string& what, const options& o) {
   try {
-    return std::make_unique<toga::cuda::heap>(bytes);
+    toga::cuda::heap_options ho;
+    if (o.superbin_bytes != 0 && o.superbin_bytes < bytes) ho.superbin_bytes = o.superbin_bytes;
+    return std::make_unique<toga::cuda::heap>(bytes, ho);
   } catch (const toga::bad_alloc& e) {
     throw std::runtime_error("toga-bench gpu: cannot construct the " + format_bytes(bytes) + " toga heap for " + what + ": " + e.what());
   }
@@ -876,7 +892,7 @@ class gpu_backend final : public backend {
       const std::uint64_t cap = toga_capacity(o);
       if (!heap_ || heap_->capacity() != cap) {
         heap_.reset();
-        heap_ = make_heap(cap, "T1-T7 and T9");
+        heap_ = make_heap(cap, "T1-T7 and T9", o);
       }
       t.heap = heap_.get();
     } else if (is_bump(k)) {
@@ -1257,7 +1273,7 @@ class gpu_backend final : public backend {
         target t;
         t.kind = k;
         if (k == akind::toga) {
-          h = make_heap(bytes, "T8");
+          h = make_heap(bytes, "T8", o);
           t.heap = h.get();
         } else {
           bb = std::make_unique<bump_buffer>(bytes, "T8, 1 GiB");
@@ -1485,12 +1501,12 @@ class gpu_backend final : public backend {
     std::uint64_t bytes = 0;
   };
 
-  graph_memory graph_target(akind k, const graph_plan& p) {
+  graph_memory graph_target(akind k, const graph_plan& p, const options& o) {
     graph_memory m;
     m.t.kind = k;
     const std::uint64_t h = std::max<std::uint64_t>(64 * MiB, pow2_at_least(4 * p.peak_bytes));
     if (k == akind::toga) {
-      m.heap = make_heap(h, "T10/T11 (" + p.name + ")");
+      m.heap = make_heap(h, "T10/T11 (" + p.name + ")", o);
       m.t.heap = m.heap.get();
       m.bytes = m.heap->capacity();
     } else if (is_bump(k)) {
@@ -1562,7 +1578,7 @@ class gpu_backend final : public backend {
       const auto plan = plan_for(path, o);
       graph_device g = upload_graph(*plan);
       for (akind k : kinds) {
-        graph_memory m = graph_target(k, *plan);
+        graph_memory m = graph_target(k, *plan, o);
         row r;
         r.allocator = kind_name(k);
         r.case_id = "T10";
@@ -1601,7 +1617,7 @@ class gpu_backend final : public backend {
       const auto plan = plan_for(path, o);
       graph_device g = upload_graph(*plan);
       for (akind k : kinds) {
-        graph_memory m = graph_target(k, *plan);
+        graph_memory m = graph_target(k, *plan, o);
         row ri;
         ri.allocator = kind_name(k);
         ri.case_id = "T11";
@@ -1679,7 +1695,7 @@ class gpu_backend final : public backend {
         double make_ms = 0, destroy_ms = 0;
         if (k == akind::toga) {
           const auto t0 = clock::now();
-          std::unique_ptr<toga::cuda::heap> h = make_heap(bytes, "T12");
+          std::unique_ptr<toga::cuda::heap> h = make_heap(bytes, "T12", o);
           BENCH_CUDA(cudaDeviceSynchronize());
           const auto t1 = clock::now();
           const double init = h->init_ms();

@@ -230,7 +230,7 @@ int main(int argc, char** argv) {
   auto* list = app.add_subcommand("list", "List the cases and which allocators can run here");
   auto* run = app.add_subcommand("run", "Run cases and print the table");
 
-  std::string allocators_arg, cases_arg, sizes_arg, threads_arg, heap_arg, json_path, profile_arg = "quick";
+  std::string allocators_arg, cases_arg, sizes_arg, threads_arg, heap_arg, superbin_arg, json_path, profile_arg = "quick";
   std::vector<std::string> graph_args;
   options opt;
   bool no_progress = false;
@@ -243,6 +243,9 @@ int main(int argc, char** argv) {
   run->add_option("--threads", threads_arg, "Comma list of thread counts (T1-T6); overrides the case's");
   run->add_option("--reps", opt.reps, "Timed repetitions after one warm-up (median reported)")->check(CLI::Range(1u, 1000u));
   run->add_option("--heap", heap_arg, "toga heap in bytes for T1-T7 and T9 (suffixes K, M, G); default: the backend's");
+  run->add_option("--superbin-bytes", superbin_arg,
+                  "GPU toga heaps: bytes of one superbin (a power of two in 8K .. 2M; heap_options::superbin_bytes); "
+                  "default: toga's choice. Heaps not larger than it keep toga's choice");
   run->add_option("--profile", profile_arg, "quick (fewer points, two smallest graphs, 10 rounds) or full (the protocol)")
       ->check(CLI::IsMember({"quick", "full"}));
   run->add_option("--json", json_path, "Write every repetition, the environment and the command line to this file");
@@ -302,6 +305,12 @@ int main(int argc, char** argv) {
       opt.heap_bytes = parse_quantity(heap_arg);
       if (opt.heap_bytes < 4096 || opt.heap_bytes > toga::heap_layout::max_heap_bytes)
         throw CLI::ValidationError("--heap: " + heap_arg + " is outside 4 KiB .. 128 GiB (the largest toga heap)");
+    }
+    if (!superbin_arg.empty()) {
+      opt.superbin_bytes = parse_quantity(superbin_arg);
+      const std::uint64_t v = opt.superbin_bytes;
+      if (v < 8192 || v > (std::uint64_t{1} << 21) || (v & (v - 1)) != 0)
+        throw CLI::ValidationError("--superbin-bytes: " + superbin_arg + " is not a power of two in 8K .. 2M");
     }
   } catch (const CLI::ValidationError& e) {
     std::fprintf(stderr, "toga-bench: %s\n", e.what());
@@ -369,6 +378,11 @@ int main(int argc, char** argv) {
                    a.c_str());
       return 2;
     }
+  }
+  if (opt.superbin_bytes != 0 && !sim_allocs.empty()) {
+    std::fprintf(stderr, "toga-bench: --superbin-bytes sets the GPU heap's superbins; the simulator's allocators (%s) keep "
+                         "toga's choice: run them without it\n", sim_allocs.front().c_str());
+    return 2;
   }
   // The references, always in the same run: the floor (bump-warp) beside every allocator, the
   // per-thread bump as an extra row.

@@ -101,7 +101,16 @@ heap::heap(std::uint64_t bytes, heap_options options) : options_(options) {
     const std::uint64_t by_size = (toga::geom::page_bytes << (levels - 1)) / (4 * toga::geom::chunk_bytes);
     arenas = static_cast<unsigned>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(static_cast<std::uint64_t>(sms), by_size)));
   }
-  layout_ = toga::heap_layout::make<platform>(levels, arenas);
+  int sb_shift = -1;  // toga's choice
+  if (options_.superbin_bytes != 0) {
+    const std::uint64_t sb = options_.superbin_bytes;
+    const std::uint64_t lo = std::uint64_t{1} << (toga::geom::sb_min_class_shift + 2), hi = std::uint64_t{1} << toga::geom::sb_max_shift;
+    if ((sb & (sb - 1)) != 0 || sb < lo || sb > hi || sb >= (toga::geom::page_bytes << (levels - 1)))
+      throw std::invalid_argument("toga::cuda::heap: superbin_bytes " + std::to_string(sb) +
+                                  " is not a power of two in [8 KiB, 2 MiB] below the heap size; use 0 for toga's choice");
+    sb_shift = static_cast<int>(toga::bits::ctz(sb));
+  }
+  layout_ = toga::heap_layout::make<platform>(levels, arenas, sb_shift);
   const std::uint64_t heap_bytes = toga::geom::page_bytes << (layout_.levels - 1);
   const std::uint64_t upstream = heap_bytes + toga::geom::page_bytes;  // room to align the base to 4 KiB
   cudaError_t e;

@@ -89,6 +89,12 @@ struct heap_options {
   cudaMemPool_t pool = nullptr;   //!< upstream: nullptr = cudaMalloc; else cudaMallocFromPoolAsync on `stream`
   unsigned arenas = 0;            //!< UAlloc arenas (%smid modulo arenas picks one); 0: one per SM, at most
                                   //!< one per 2 MiB of heap (4 chunks), so that every arena can hold chunks
+  std::uint64_t superbin_bytes = 0;  //!< bytes of one superbin (fast-path.md E6: the TBuddy block that serves
+                                     //!< 2 KiB - 64 KiB slots): a power of two in [8 KiB, 2 MiB] below the heap
+                                     //!< size; classes with fewer than 4 slots per superbin go to TBuddy.
+                                     //!< Smaller ones waste less address range per (arena, class), larger ones
+                                     //!< grow less often (docs/usage.md). 0: toga's choice (2 MiB, less on
+                                     //!< heaps too small for four superbins per arena and class).
 };
 
 using device_allocator = toga::allocator<platform>;
@@ -206,6 +212,9 @@ class heap {
   heap_ref ref() const;
   //! Bytes of the heap (a power of two); 0 when moved from.
   std::uint64_t capacity() const noexcept { return meta_ ? view_.heap_bytes : 0; }
+  //! Bytes of one superbin (heap_options::superbin_bytes, or toga's choice); 0: this heap has
+  //! none (every request above 1 KiB is a TBuddy block) or was moved from.
+  std::uint64_t superbin_bytes() const noexcept { return meta_ && layout_.sb_shift ? std::uint64_t{1} << layout_.sb_shift : 0; }
   //! Every statistic the core keeps (toga::heap_statistics: used and peak bytes, TBuddy block
   //! bytes and their exact high-water mark, per-class bins, chunks, failures split by cause),
   //! read from the device (copies the arenas and globals, synchronises the heap's stream). Exact
