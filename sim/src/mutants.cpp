@@ -170,14 +170,16 @@ std::vector<mutant> build() {
       // header reads of its shfl-served group members (docs/simulator.md §4.6) ---------------------
       mb("ualloc.free-outside-read-section", "reclamation", "retire-race", P{{"bug", 1}},
          "deallocate touches the bin outside an RCU read-side section").with(stall).faults(stall_sites).depth(2),
-      mb("ualloc.retire-without-try-wait", "accounting", "alloc-storm", P{{"bug", 2}, {"size", 1024}},
+      mb("ualloc.retire-without-try-wait", "accounting", "alloc-storm",
+         P{{"bug", 2}, {"size", 1024}, {"ops", 4}, {"keep", 2}, {"sms", 1}},
          "a bin is retired without taking its units from the semaphore").depth(1),
       mb("ualloc.chunk-with-live-bins", "reclamation", "alloc-storm", P{{"bug", 3}, {"size", 1024}, {"pins", 1}},
          "a chunk goes back to TBuddy while bins are in use").depth(1),
       mb("ualloc.no-unlink-on-exhaustion", "list-integrity", "alloc-storm",
-         P{{"bug", 4}, {"size", 64}, {"pins", 1}, {"threads", 8}, {"warps", 2}, {"sms", 1}},
+         P{{"bug", 4}, {"size", 128}, {"pins", 1}, {"threads", 8}, {"warps", 2}, {"sms", 1}, {"ops", 4}, {"keep", 2}},
          "a taker drops an exhausted inbox bin without re-reading its count").depth(1),
-      mb("ualloc.no-relink-on-refill", "list-integrity", "alloc-storm", P{{"bug", 5}, {"size", 1024}},
+      mb("ualloc.no-relink-on-refill", "list-integrity", "alloc-storm",
+         P{{"bug", 5}, {"size", 1024}, {"ops", 4}, {"keep", 2}, {"sms", 1}},
          "a free that refills an exhausted bin does not re-link it").depth(1),
       mb("tbuddy.merge-without-unit", "accounting", "mixed-sizes", P{{"bug", 6}}, "merge with an AVAILABLE buddy without its unit")
           .depth(1).ci(),
@@ -192,15 +194,19 @@ std::vector<mutant> build() {
       mb("ualloc.pin-swap-drops-bin", "list-integrity", "alloc-storm",
          P{{"bug", 11}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}, {"leak", 1}},
          "a GROW displaces a pin with free slots without linking it").depth(1),
-      mb("ualloc.retire-keeps-pin", "reclamation", "alloc-storm", P{{"bug", 12}, {"size", 1024}}, "retiring a pinned bin keeps the pin")
-          .depth(1),
+      mb("ualloc.retire-keeps-pin", "reclamation", "alloc-storm",
+         P{{"bug", 12}, {"size", 1024}, {"ops", 3}, {"keep", 1}, {"sms", 1}, {"warps", 1}, {"threads", 3}},
+         "retiring a pinned bin keeps the pin")
+          .depth(3)
+          .note("at least 3: the exhaustive search with 2 deviations of this shape is complete without a failure "
+                "(300,354 schedules); 3 is out of its reach"),
       mb("ualloc.dead-near-wrap", "off-by-one", "alloc-storm",
          P{{"bug", 13}, {"size", 1024}, {"threads", 3}, {"warps", 3}, {"sms", 1}, {"pins", 1}},
          "a retired bin's count is INT32_MIN: a transient decrement wraps").with(random).depth(1)
           .note("the wrapped count sends a lane to a wild bin address: the process crashes (a GPU would report an "
                 "illegal address); toga-sim turns the crash into a verdict with its replay line"),
-      mb("ualloc.pin-before-init", "publication", "alloc-storm", P{{"bug", 14}, {"size", 1024}, {"threads", 2}, {"warps", 2}, {"sms", 1}},
-         "a GROW publishes its bin as the pin before writing the header").depth(1),
+      mb("ualloc.pin-before-init", "publication", "retire-race", P{{"bug", 14}},
+         "a GROW publishes its bin as the pin before writing the header").depth(0),
       mb("ualloc.or-drops-lane", "warp-mask", "alloc-storm", P{{"bug", 15}, {"threads", 8}, {"warps", 1}, {"sms", 1}, {"size", 16}},
          "the free path's OR reduction drops the highest lane").gpu().depth(0),
       mb("ualloc.free-signals-short", "off-by-one", "alloc-storm", P{{"bug", 16}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 16}},
@@ -210,9 +216,10 @@ std::vector<mutant> build() {
          "a short reservation undoes all it asked for").depth(1).ci(),
       // the slot hand-over's orders: killed by H1 (the previous owner's accesses happen before the
       // next owner's) under --memory weak; under sc they pass
-      mb("ualloc.relaxed-slot-free", "memory-order", "alloc-storm", P{{"bug", 18}}, "the slot free's fetch_and release -> relaxed")
+      mb("ualloc.relaxed-slot-free", "memory-order", "alloc-storm", P{{"bug", 18}, {"size", 16}, {"ops", 3}, {"keep", 1}, {"sms", 1}, {"threads", 1}},
+         "the slot free's fetch_and release -> relaxed")
           .gpu().weak(),
-      mb("ualloc.relaxed-slot-claim", "memory-order", "alloc-storm", P{{"bug", 19}},
+      mb("ualloc.relaxed-slot-claim", "memory-order", "alloc-storm", P{{"bug", 19}, {"size", 16}, {"ops", 3}, {"keep", 1}, {"sms", 1}, {"threads", 1}},
          "the slot claim's fetch_or acquire -> relaxed").gpu().weak(),
       mb("ualloc.free-without-syncwarp", "its", "alloc-storm", P{{"bug", 20}},
          "a group free releases the bitmap word without the __syncwarp that orders its members' accesses").gpu().weak(),
