@@ -6,7 +6,7 @@
 # Environment: TESTS=1 runs the GPU test suite and memcheck first; STEPS (default "t1 t1big rest
 # small"; also "soak" with SOAK_S seconds, "fastpath", "t1tb", "graphs", "tbuddy", "sbsweep" (superbin
 # sizes SB_SIZES, default "512K 1M") and "outlined" (build/gpubin/toga-bench-outlined, when present: the
-# same cases with toga's calls kept out of line)) selects the groups below; REPS (default 5); TB
+# same cases with toga's calls kept out of line), "variants" (the builds named in VARIANTS)) selects the groups below; REPS (default 5); TB
 # overrides the toga-bench binary.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -50,6 +50,13 @@ for s in ${STEPS:-t1 t1big rest small}; do
         bench "sb$sb-t1-16k" --cases T1 --sizes 16K --threads 524288 --superbin-bytes "$sb"
         bench "sb$sb-t1-64k" --cases T1 --sizes 64K --threads 131072 --superbin-bytes "$sb"
         bench "sb$sb-rest" --profile quick --cases T2,T3,T9 --superbin-bytes "$sb"
+      done ;;
+    variants)  # other toga-bench builds (VARIANTS: file names in build/gpubin) on the superbin sizes
+      for v in ${VARIANTS:-}; do
+        TB="$bin/$v" bench "$v-t1" --cases T1 --sizes 2K,4K,8K
+        TB="$bin/$v" bench "$v-t1-16k" --cases T1 --sizes 16K --threads 524288
+        TB="$bin/$v" bench "$v-t1-64k" --cases T1 --sizes 64K --threads 131072
+        TB="$bin/$v" bench "$v-t23" --cases T2,T3 --sizes 4K,8K
       done ;;
     outlined)  # toga-bench-outlined: T10/T11 and the fast sizes
       if [ -x "$bin/toga-bench-outlined" ]; then
