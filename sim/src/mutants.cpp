@@ -141,17 +141,21 @@ std::vector<mutant> build() {
          "readers register without re-checking the epoch").with(pct, 4).depth(2),
       mb("rcu.barrier-skips-wait", "reclamation", "rcu", P{{"bug", 2}}, "the barrier does not wait for the readers").depth(1).ci(),
       mb("rcu.collect-before-clear", "reclamation", "rcu", P{{"bug", 3}}, "collect the LIFO before clearing pending").depth(1),
-      mb("rcu.reader-without-fence", "memory-order", "rcu", P{{"bug", 4}}, "read_lock without its seq_cst fence")
-          .gpu().weak().depth(2),
+      mb("rcu.reader-relaxed-increment", "memory-order", "rcu", P{{"bug", 4}}, "read_lock's counter increment acquire -> relaxed")
+          .gpu().weak().depth(1),
+      mb("rcu.writer-load-not-rmw", "memory-order", "rcu", P{{"bug", 7}},
+         "the grace period's first read of the readers is an acquire load instead of an acq_rel RMW")
+          .gpu().weak().depth(0).ci(),
       mb("rcu.relaxed-unlock", "memory-order", "rcu", P{{"bug", 5}}, "read_unlock release -> relaxed")
           .gpu().weak()
           .note("the stale value needs load buffering, which the model cannot produce; killed as a data race instead: "
                 "the reclamation is not happens-after the reader's access (R1 happens-before check)")
           .depth(0),
       mb("rcu.relaxed-recheck", "memory-order", "rcu", P{{"bug", 6}}, "the epoch re-check acquire -> relaxed")
-          .gpu().weak()
-          .equivalent("the next iteration's relaxed epoch load followed by the seq_cst fence is an acquire pattern; a reader "
-                      "that enters on the old epoch is waited for"),
+          .gpu().weak().depth(0)
+          .note("equivalent while read_lock had a seq_cst fence (the fence made the relaxed re-load an acquire pattern); "
+                "since the read side meets the writer on the counter's RMW order, the acquire re-load is what makes the "
+                "unlinks before the flip visible"),
       // ---- publication (how the allocator publishes a bin or chunk header) ------------------------
       mb("publish.relaxed-push", "memory-order", "publish", P{{"bug", 1}}, "push CAS release -> relaxed").gpu().weak().with(random).depth(1).ci(),
       mb("publish.relaxed-pop", "memory-order", "publish", P{{"bug", 2}}, "pop load and CAS acquire -> relaxed")

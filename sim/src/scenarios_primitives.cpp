@@ -645,9 +645,10 @@ std::unique_ptr<instance> make_rcu(world& w, const params& p) {
     case 1: return std::make_unique<rcu_inst<rcu_bug::no_epoch_recheck>>(w, p);
     case 2: return std::make_unique<rcu_inst<rcu_bug::barrier_skips_wait>>(w, p);
     case 3: return std::make_unique<rcu_inst<rcu_bug::collect_before_clear>>(w, p);
-    case 4: return std::make_unique<rcu_inst<rcu_bug::reader_without_fence>>(w, p);
+    case 4: return std::make_unique<rcu_inst<rcu_bug::reader_relaxed_rmw>>(w, p);
     case 5: return std::make_unique<rcu_inst<rcu_bug::relaxed_unlock>>(w, p);
     case 6: return std::make_unique<rcu_inst<rcu_bug::relaxed_recheck>>(w, p);
+    case 7: return std::make_unique<rcu_inst<rcu_bug::writer_load_not_rmw>>(w, p);
     default: return std::make_unique<rcu_inst<rcu_bug::none>>(w, p);
   }
 }
@@ -700,12 +701,13 @@ void register_primitive_scenarios() {
       {"rcu",
        "RCU readers vs writers that unlink and retire, delegated reclamation; params lanes=5 readers=2 "
        "passes=2 bug=0 (1 no epoch re-check, 2 barrier does not wait, 3 collect before clearing pending; weak memory: "
-       "4 reader without its seq_cst fence, 5 relaxed read_unlock, 6 relaxed epoch re-check)",
+       "4 relaxed increment in read_lock, 5 relaxed read_unlock, 6 relaxed epoch re-check, 7 the grace period reads "
+       "the counter with a load instead of an RMW)",
        expectation::pass, [](const params& p) { return one_warp(p, 5); }, make_rcu},
       {{"lanes", 2, 32, 5, "lanes in one warp: readers, then writers"},
        {"readers", 1, 31, 2, "reading lanes (fewer than lanes)"},
        {"passes", 1, 100, 2, "read-side sections per reader"},
-       {"bug", 0, 6, 0, "planted bug"}});
+       {"bug", 0, 7, 0, "planted bug"}});
   rcu.check = [](const params& p) -> std::optional<std::string> {
     if (p.get("readers", 2) >= p.get("lanes", 5))
       return "readers=" + std::to_string(p.get("readers", 2)) + " must be below lanes=" + std::to_string(p.get("lanes", 5)) +

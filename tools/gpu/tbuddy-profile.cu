@@ -4,6 +4,8 @@
 //   nvcc -std=c++20 -O3 -gencode=arch=compute_90,code=sm_90 --expt-relaxed-constexpr \
 //        -Icore/include -Ibackends/cuda/include tools/gpu/tbuddy-profile.cu -o tbuddy-profile
 //   ./tbuddy-profile [size_bytes ...]
+// Environment: LANES=k (1..32, default 32): only lanes 0..k-1 of each warp allocate (LANES=1 is
+// toga-bench's T2, one allocation per warp); THREADS="n n ...": thread counts (default 1 .. 2^20).
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -32,9 +34,13 @@ __device__ unsigned long long toga_prof[32];
     }                                                                                              \
   } while (0)
 
-__global__ void alloc_kernel(toga::cuda::heap_ref h, void** out, unsigned n, unsigned size, unsigned* fails) {
+__global__ void alloc_kernel(toga::cuda::heap_ref h, void** out, unsigned n, unsigned size, unsigned* fails, unsigned lanes) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
+  if (i % 32 >= lanes) {
+    out[i] = nullptr;  // (free of nullptr: a no-op)
+    return;
+  }
   void* p = h.allocate(size);
   if (!p) atomicAdd(fails, 1u);
   out[i] = p;
@@ -48,6 +54,27 @@ int main(int argc, char** argv) {
   std::vector<unsigned> sizes;
   for (int i = 1; i < argc; ++i) sizes.push_back(static_cast<unsigned>(std::atoi(argv[i])));
   if (sizes.empty()) sizes = {4096};
+  const char* lanes_env = std::getenv("LANES");
+  const unsigned lanes = lanes_env ? static_cast<unsigned>(std::atoi(lanes_env)) : 32u;
+  if (lanes < 1 || lanes > 32) {
+    std::fprintf(stderr, "LANES=%s: want 1 .. 32 (lanes per warp that allocate)\n", lanes_env);
+    return 2;
+  }
+  std::vector<unsigned> threads = {1u, 32u, 1024u, 8192u, 65536u, 1048576u};
+  if (const char* t = std::getenv("THREADS")) {
+    threads.clear();
+    for (char* q = const_cast<char*>(t); *q;) {
+      char* end = nullptr;
+      const unsigned long x = std::strtoul(q, &end, 10);
+      if (end == q || x == 0 || x > (1u << 20)) {
+        std::fprintf(stderr, "THREADS='%s': want thread counts 1 .. 1048576 separated by spaces\n", t);
+        return 2;
+      }
+      threads.push_back(static_cast<unsigned>(x));
+      q = end;
+      while (*q == ' ') ++q;
+    }
+  }
   const char* names[] = {"alloc", "climb", "visit", "restart", "claim_lost", "lock_spin", "split", "propagate", "free", "merge"};
   const char* ua_names[] = {"group", "fast", "take_failed", "no_pin", "short", "(unused)", "lost_bits", "find_step", "grow",
                             "take_inbox", "lock_spin", "free_group", "free_cold", "retire"};
@@ -60,15 +87,16 @@ int main(int argc, char** argv) {
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
   for (unsigned size : sizes)
-    for (unsigned n : {1u, 32u, 1024u, 8192u, 65536u, 1048576u}) {
-      if (std::uint64_t{n} * size > (8ull << 30)) continue;  // at most half the heap
+    for (unsigned n : threads) {
+      const unsigned allocs = (n / 32) * lanes + (n % 32 < lanes ? n % 32 : lanes);  // lanes that allocate
+      if (std::uint64_t{allocs} * size > (8ull << 30)) continue;  // at most half the heap
       for (int warm = 0; warm < 3; ++warm) {
         if (!warm) heap.reset();
         unsigned long long zero[32] = {};
         CK(cudaMemcpyToSymbol(toga_prof, zero, sizeof zero));
         CK(cudaMemset(fails, 0, sizeof(unsigned)));
         CK(cudaEventRecord(a));
-        alloc_kernel<<<(n + 255) / 256, 256>>>(heap.ref(), ptrs, n, size, fails);
+        alloc_kernel<<<(n + 255) / 256, 256>>>(heap.ref(), ptrs, n, size, fails, lanes);
         CK(cudaEventRecord(b));
         CK(cudaGetLastError());
         CK(cudaEventSynchronize(b));
@@ -78,9 +106,9 @@ int main(int argc, char** argv) {
         CK(cudaMemcpyFromSymbol(c, toga_prof, sizeof c));
         unsigned f = 0;
         CK(cudaMemcpy(&f, fails, sizeof f, cudaMemcpyDeviceToHost));
-        std::printf("size %u threads %6u %s: %9.3f ms, %u failed; per allocation:", size, n, warm ? "warm" : "cold", ms, f);
-        for (int e = 0; e < 8; ++e) std::printf(" %s=%.1f", names[e], double(c[e]) / n);
-        std::printf(" | us: stage1=%.1f search=%.1f split=%.1f", c[10] / 1980.0 / n, c[11] / 1980.0 / n, c[12] / 1980.0 / n);
+        std::printf("size %u threads %6u lanes %u %s: %9.3f ms, %u failed; per allocation:", size, n, lanes, warm ? "warm" : "cold", ms, f);
+        for (int e = 0; e < 8; ++e) std::printf(" %s=%.1f", names[e], double(c[e]) / allocs);
+        std::printf(" | us: stage1=%.1f search=%.1f split=%.1f", c[10] / 1980.0 / allocs, c[11] / 1980.0 / allocs, c[12] / 1980.0 / allocs);
         std::printf("\n");
         if (size <= 65536) {  // the UAlloc / superbin path's events (totals)
           std::printf("      slot path totals:");
@@ -96,8 +124,8 @@ int main(int argc, char** argv) {
         CK(cudaEventSynchronize(b));
         CK(cudaEventElapsedTime(&ms, a, b));
         CK(cudaMemcpyFromSymbol(c, toga_prof, sizeof c));
-        std::printf("      free %9.3f ms; per free: merge=%.1f lock_spin=%.1f propagate=%.1f", ms, double(c[9]) / n,
-                    double(c[5]) / n, double(c[7]) / n);
+        std::printf("      free %9.3f ms; per free: merge=%.1f lock_spin=%.1f propagate=%.1f", ms, double(c[9]) / allocs,
+                    double(c[5]) / allocs, double(c[7]) / allocs);
         if (size <= 65536) std::printf(" | free_group=%llu free_cold=%llu retire=%llu", c[24], c[25], c[26]);
         std::printf("\n");
       }

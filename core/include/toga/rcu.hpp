@@ -13,15 +13,19 @@
 //! the epoch, wait for the old parity's readers to leave, release the mutex, and only then run
 //! the collected callbacks (spec §4.6, steps 1-5, in that order).
 //!
-//! Memory orders (fast-path.md E4; changes spec §4.4): the read side is the store-buffering
-//! pairing SRCU uses. Reader: relaxed epoch load, relaxed increment of its parity's counter,
-//! one fence(seq_cst), acquire re-load of the epoch; unlock is a release decrement. Writer: a
-//! release store of the new epoch, fence(seq_cst), then acquire loads of the old parity's counter.
-//! Either the reader's re-load sees the new epoch (then it synchronises with the writer's release
-//! store and sees every unlink made before the flip, and it retries under the new parity), or the
-//! writer's load after its fence sees the reader's increment (the two seq_cst fences are ordered)
-//! and waits for it. One full barrier per read_lock and one per read_unlock.
-//!
+//! Memory orders (fast-path.md E4; changes spec §4.4): the read side is a store-buffering pairing
+//! in which both sides meet on the old parity's counter instead of at two seq_cst fences. Reader:
+//! relaxed epoch load, ACQUIRE increment of its parity's counter, acquire re-load of the epoch;
+//! unlock is a release decrement. Writer: a release store of the new epoch, then an ACQ_REL RMW
+//! (fetch_add 0) of the old parity's counter, then acquire loads of it. RMWs on one word are
+//! totally ordered (coherence), so of the reader's increment R and the writer's RMW W one comes
+//! first: if R, W reads a count that includes the reader and waits for its release decrement; if
+//! W, R reads W's value or a later one of its release sequence, so W (release) synchronises with
+//! R (acquire), the writer's epoch store happens before the reader's re-load, which therefore sees
+//! the new epoch and retries under the new parity. The acquire re-load also makes every unlink
+//! before the flip to the epoch it reads visible to the reader. No full barrier on the read side:
+//! an acquire RMW and an acquire load to enter, a release RMW to leave (E4 had a seq_cst fence on
+//! every read_lock; the writer, rare, pays one acq_rel RMW instead of a seq_cst fence).
 //! Items are 64-bit handles (addresses or indices, never 0); each carries an intrusive 64-bit
 //! link that the caller provides through `link_of(item)`. Thread-safety: everything may be called
 //! concurrently from any thread; never call `retire` or `synchronize` inside a read-side
@@ -42,9 +46,11 @@ enum class rcu_bug : std::uint8_t {
   no_epoch_recheck,      //!< readers register without re-checking the epoch
   barrier_skips_wait,    //!< the barrier does not wait for the old parity's readers
   collect_before_clear,  //!< collect the LIFO before clearing pending: a delegated item is lost
-  reader_without_fence,  //!< read_lock without its seq_cst fence (needs weak memory to show)
+  reader_relaxed_rmw,    //!< read_lock's increment is relaxed: a reader the writer missed may miss the flip (weak memory)
   relaxed_unlock,        //!< read_unlock is relaxed: the reader's accesses may follow the grace period (weak memory)
   relaxed_recheck,       //!< the reader's epoch re-load is relaxed: it may miss unlinks made before the flip (weak memory)
+  writer_load_not_rmw,   //!< the grace period's first look at the readers is a load, not an RMW: it may read a count
+                         //!< from before a reader's increment while that reader reads the old epoch (weak memory)
 };
 
 //! What a retire did.
@@ -57,14 +63,15 @@ template <class P, rcu_bug Bug = rcu_bug::none>
   requires Platform<P>
 class rcu_domain {
  public:
-  //! Enters a read-side critical section; returns the token for read_unlock. Two or three
-  //! atomics; never blocks.
+  //! Enters a read-side critical section; returns the token for read_unlock. Three atomics
+  //! (epoch, counter, epoch), no fence; never blocks.
   TOGA_DEVICE std::uint32_t read_lock() TOGA_NOEXCEPT(P) {
     for (;;) {
       const std::uint32_t e = P::load(&epoch_, relaxed, device_scope);
-      P::fetch_add(&readers_[e & 1u], 1u, relaxed, device_scope);
-      // [SB] orders our increment before the re-load against the writer's flip-then-load.
-      if constexpr (Bug != rcu_bug::reader_without_fence) P::fence(seq_cst, device_scope);
+      // [SB] acquire: if the writer's RMW on this counter came first, its epoch store happens
+      // before our re-load (see the file comment).
+      if constexpr (Bug == rcu_bug::reader_relaxed_rmw) P::fetch_add(&readers_[e & 1u], 1u, relaxed, device_scope);
+      else P::fetch_add(&readers_[e & 1u], 1u, acquire, device_scope);
       if constexpr (Bug == rcu_bug::no_epoch_recheck) return e;
       // [HB] acquire: if we see the new epoch, every unlink before the flip is visible to us.
       const std::uint32_t now = Bug == rcu_bug::relaxed_recheck ? P::load(&epoch_, relaxed, device_scope)
@@ -175,9 +182,15 @@ class rcu_domain {
     P::inject(fault_site::delay_grace_period);
     const std::uint32_t e = P::load(&epoch_, relaxed, device_scope);  // under barrier_mtx: only we write it
     P::store(&epoch_, e + 1, release, device_scope);  // [HB] unlinks before the flip, for readers that see it
-    P::fence(seq_cst, device_scope);                  // [SB] pairs with the reader's fence
     if constexpr (Bug == rcu_bug::barrier_skips_wait) return;
-    for (unsigned attempt = 0; P::load(&readers_[e & 1u], acquire, device_scope) != 0; ++attempt) P::backoff(attempt);
+    // [SB] an acq_rel RMW on the counter: ordered with every reader's increment (see the file
+    // comment); then acquire loads until the old parity's readers have left.
+    std::uint32_t n = Bug == rcu_bug::writer_load_not_rmw ? P::load(&readers_[e & 1u], acquire, device_scope)
+                                                           : P::fetch_add(&readers_[e & 1u], 0u, acq_rel, device_scope);
+    for (unsigned attempt = 0; n != 0; ++attempt) {
+      P::backoff(attempt);
+      n = P::load(&readers_[e & 1u], acquire, device_scope);
+    }
   }
   TOGA_DEVICE void lock_barrier() TOGA_NOEXCEPT(P) {
     for (unsigned attempt = 0;; ++attempt) {
