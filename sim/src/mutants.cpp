@@ -175,15 +175,15 @@ std::vector<mutant> build() {
       mb("ualloc.free-outside-read-section", "reclamation", "retire-race", P{{"bug", 1}},
          "deallocate touches the bin outside an RCU read-side section").with(stall).faults(stall_sites).depth(2),
       mb("ualloc.retire-without-try-wait", "accounting", "alloc-storm",
-         P{{"bug", 2}, {"size", 1024}, {"ops", 4}, {"keep", 2}, {"sms", 1}},
+         P{{"bug", 2}, {"size", 1024}, {"sb_shift", 0}, {"ops", 4}, {"keep", 2}, {"sms", 1}},
          "a bin is retired without taking its units from the semaphore").depth(1),
-      mb("ualloc.chunk-with-live-bins", "reclamation", "alloc-storm", P{{"bug", 3}, {"size", 1024}, {"pins", 1}},
+      mb("ualloc.chunk-with-live-bins", "reclamation", "alloc-storm", P{{"bug", 3}, {"size", 1024}, {"sb_shift", 0}, {"pins", 1}},
          "a chunk goes back to TBuddy while bins are in use").depth(1),
       mb("ualloc.no-unlink-on-exhaustion", "list-integrity", "alloc-storm",
-         P{{"bug", 4}, {"size", 128}, {"pins", 1}, {"threads", 8}, {"warps", 2}, {"sms", 1}, {"ops", 4}, {"keep", 2}},
+         P{{"bug", 4}, {"size", 128}, {"pins", 1}, {"threads", 8}, {"warps", 2}, {"sms", 1}, {"ops", 6}, {"keep", 3}},
          "a taker drops an exhausted inbox bin without re-reading its count").depth(1),
       mb("ualloc.no-relink-on-refill", "list-integrity", "alloc-storm",
-         P{{"bug", 5}, {"size", 1024}, {"ops", 4}, {"keep", 2}, {"sms", 1}},
+         P{{"bug", 5}, {"size", 1024}, {"sb_shift", 0}, {"ops", 4}, {"keep", 2}, {"sms", 1}},
          "a free that refills an exhausted bin does not re-link it").depth(1),
       mb("tbuddy.merge-without-unit", "accounting", "mixed-sizes", P{{"bug", 6}}, "merge with an AVAILABLE buddy without its unit")
           .depth(1).ci(),
@@ -196,16 +196,16 @@ std::vector<mutant> build() {
       mb("ualloc.two-lanes-one-bit", "off-by-one", "alloc-storm", P{{"bug", 10}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 16}},
          "claimed bits handed out off by one").gpu().depth(0),
       mb("ualloc.pin-swap-drops-bin", "list-integrity", "alloc-storm",
-         P{{"bug", 11}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}, {"leak", 1}},
+         P{{"bug", 11}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}, {"sb_shift", 0}, {"leak", 1}},
          "a GROW displaces a pin with free slots without linking it").depth(1),
       mb("ualloc.retire-keeps-pin", "reclamation", "alloc-storm",
-         P{{"bug", 12}, {"size", 1024}, {"ops", 3}, {"keep", 1}, {"sms", 1}, {"warps", 1}, {"threads", 3}},
+         P{{"bug", 12}, {"size", 1024}, {"sb_shift", 0}, {"ops", 3}, {"keep", 1}, {"sms", 1}, {"warps", 1}, {"threads", 3}},
          "retiring a pinned bin keeps the pin")
           .depth(3)
           .note("at least 3: the exhaustive search with 2 deviations of this shape is complete without a failure "
                 "(300,354 schedules); 3 is out of its reach"),
       mb("ualloc.dead-near-wrap", "off-by-one", "alloc-storm",
-         P{{"bug", 13}, {"size", 1024}, {"threads", 3}, {"warps", 3}, {"sms", 1}, {"pins", 1}},
+         P{{"bug", 13}, {"size", 1024}, {"sb_shift", 0}, {"threads", 3}, {"warps", 3}, {"sms", 1}, {"pins", 1}},
          "a retired bin's count is INT32_MIN: a transient decrement wraps").with(random).depth(1)
           .note("the wrapped count sends a lane to a wild bin address: the process crashes (a GPU would report an "
                 "illegal address); toga-sim turns the crash into a verdict with its replay line"),
@@ -216,7 +216,7 @@ std::vector<mutant> build() {
       mb("ualloc.free-signals-short", "off-by-one", "alloc-storm", P{{"bug", 16}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 16}},
          "a group free signals k - 1 units").depth(0),
       mb("ualloc.undo-whole-reservation", "accounting", "alloc-storm",
-         P{{"bug", 17}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}},
+         P{{"bug", 17}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}, {"sb_shift", 0}},
          "a short reservation undoes all it asked for").depth(1).ci(),
       // the slot hand-over's orders: killed by H1 (the previous owner's accesses happen before the
       // next owner's) under --memory weak; under sc they pass

@@ -77,7 +77,7 @@ struct heap_inst final : instance {
         mailbox(w.config().lanes(), 0) {
     const std::uint64_t heap_bytes = static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : md == mode::superbins ? 1024 : 2048)) * 1024;
     layout = heap_layout::make<P>(heap_layout::levels_for(heap_bytes), w.config().sms,
-                                  static_cast<int>(p.get("sb_shift", md == mode::superbins ? 15 : -1)));
+                                  static_cast<int>(p.get("sb_shift", md == mode::superbins ? 15 : md == mode::retire_race ? 0 : -1)));
     layout.pins = static_cast<unsigned>(p.get("pins", md == mode::retire_race ? 1 : 4));
     const std::uint64_t hb = geom::page_bytes << (layout.levels - 1);
     heap.reset(static_cast<char*>(std::aligned_alloc(geom::page_bytes, hb)));
@@ -219,11 +219,16 @@ struct heap_inst final : instance {
     const std::uint64_t off = static_cast<std::uint64_t>(static_cast<char*>(p) - a.small.base);
     std::uint64_t served = a.served_bytes(bytes);
     // G3/G4/G5: UAlloc slots never start on 4 KiB boundaries; superbin slots and TBuddy blocks are
-    // aligned to their size (G4)
-    const bool small = served <= geom::max_class_bytes;
-    const bool in_sb = served > geom::max_class_bytes && served <= a.sb_max_bytes;
-    if (!in_sb && small == (off % geom::page_bytes == 0)) P::violated("G3: block at " + str(off) + " of " + str(served) + " B is on the wrong side of the 4 KiB rule");
+    // aligned to their size (G4). 1 KiB: a superbin slot when the heap has superbins, else (and
+    // when no superbin can be had) a UAlloc slot.
+    bool in_sb = served >= geom::sb_min_class_bytes && served <= a.sb_max_bytes;
+    bool small = !in_sb && served <= geom::max_class_bytes;
     const std::uint32_t node = a.small.buddy.load_state(a.small.buddy.leaf_of(off) >> (in_sb ? a.super().sb_shift - geom::page_shift : 0));
+    if (in_sb && node != (node_allocated | node_superbin_tag) && served <= geom::max_class_bytes && off % geom::page_bytes != 0) {
+      in_sb = false;  // the 1 KiB class's fallback when no superbin could be had: a UAlloc slot
+      small = true;
+    }
+    if (!in_sb && small == (off % geom::page_bytes == 0)) P::violated("G3: block at " + str(off) + " of " + str(served) + " B is on the wrong side of the 4 KiB rule");
     // (a superbin class is served by a TBuddy block of its size when no superbin can be had:
     // then the block itself is an untagged ALLOCATED node aligned to its size)
     if (in_sb && node != (node_allocated | node_superbin_tag)) {

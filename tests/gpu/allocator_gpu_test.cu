@@ -430,7 +430,9 @@ std::string agpu_check_blocks(std::vector<agpu_block>& v, std::uint64_t heap_byt
     if (b.served <= toga::geom::max_class_bytes) {
       const std::uint64_t al = std::min<std::uint64_t>(b.served, 128);
       if (b.off % al != 0) return who + " is not aligned to min(served, 128) = " + std::to_string(al);
-      if (b.off % toga::geom::page_bytes == 0) return who + " is a UAlloc slot on a 4 KiB boundary (ownership rule)";
+      // (1 KiB: a superbin slot, which may start on a 4 KiB boundary, when the heap has superbins)
+      if (b.served <= toga::geom::ualloc_always_max_bytes && b.off % toga::geom::page_bytes == 0)
+        return who + " is a UAlloc slot on a 4 KiB boundary (ownership rule)";
     } else if (b.off % b.served != 0) {
       return who + " is not aligned to its served size";
     }

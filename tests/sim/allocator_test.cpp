@@ -131,7 +131,7 @@ TEST(Allocator, WarpCooperativeAllocatePassesOverPartialWarps) {
            {{"coalesced", 1}, {"threads", 3}, {"warps", 2}, {"sms", 1}},
            {{"coalesced", 1}, {"size", 1024}, {"threads", 4}, {"warps", 1}, {"sms", 1}},
            // groups as large as a bin: the producer's bin is created full and must stay unlisted
-           {{"coalesced", 1}, {"size", 1024}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"leak", 1}},
+           {{"coalesced", 1}, {"size", 1024}, {"sb_shift", 0}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"leak", 1}},
            {{"coalesced", 1}, {"size", 128}, {"threads", 32}, {"warps", 1}, {"sms", 1}, {"leak", 1}, {"ops", 3}}}) {
     const auto s = explore("alloc-storm", params, ts::strategy_kind::portfolio, 20'000);
     EXPECT_FALSE(s.first_failure) << failure_text(s);
@@ -151,17 +151,21 @@ TEST(Allocator, ExhaustRecoverUAllocClassesOnSmallHeaps) {
     ts::params p;
     p.set("heap_kib", 512);
     p.set("size", 1024);
+    p.set("sb_shift", 0);  // (UAlloc's 1 KiB class: the heap has no superbins)
     p.set("threads", 4);
     ts::random_strategy rs;
     const auto r = ts::run_one(*sc, p, rs, 19, sc->limits);
     EXPECT_FALSE(r.failed()) << r.message << "\n  replay: toga-sim replay --scenario exhaust-recover --strategy random --seed 19 "
-                                            "--set heap_kib=512 --set size=1024 --set threads=4";
+                                            "--set heap_kib=512 --set sb_shift=0 --set size=1024 --set threads=4";
   }
   for (std::int64_t size : {16, 64, 256, 1024}) {
-    const auto s = explore("exhaust-recover", {{"heap_kib", 512}, {"size", size}, {"threads", 4}}, ts::strategy_kind::portfolio,
-                           size <= 64 ? 100 : 1'000);
+    const auto s = explore("exhaust-recover", {{"heap_kib", 512}, {"size", size}, {"sb_shift", 0}, {"threads", 4}},
+                           ts::strategy_kind::portfolio, size <= 64 ? 100 : 1'000);
     EXPECT_FALSE(s.first_failure) << size << " B: " << failure_text(s);
   }
+  // 1 KiB from 16 KiB superbins (toga's choice for this heap), with the UAlloc fallback at exhaustion
+  const auto k = explore("exhaust-recover", {{"heap_kib", 512}, {"size", 1024}, {"threads", 4}}, ts::strategy_kind::portfolio, 1'000);
+  EXPECT_FALSE(k.first_failure) << "1 KiB superbins: " << failure_text(k);
   const auto m = explore("exhaust-recover", {{"heap_kib", 1024}, {"size", 256}, {"threads", 2}, {"warps", 2}, {"sms", 2}},
                          ts::strategy_kind::portfolio, 200);
   EXPECT_FALSE(m.first_failure) << "2 SMs: " << failure_text(m);
@@ -180,25 +184,25 @@ struct planted {
 const std::vector<planted>& planted_allocator_bugs() {
   static const std::vector<planted> bugs = {
       {"retire-race", {{"bug", 1}}, "free path outside the read-side section", true},
-      {"alloc-storm", {{"bug", 2}, {"size", 1024}}, "bin retired without try_wait", true},
-      {"alloc-storm", {{"bug", 3}, {"size", 1024}, {"pins", 1}}, "chunk returned with live bins", true},
+      {"alloc-storm", {{"bug", 2}, {"size", 1024}, {"sb_shift", 0}}, "bin retired without try_wait", true},
+      {"alloc-storm", {{"bug", 3}, {"size", 1024}, {"sb_shift", 0}, {"pins", 1}}, "chunk returned with live bins", true},
       {"alloc-storm", {{"bug", 4}, {"size", 64}, {"pins", 1}, {"threads", 8}, {"warps", 2}, {"sms", 1}}, "taker drops an exhausted inbox bin", true},
-      {"alloc-storm", {{"bug", 5}, {"size", 1024}}, "refilled bin not re-linked", true},
+      {"alloc-storm", {{"bug", 5}, {"size", 1024}, {"sb_shift", 0}}, "refilled bin not re-linked", true},
       {"mixed-sizes", {{"bug", 6}}, "buddy merge without the semaphore unit", true},
       {"exhaust-recover", {{"bug", 7}}, "buddy claim without the parent lock", true},
       {"exhaust-recover", {{"bug", 8}, {"threads", 4}}, "out of memory keeps the climb's promises", true},
       // the fast path (fast-path.md §5)
       {"alloc-storm", {{"bug", 9}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 16}}, "claim without a reservation", true},
       {"alloc-storm", {{"bug", 10}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 16}}, "two lanes mapped to one bit", true},
-      {"alloc-storm", {{"bug", 11}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}, {"leak", 1}}, "GROW drops a displaced pin", true},
-      {"alloc-storm", {{"bug", 12}, {"size", 1024}}, "retiring a pinned bin keeps the pin", true},
+      {"alloc-storm", {{"bug", 11}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}, {"sb_shift", 0}, {"leak", 1}}, "GROW drops a displaced pin", true},
+      {"alloc-storm", {{"bug", 12}, {"size", 1024}, {"sb_shift", 0}}, "retiring a pinned bin keeps the pin", true},
       // two reservers' decrements of a retired pinned bin: the second wraps positive and claims
       // a slot of the released bin (a crash verdict: the slot's bin is reused or poisoned)
-      {"alloc-storm", {{"bug", 13}, {"size", 1024}, {"threads", 3}, {"warps", 3}, {"sms", 1}, {"pins", 1}}, "DEAD near wrap-around", true},
-      {"alloc-storm", {{"bug", 14}, {"size", 1024}, {"threads", 2}, {"warps", 2}, {"sms", 1}}, "pin published before the header", true},
+      {"alloc-storm", {{"bug", 13}, {"size", 1024}, {"sb_shift", 0}, {"threads", 3}, {"warps", 3}, {"sms", 1}, {"pins", 1}}, "DEAD near wrap-around", true},
+      {"alloc-storm", {{"bug", 14}, {"size", 1024}, {"sb_shift", 0}, {"threads", 2}, {"warps", 2}, {"sms", 1}}, "pin published before the header", true},
       {"alloc-storm", {{"bug", 15}, {"threads", 8}, {"warps", 1}, {"sms", 1}, {"size", 16}}, "free OR-reduction drops a lane", true},
       {"alloc-storm", {{"bug", 16}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 16}}, "group free signals k-1", true},
-      {"alloc-storm", {{"bug", 17}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}}, "short reservation undoes everything", true},
+      {"alloc-storm", {{"bug", 17}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}, {"sb_shift", 0}}, "short reservation undoes everything", true},
       // superbins (fast-path.md E6)
       {"superbins", {{"bug", 21}}, "superbin tag not set", true},
       {"superbins", {{"bug", 22}}, "a slot past the superbin's end", true},
@@ -239,9 +243,9 @@ TEST(Allocator, PlantedBugsAreCaughtWithin10kSchedulesSecondHalf) { planted_bugs
 
 // The free path's read-side section guards a window of a few steps (between a free's count
 // increment and its make_findable); the stall strategy finds a schedule that breaks the bug=1
-// variant at schedule 101 (seed 102 since superbins changed the metadata layout, 976ff79; it was
-// seed 81 before; retire-race with one pin slot, its default, so that Y's GROW
-// displaces the exhausted X and X can be retired). Replaying that schedule must still fail (U2':
+// variant at schedule 80 (seed 81; it was seed 102 while retire-race ran with superbins, 976ff79 ..
+// f97ea8f, and 81 before them; retire-race with one pin slot and no superbins, its defaults, so
+// that Y's GROW displaces the exhausted X and X can be retired). Replaying that schedule must still fail (U2':
 // a reused bin in the wrong class's inbox), and the same schedule of the correct allocator must
 // pass. If a core change moves the window, find the new seed with
 //   toga-sim explore --scenario retire-race --set bug=1 --strategy stall --schedules 100000
@@ -251,11 +255,11 @@ TEST(Allocator, ReadSectionRegressionScheduleStillFailsWithoutIt) {
   ts::params bug;
   bug.set("bug", 1);
   ts::stall_strategy st;
-  const auto r = ts::run_one(*sc, bug, st, 102, sc->limits);
+  const auto r = ts::run_one(*sc, bug, st, 81, sc->limits);
   EXPECT_EQ(r.kind, ts::verdict_kind::invariant) << r.message;
   EXPECT_NE(r.message.find("U2"), std::string::npos) << r.message;
   ts::stall_strategy st2;
-  const auto ok = ts::run_one(*sc, {}, st2, 102, sc->limits);
+  const auto ok = ts::run_one(*sc, {}, st2, 81, sc->limits);
   EXPECT_FALSE(ok.failed()) << ok.message;
 }
 
@@ -304,12 +308,16 @@ struct small_heap {
   ~small_heap() { std::free(heap); }
 };
 
-// Runs `body` as the only lane of a 1-lane world.
+// Runs `body` as the only lane of a 1-lane world (`max_steps`: scheduling points before a
+// livelock verdict; a lane that runs many failing requests, each reclaiming every class list of
+// both geometries, needs more than the default 200,000).
 template <class F>
-ts::run_result one_lane(F body) {
+ts::run_result one_lane(F body, std::uint64_t max_steps = 0) {
   ts::random_strategy rs;
   rs.begin(1, 1);
-  ts::world w({1, 1, 1}, rs, {});
+  ts::run_limits lim;
+  if (max_steps) lim.max_steps = max_steps;
+  ts::world w({1, 1, 1}, rs, lim);
   return w.run(body);
 }
 }  // namespace
@@ -532,7 +540,7 @@ TEST(Allocator, ByteLimitMakesAllocationsFailCleanly) {
     void* again = h.a.allocate(256 * 1024);  // everything is back under the limit
     if (!again) failed += 1000;
     h.a.deallocate(again);
-  });
+  }, 2'000'000);  // (136 failing requests, each with its reclaims: ~2,000 points apiece)
   ASSERT_FALSE(r.failed()) << r.message;
   EXPECT_EQ(got, 256u * 1024) << "the limit is 256 KiB";
   EXPECT_EQ(failed, 200u - 64u);

@@ -110,7 +110,7 @@ TEST(Shrink, LongRandomAllocatorScheduleShrinksToAFewPreemptions) {
   const ts::scenario* sc = nullptr;
   ts::params p;
   ts::run_result failing;
-  for (const candidate& c : {candidate{"alloc-storm", {{"bug", 2}, {"size", 1024}}}, candidate{"mixed-sizes", {{"bug", 6}}},
+  for (const candidate& c : {candidate{"alloc-storm", {{"bug", 2}, {"size", 1024}, {"sb_shift", 0}}}, candidate{"mixed-sizes", {{"bug", 6}}},
                              candidate{"alloc-storm", {{"bug", 16}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 16}}},
                              candidate{"mixed-sizes", {{"bug", 3}}}}) {
     sc = ts::find_scenario(c.scenario);

@@ -828,8 +828,10 @@ TEST(AllocatorStress, StormWithCrossThreadFrees) {
       me.bytes += served;
       const std::uint64_t off = static_cast<std::uint64_t>(static_cast<char*>(p) - base);
       if (!h.a.contains(p) || off + served > h.bytes()) violation("block at " + str(off) + " outside the heap");
+      // superbin slots (1 KiB .. sb_max_bytes) are aligned to their size, so the 4 KiB rule does not
+      // apply to them; a 1 KiB block without a superbin to serve it is a UAlloc slot (or a TBuddy block)
+      const bool in_superbin = served >= geom::sb_min_class_bytes && served <= h.a.sb_max_bytes;
       const bool small = served <= geom::max_class_bytes;
-      const bool in_superbin = served > geom::max_class_bytes && served <= h.a.sb_max_bytes;  // 2 KiB slots: 2 KiB aligned
       if (!in_superbin && small == (off % geom::page_bytes == 0)) violation("block at " + str(off) + " of " + str(served) + " B on the wrong side of the 4 KiB rule");
       if (off % (small ? std::min<std::uint64_t>(served, 128) : served) != 0) violation("block at " + str(off) + " misaligned for its size " + str(served));
       if (alignment && reinterpret_cast<std::uintptr_t>(p) % alignment != 0) violation("block at " + str(off) + " misses alignment " + str(alignment));

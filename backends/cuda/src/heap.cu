@@ -104,7 +104,7 @@ heap::heap(std::uint64_t bytes, heap_options options) : options_(options) {
   int sb_shift = -1;  // toga's choice
   if (options_.superbin_bytes != 0) {
     const std::uint64_t sb = options_.superbin_bytes;
-    const std::uint64_t lo = std::uint64_t{1} << (toga::geom::sb_min_class_shift + 2), hi = std::uint64_t{1} << toga::geom::sb_max_shift;
+    const std::uint64_t lo = std::uint64_t{1} << 13, hi = std::uint64_t{1} << toga::geom::sb_max_shift;
     if ((sb & (sb - 1)) != 0 || sb < lo || sb > hi || sb >= (toga::geom::page_bytes << (levels - 1)))
       throw std::invalid_argument("toga::cuda::heap: superbin_bytes " + std::to_string(sb) +
                                   " is not a power of two in [8 KiB, 2 MiB] below the heap size; use 0 for toga's choice");

@@ -1,14 +1,16 @@
 //! @file toga/allocator.hpp
-//! toga's allocator: one allocate/deallocate for every size, over UAlloc (<= 1 KiB; superbins to 64 KiB) and TBuddy
+//! toga's allocator: one allocate/deallocate for every size, over UAlloc (<= 512 B, and 1 KiB without superbins; superbins 1 KiB .. 64 KiB) and TBuddy
 //! (larger), with statistics, an optional byte limit and a checked mode (allocator-spec §7).
 //!
 //! `allocator<P>` is a trivially copyable view (pointers into the heap and into a metadata
 //! block), the shape of `heap_ref` in the CUDA backend: pass it by value to every thread.
 //!
-//! Sizes: `allocate(bytes)` serves next_pow2(max(bytes, 16)) bytes: <= 1 KiB from UAlloc's bins;
-//! 2 KiB .. sb_max_bytes (64 KiB on heaps of >= 4 x arenas x 6 x 2 MiB, less on smaller heaps,
-//! heap_layout::auto_sb_shift) from superbins at that size (fast-path.md E6); else, or when no
-//! superbin can be had, a TBuddy block of max(4 KiB, that) bytes (`served_bytes` says which);
+//! Sizes: `allocate(bytes)` serves next_pow2(max(bytes, 16)) bytes: <= 512 B from UAlloc's bins;
+//! 1 KiB .. sb_max_bytes (64 KiB on heaps of >= 4 x arenas x 6 x 2 MiB, less on smaller heaps,
+//! heap_layout::auto_sb_shift) from superbins at that size (fast-path.md E6; 1 KiB since
+//! docs/allocator.md §12.8, from UAlloc's 1 KiB class on heaps without superbins); else, or when
+//! no superbin can be had, a TBuddy block of max(4 KiB, that) bytes (`served_bytes` says which;
+//! a 1 KiB request first tries UAlloc's 1 KiB class);
 //! requests larger than the heap fail. allocate(0) serves the smallest class (a unique pointer,
 //! as C permits); deallocate(nullptr) does nothing.
 //! Alignment: every block is aligned to min(served size, 128) bytes (UAlloc) or to its size
@@ -96,10 +98,13 @@ struct heap_layout {
   //! superbins per (arena, class) (one superbin per arena and class must not strand a small
   //! heap: fast-path.md E6); 0 (no superbins) when even 8 KiB ones would not fit.
   static constexpr unsigned auto_sb_shift(unsigned levels, unsigned arenas) {
+    // (counted over the six classes of 2 .. 64 KiB, with 8 KiB superbins at least: the choice of
+    // before the 1 KiB class joined the superbins, so that the heaps that get superbins stay the same)
+    constexpr unsigned classes = 6, min_shift = 13;
     const std::uint64_t heap = geom::page_bytes << (levels - 1);
-    const std::uint64_t per = 4 * std::uint64_t{arenas ? arenas : 1} * geom::sb_max_classes;
+    const std::uint64_t per = 4 * std::uint64_t{arenas ? arenas : 1} * classes;
     unsigned s = geom::sb_max_shift;
-    while (s > geom::sb_min_class_shift + 2 && (std::uint64_t{1} << s) * per > heap) --s;
+    while (s > min_shift && (std::uint64_t{1} << s) * per > heap) --s;
     return (std::uint64_t{1} << s) * per > heap ? 0u : s;
   }
   //! sb_shift: log2 of the superbin bytes (13 .. 21), 0 for none, -1 (default) for auto_sb_shift.
@@ -163,7 +168,7 @@ struct allocator {
     a.sb_max_bytes = layout.sb_classes ? geom::sb_class_bytes(layout.sb_classes - 1) : 0;
     return a;
   }
-  //! Superbins (2 KiB .. 64 KiB, fast-path.md E6): the same machinery over TBuddy blocks, sharing
+  //! Superbins (1 KiB .. 64 KiB, fast-path.md E6): the same machinery over TBuddy blocks, sharing
   //! small's base and buddy tree; a view built on demand (kernels pass the allocator by value, and
   //! a second stored view made every kernel's copy of it larger).
   TOGA_HOST_DEVICE ualloc<P, UB, TB, superbin_geometry> super() const {
@@ -190,8 +195,8 @@ struct allocator {
   TOGA_DEVICE TOGA_FORCEINLINE void* allocate(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     if (bytes > heap_bytes) return fail_too_large();  // before rounding: round_up overflows past 2^63
     const std::uint64_t s = geom::round_up(bytes ? bytes : 1);
-    if (s <= geom::max_class_bytes) return allocate_small(geom::class_of(s));
-    return allocate_above_small(s);  // one call site off the inline fast path (E10)
+    if (s <= geom::ualloc_always_max_bytes) return allocate_small(geom::class_of(s));
+    return allocate_above_small(s, true);  // one call site off the inline fast path (E10)
   }
   //! At least `bytes` bytes aligned to `alignment` (a power of two), or nullptr.
   TOGA_DEVICE void* allocate(std::uint64_t bytes, std::uint64_t alignment) const TOGA_NOEXCEPT(P) {
@@ -199,19 +204,21 @@ struct allocator {
     if (bytes > heap_bytes || alignment > heap_bytes) return fail_too_large();
     std::uint64_t s = geom::round_up(bytes ? bytes : 1);
     if (alignment > s) s = alignment;
-    // UAlloc slots are aligned to min(s, 128); beyond 128 only TBuddy blocks are aligned enough.
-    if (s <= geom::max_class_bytes && alignment <= geom::bin_header_bytes) return allocate_small(geom::class_of(s));
-    return allocate_above_small(s);  // superbin slots are aligned to their size
+    // UAlloc slots are aligned to min(s, 128); beyond 128 only superbin slots (aligned to their
+    // size) and TBuddy blocks are aligned enough.
+    if (s <= geom::ualloc_always_max_bytes && alignment <= geom::bin_header_bytes) return allocate_small(geom::class_of(s));
+    return allocate_above_small(s, alignment <= geom::bin_header_bytes);
   }
   //! The bytes a request of `bytes` (aligned to `alignment`, 0 or a power of two) is served with:
-  //! a UAlloc class (16 B .. 1 KiB), a superbin class (2 KiB .. sb_max_bytes) or a TBuddy block
-  //! (4 KiB x 2^k). Requests larger than the heap: 0.
+  //! a UAlloc class (16 B .. 512 B; 1 KiB without superbins), a superbin class (1 KiB ..
+  //! sb_max_bytes) or a TBuddy block (4 KiB x 2^k). Requests larger than the heap: 0.
   TOGA_HOST_DEVICE std::uint64_t served_bytes(std::uint64_t bytes, std::uint64_t alignment = 0) const {
     if (bytes > heap_bytes || alignment > heap_bytes) return 0;
     std::uint64_t s = geom::round_up(bytes ? bytes : 1);
     if (alignment > s) s = alignment;
+    if (s <= geom::ualloc_always_max_bytes && alignment <= geom::bin_header_bytes) return s;
+    if (s >= geom::sb_min_class_bytes && s <= sb_max_bytes) return s;
     if (s <= geom::max_class_bytes && alignment <= geom::bin_header_bytes) return s;
-    if (s > geom::max_class_bytes && s <= sb_max_bytes) return s;
     return geom::page_bytes << geom::order_of(s);
   }
 
@@ -229,8 +236,8 @@ struct allocator {
     if constexpr (Checked) {
       if (p < small.base || off >= heap_bytes) return report(heap_error_kind::foreign_pointer, reinterpret_cast<std::uintptr_t>(ptr));
     }
-    // Superbin slots start on 2 KiB boundaries (their TBuddy node's tag routes them), TBuddy
-    // blocks on 4 KiB ones; UAlloc slots never start on 4 KiB boundaries (some on 2 KiB ones).
+    // Superbin slots start on 1 KiB boundaries (their TBuddy node's tag routes them), TBuddy
+    // blocks on 4 KiB ones; UAlloc slots never start on 4 KiB boundaries (some on 1 KiB ones).
     if (off % geom::sb_min_class_bytes == 0) return deallocate_aligned(off);
     deallocate_slot(off);
   }
@@ -267,8 +274,8 @@ struct allocator {
       if (!((ok >> P::lane_id()) & 1u)) report(heap_error_kind::double_free, off);
     }
   }
-  // A free of a 2 KiB-aligned offset: a superbin slot (tagged ancestor), a TBuddy block (4 KiB
-  // aligned) or a UAlloc slot that happens to start on a 2 KiB boundary.
+  // A free of a 1 KiB-aligned offset: a superbin slot (tagged ancestor), a TBuddy block (4 KiB
+  // aligned) or a UAlloc slot that happens to start on a 1 KiB boundary.
   TOGA_DEVICE TOGA_NOINLINE void deallocate_aligned(std::uint64_t off) const TOGA_NOEXCEPT(P) {
     if (in_superbin(off)) return deallocate_super(off);
     if (off % geom::page_bytes == 0) return deallocate_large(off);
@@ -314,9 +321,11 @@ struct allocator {
   }
   // A superbin class for the lanes that ask for it now, as one group keyed by (arena, class) of the
   // superbin arenas: the same path as allocate_small over the superbin geometry (fast-path.md E6).
-  // s > 1 KiB (or a large alignment): a superbin class or a TBuddy block.
-  TOGA_DEVICE TOGA_NOINLINE void* allocate_above_small(std::uint64_t s) const TOGA_NOEXCEPT(P) {
-    if (s > geom::max_class_bytes && s <= sb_max_bytes) return allocate_super(geom::sb_class_of(s));
+  // s > 512 B (or a large alignment): a superbin class (1 KiB .. sb_max_bytes), UAlloc's 1 KiB
+  // class on heaps without superbins (when 128 B alignment is enough: `ualloc_ok`), or a TBuddy block.
+  TOGA_DEVICE TOGA_NOINLINE void* allocate_above_small(std::uint64_t s, bool ualloc_ok) const TOGA_NOEXCEPT(P) {
+    if (s >= geom::sb_min_class_bytes && s <= sb_max_bytes) return allocate_super(geom::sb_class_of(s));
+    if (ualloc_ok && s <= geom::max_class_bytes) return allocate_small(geom::class_of(s));
     return allocate_large(s);
   }
   TOGA_DEVICE TOGA_NOINLINE void* allocate_super(unsigned c) const TOGA_NOEXCEPT(P) {
@@ -330,12 +339,22 @@ struct allocator {
       if (n_ok) count_alloc(small.arenas[a].stats, n_ok, geom::sb_class_bytes(c) * n_ok);
     }
     if (off != no_block) return small.base + off;
-    // No superbin could be had (no free block of 2^sb_shift bytes, or the byte limit): a TBuddy
-    // block of the class's size (at least 4 KiB) still serves the request; allocate_large counts
-    // its success or failure.
+    // No superbin could be had (no free block of 2^sb_shift bytes, or the byte limit). 1 KiB:
+    // UAlloc's 1 KiB class (3 slots per 4 KiB bin, from 512 KiB chunks) before a whole 4 KiB block.
+    if (c == 0) {
+      const unsigned cu = geom::class_of(geom::sb_min_class_bytes);
+      const unsigned sa = P::sm_id() % small.num_arenas;
+      const auto gu = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&small.arenas[sa]) | cu));
+      const std::uint64_t ou = small.allocate_group(sa, cu, gu);
+      const std::uint32_t oku = gu.ballot(ou != no_block);
+      if (gu.is_leader() && oku != 0) count_alloc(small.arenas[sa].stats, bits::popc(oku), geom::sb_min_class_bytes * bits::popc(oku));
+      if (ou != no_block) return small.base + ou;
+    }
+    // A TBuddy block of the class's size (at least 4 KiB) still serves the request;
+    // allocate_large counts its success or failure.
     return allocate_large(geom::sb_class_bytes(c));
   }
-  // Whether heap offset `off` (2 KiB aligned) lies in a superbin: its TBuddy ancestor of the
+  // Whether heap offset `off` (1 KiB aligned) lies in a superbin: its TBuddy ancestor of the
   // superbin's order carries the superbin tag. Stable while `off` is a live block: a superbin
   // with a live slot is not returned, and a live TBuddy block keeps its ancestor split or BUSY.
   TOGA_DEVICE bool in_superbin(std::uint64_t off) const TOGA_NOEXCEPT(P) {

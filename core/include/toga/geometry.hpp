@@ -133,23 +133,27 @@ static_assert(tail_offset(bins_per_chunk - 1) + tail_bytes <= header_bins * page
 
 // ---- superbins (fast-path.md E6) ----------------------------------------------------------------
 // A superbin is one TBuddy block of 2^sb_shift bytes (2 MiB on large heaps; heap_layout::make picks
-// a smaller one for small heaps) carved into equal slots of one class: 2, 4, 8, 16, 32 or 64 KiB.
+// a smaller one for small heaps) carved into equal slots of one class: 1, 2, 4, 8, 16, 32 or 64 KiB.
 // Its header lives in a side table indexed by (offset >> sb_shift), so that slots stay aligned to
 // their size and whole. A class is served by superbins when a superbin holds at least
-// sb_min_slots of its slots; larger requests go to TBuddy directly.
-inline constexpr unsigned sb_min_class_shift = 11;                 //!< 2 KiB
+// sb_min_slots of its slots; larger requests go to TBuddy directly. The 1 KiB class is served by
+// superbins when the heap has them (a 4 KiB bin holds only 3 of its slots: spec §5.2), else by
+// UAlloc's 1 KiB class [DECISION changed: docs/allocator.md §12.2]; 16 B .. 512 B are always UAlloc's.
+inline constexpr unsigned sb_min_class_shift = 10;                 //!< 1 KiB
 inline constexpr std::uint64_t sb_min_class_bytes = std::uint64_t{1} << sb_min_class_shift;
-inline constexpr unsigned sb_max_classes = 6;                      //!< 2 KiB .. 64 KiB
+inline constexpr unsigned sb_max_classes = 7;                      //!< 1 KiB .. 64 KiB
 inline constexpr unsigned sb_max_shift = 21;                       //!< superbins of at most 2 MiB
-inline constexpr unsigned sb_bitmap_words = 16;                    //!< 1024 slots: 2 KiB in 2 MiB
+inline constexpr unsigned sb_bitmap_words = 32;                    //!< 2048 slots: 1 KiB in 2 MiB
 inline constexpr unsigned sb_min_slots = 4;
-inline constexpr std::uint64_t sb_header_stride = 256;             //!< side-table entry: one header, its own 64 B lines
-static_assert(max_class_shift + 1 == sb_min_class_shift, "superbin classes continue UAlloc's");
+inline constexpr std::uint64_t sb_header_stride = 384;             //!< side-table entry: one header (320 B), its own 64 B lines
+//! Largest request size UAlloc always serves (the 1 KiB class moves to superbins when there are some).
+inline constexpr std::uint64_t ualloc_always_max_bytes = max_class_bytes / 2;  //!< 512 B
+static_assert(sb_min_class_shift == max_class_shift, "superbins serve UAlloc's largest class too, and everything above it");
 static_assert((std::uint64_t{1} << (sb_max_shift - sb_min_class_shift)) <= sb_bitmap_words * 64);
 
 //! Bytes of superbin class c (0 .. sb_max_classes - 1).
 TOGA_HOST_DEVICE constexpr std::uint64_t sb_class_bytes(unsigned c) { return sb_min_class_bytes << c; }
-//! Superbin class of a rounded size in (1 KiB, 64 KiB].
+//! Superbin class of a rounded size in [1 KiB, 64 KiB].
 TOGA_HOST_DEVICE constexpr unsigned sb_class_of(std::uint64_t rounded) { return bits::ctz(rounded) - sb_min_class_shift; }
 //! Superbin classes served with superbins of 2^shift bytes (0 for shift 0: no superbins).
 TOGA_HOST_DEVICE constexpr unsigned sb_classes_for(unsigned shift) {
@@ -157,6 +161,7 @@ TOGA_HOST_DEVICE constexpr unsigned sb_classes_for(unsigned shift) {
   const unsigned n = shift - sb_min_class_shift - 1;
   return n < sb_max_classes ? n : sb_max_classes;
 }
-static_assert(sb_classes_for(21) == 6 && sb_classes_for(16) == 4 && sb_classes_for(13) == 1 && sb_classes_for(12) == 0);
+static_assert(sb_classes_for(21) == 7 && sb_classes_for(16) == 5 && sb_classes_for(13) == 2 && sb_classes_for(12) == 1 &&
+              sb_classes_for(11) == 0);
 
 }  // namespace toga::geom

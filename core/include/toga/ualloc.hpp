@@ -1,7 +1,7 @@
 //! @file toga/ualloc.hpp
 //! UAlloc: the fine-grained allocator for 16 B .. 1 KiB (Gelado & Garland, PPoPP'19, §4.2;
 //! allocator-spec §5, amended by fast-path.md E1-E5, E8, E9, E11, E12), and the same machinery
-//! over superbins for 2 KiB .. 64 KiB (fast-path.md E6; `ualloc<..., superbin_geometry>`: a bin
+//! over superbins for 1 KiB .. 64 KiB (fast-path.md E6; `ualloc<..., superbin_geometry>`: a bin
 //! is one TBuddy block of 2^sb_shift bytes, its header in a side table; docs/allocator.md §12).
 //!
 //! One arena per SM. Each arena has a list of chunks (512 KiB from TBuddy) with a bulk semaphore
@@ -118,10 +118,11 @@ struct bin_header_w {
 };
 using bin_header = bin_header_w<geom::bitmap_words>;
 using superbin_header = bin_header_w<geom::sb_bitmap_words>;
-static_assert(sizeof(bin_header) == geom::bin_header_bytes && sizeof(superbin_header) == 192);
+static_assert(sizeof(bin_header) == geom::bin_header_bytes && sizeof(superbin_header) == 320 &&
+              sizeof(superbin_header) <= geom::sb_header_stride);
 
 //! UAlloc's two geometries. Chunks: 4 KiB bins of 16 B .. 1 KiB slots inside 512 KiB chunks
-//! (spec §5.1). Superbins (fast-path.md E6): one TBuddy block per bin, 2 KiB .. 64 KiB slots,
+//! (spec §5.1). Superbins (fast-path.md E6): one TBuddy block per bin, 1 KiB .. 64 KiB slots,
 //! headers in a side table. The same machinery (slot semaphore, pins, inbox, RCU, group
 //! reservation, word claims, aggregated free, hysteresis, fallback) runs on both.
 struct chunk_geometry {
