@@ -333,21 +333,15 @@ struct allocator {
     const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&super().arenas[a]) | c));
     // (a failed GROW has already reclaimed both geometries and retried: E12)
     const std::uint64_t off = super().allocate_group(a, c, g);
-    const std::uint32_t ok = g.ballot(off != no_block);
-    if (g.is_leader()) {
-      const unsigned n_ok = bits::popc(ok);
-      if (n_ok) count_alloc(small.arenas[a].stats, n_ok, geom::sb_class_bytes(c) * n_ok);
-    }
+    count_group_served(g, off != no_block, small.arenas[a].stats, geom::sb_class_bytes(c));
     if (off != no_block) return small.base + off;
     // No superbin could be had (no free block of 2^sb_shift bytes, or the byte limit). 1 KiB:
     // UAlloc's 1 KiB class (3 slots per 4 KiB bin, from 512 KiB chunks) before a whole 4 KiB block.
-    if (c == 0) {
+    if (c == 0) {  // (the superbin arenas are small's, one per arena: `a` indexes both)
       const unsigned cu = geom::class_of(geom::sb_min_class_bytes);
-      const unsigned sa = P::sm_id() % small.num_arenas;
-      const auto gu = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&small.arenas[sa]) | cu));
-      const std::uint64_t ou = small.allocate_group(sa, cu, gu);
-      const std::uint32_t oku = gu.ballot(ou != no_block);
-      if (gu.is_leader() && oku != 0) count_alloc(small.arenas[sa].stats, bits::popc(oku), geom::sb_min_class_bytes * bits::popc(oku));
+      const auto gu = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&small.arenas[a]) | cu));
+      const std::uint64_t ou = small.allocate_group(a, cu, gu);
+      count_group_served(gu, ou != no_block, small.arenas[a].stats, geom::sb_min_class_bytes);
       if (ou != no_block) return small.base + ou;
     }
     // A TBuddy block of the class's size (at least 4 KiB) still serves the request;
@@ -429,6 +423,11 @@ struct allocator {
       if (n_ok) count_alloc(st, n_ok, bytes * n_ok);
       if (n_ok < g.size) count_failed(st, g.size - n_ok, block_bytes);
     }
+  }
+  // The successes only (a path that may still serve the failed lanes counts nothing for them).
+  TOGA_DEVICE void count_group_served(const coalesced_group<P>& g, bool got, arena_stats& st, std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
+    const std::uint32_t ok = g.ballot(got);
+    if (g.is_leader() && ok != 0) count_alloc(st, bits::popc(ok), bytes * bits::popc(ok));
   }
   TOGA_DEVICE void count_alloc(arena_stats& st, unsigned n, std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     P::fetch_add(&st.allocations, std::uint64_t{n}, relaxed, device_scope);
