@@ -245,6 +245,11 @@ std::vector<mutant> build() {
          "a tile free frees the whole block but leaves the lanes' nodes ALLOCATED below it").depth(1),
       mb("ualloc.reclaim-gate-left-closed", "liveness", "exhaust-recover", P{{"bug", 28}, {"threads", 4}, {"size", 16}},
          "a reclaim ends without opening the heap's reclaim gate: the next lane that needs one waits forever").depth(0),
+      // the fallback of 256 B .. 1 KiB to UAlloc's classes when no superbin can be had (lane 0's 16 B
+      // anchor holds a chunk; the byte limit leaves room for it and one 8 KiB superbin)
+      mb("ualloc.fallback-ignores-alignment", "routing", "superbins",
+         P{{"bug", 29}, {"size", 1024}, {"align", 1024}, {"anchor", 16}, {"sms", 1}, {"sb_shift", 13}, {"heap_kib", 1024}, {"limit_kib", 520}},
+         "a 1 KiB request aligned to 1 KiB falls back to a UAlloc slot (128 B aligned) when no superbin can be had").depth(0),
   };
   return c;
 }

@@ -38,6 +38,8 @@ struct heap_inst final : instance {
   unsigned rounds;
   bool coalesced;
   std::uint64_t fixed_size;  // 0: drawn per allocation
+  std::uint64_t align;       // alignment asked for with every allocation (0: none)
+  std::uint64_t anchor;      // storm, mixed, superbins: lane 0 holds a block of this size (no alignment) all along (0: none)
   heap_layout layout;
   std::unique_ptr<char, free_deleter> heap;
   std::vector<std::uint64_t> meta;
@@ -74,6 +76,8 @@ struct heap_inst final : instance {
         rounds(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("rounds", 2)))),
         coalesced(p.get("coalesced", 0) != 0),
         fixed_size(static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("size", md == mode::exhaust ? 4096 : 0)))),
+        align(static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("align", 0)))),
+        anchor(static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("anchor", 0)))),
         mailbox(w.config().lanes(), 0) {
     const std::uint64_t heap_bytes = static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : md == mode::superbins ? 1024 : 2048)) * 1024;
     layout = heap_layout::make<P>(heap_layout::levels_for(heap_bytes), w.config().sms,
@@ -137,7 +141,7 @@ struct heap_inst final : instance {
     const ghost_table& gt = ghost_table::current();
     std::optional<std::string> bad;
     const char* table_lo = a.super().table;
-    const char* table_hi = a.sb_max_bytes ? a.super().table + (a.heap_bytes >> a.super().sb_shift) * geom::sb_header_stride : table_lo;
+    const char* table_hi = a.sb_max_bytes ? a.super().table + (a.heap_bytes >> a.super().sb_shift) * geom::sb_header_stride(a.super().sb_shift) : table_lo;
     auto check = [&](std::uintptr_t addr) {
       if (reinterpret_cast<const char*>(addr) >= table_lo && reinterpret_cast<const char*>(addr) < table_hi)
         check_header(reinterpret_cast<const superbin_header*>(addr), gt, bad);
@@ -160,7 +164,11 @@ struct heap_inst final : instance {
       const std::uint64_t off = static_cast<std::uint64_t>(reinterpret_cast<const char*>(h) - a.small.base);
       const unsigned cap = h->capacity;
       std::int64_t pop = 0;
-      for (unsigned w = 0; w < sizeof(h->bitmap) / 8; ++w) {
+      // a superbin's side-table entry holds the words of its class only (never read past it)
+      const unsigned words = std::is_same_v<H, superbin_header>
+                                 ? std::min<unsigned>((cap + 63) / 64, geom::sb_bitmap_words_for(a.super().sb_shift))
+                                 : static_cast<unsigned>(sizeof(h->bitmap) / 8);
+      for (unsigned w = 0; w < words; ++w) {
         const unsigned lo = w * 64;
         const std::uint64_t valid = cap >= lo + 64 ? ~std::uint64_t{0} : cap <= lo ? 0 : (std::uint64_t{1} << (cap - lo)) - 1;
         if ((h->bitmap[w] | valid) != ~std::uint64_t{0}) {
@@ -198,34 +206,37 @@ struct heap_inst final : instance {
       return sizes[P::choose(10)];
     }
     if (m == mode::superbins) {
-      // both sides of every routing boundary: UAlloc's largest class, each superbin class (2 KiB
-      // with its 2 KiB-aligned slots that are not 4 KiB aligned), the largest superbin class and
-      // the TBuddy block just above it
+      // both sides of every routing boundary: UAlloc's largest always-class (128 B) and smaller
+      // ones (whose slots may start on 256 B boundaries), each superbin class (256 B .. 2 KiB with
+      // slots aligned to their size that are not 4 KiB aligned), the largest superbin class and the
+      // TBuddy block just above it
       const std::uint64_t top = a.sb_max_bytes ? a.sb_max_bytes : 2048;
-      const std::uint64_t sizes[] = {16, 1024, 1025, 2048, 3000, 4096, top / 2 + 1, top, top + 1, 2 * top};
-      return sizes[P::choose(10)];
+      const std::uint64_t sizes[] = {16, 128, 256, 512, 1024, 1025, 2048, 3000, 4096, top / 2 + 1, top, top + 1, 2 * top};
+      return sizes[P::choose(13)];
     }
     static constexpr std::uint64_t sizes[] = {8, 16, 48, 64, 128, 256, 512, 1024};
     return sizes[P::choose(8)];
   }
   static std::uint64_t fill_tag(std::uint64_t seq) { return 0x9e3779b97f4a7c15ull * (seq + 1) ^ 0x5a5a5a5a5a5a5a5aull; }
 
-  std::uint64_t do_alloc(std::uint64_t bytes) {
-    void* p = coalesced ? a.allocate_coalesced(bytes) : a.allocate(bytes);
+  std::uint64_t do_alloc(std::uint64_t bytes) { return do_alloc(bytes, align); }
+  std::uint64_t do_alloc(std::uint64_t bytes, std::uint64_t align) {
+    void* p = align ? a.allocate(bytes, align) : coalesced ? a.allocate_coalesced(bytes) : a.allocate(bytes);
     if (!p) {
       ++failures;
       return 0;
     }
     const std::uint64_t off = static_cast<std::uint64_t>(static_cast<char*>(p) - a.small.base);
-    std::uint64_t served = a.served_bytes(bytes);
+    std::uint64_t served = a.served_bytes(bytes, align);
+    if (align && off % align != 0) P::violated("G4: block at " + str(off) + " of " + str(bytes) + " B is not aligned to the " + str(align) + " B asked for");
     // G3/G4/G5: UAlloc slots never start on 4 KiB boundaries; superbin slots and TBuddy blocks are
-    // aligned to their size (G4). 1 KiB: a superbin slot when the heap has superbins, else (and
-    // when no superbin can be had) a UAlloc slot.
+    // aligned to their size (G4). 256 B .. 1 KiB: a superbin slot when the heap has superbins, else
+    // (and when no superbin can be had) a UAlloc slot.
     bool in_sb = served >= geom::sb_min_class_bytes && served <= a.sb_max_bytes;
     bool small = !in_sb && served <= geom::max_class_bytes;
     const std::uint32_t node = a.small.buddy.load_state(a.small.buddy.leaf_of(off) >> (in_sb ? a.super().sb_shift - geom::page_shift : 0));
     if (in_sb && node != (node_allocated | node_superbin_tag) && served <= geom::max_class_bytes && off % geom::page_bytes != 0) {
-      in_sb = false;  // the 1 KiB class's fallback when no superbin could be had: a UAlloc slot
+      in_sb = false;  // the 256 B .. 1 KiB classes' fallback when no superbin could be had: a UAlloc slot
       small = true;
     }
     if (!in_sb && small == (off % geom::page_bytes == 0)) P::violated("G3: block at " + str(off) + " of " + str(served) + " B is on the wrong side of the 4 KiB rule");
@@ -367,6 +378,9 @@ struct heap_inst final : instance {
       }
       return;
     }
+    // (e.g. 16 B: a UAlloc chunk exists before the byte limit stops the superbins, so that the
+    // fallback of 256 B .. 1 KiB to UAlloc's classes can be served)
+    const std::uint64_t anchored = anchor && me == 0 ? do_alloc(anchor, 0) : 0;
     for (unsigned i = 0; i < ops; ++i) {
       const std::uint64_t h = do_alloc(draw_size());
       if (h) {
@@ -384,6 +398,7 @@ struct heap_inst final : instance {
         mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(k));
       }
     }
+    if (anchored) mine.push_back(anchored);
     if (!leak)
       for (auto h : mine) do_free(h);
     // Deposits happen only in the loop above: once every lane is past it, a last drain of our
@@ -491,6 +506,7 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 26: return make_one<ualloc_bug::none, tbuddy_bug::run_boundary_off_by_one>(w, p, md);
     case 27: return make_one<ualloc_bug::none, tbuddy_bug::tile_free_keeps_leaves>(w, p, md);
     case 28: return make_one<ualloc_bug::reclaim_gate_left_closed, tbuddy_bug::none>(w, p, md);
+    case 29: return make_one<ualloc_bug::fallback_ignores_alignment, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -511,7 +527,8 @@ constexpr const char* bug_help =
     "claim fetch_or, 20 group free without its __syncwarp; superbins: 21 superbin tag not set, 22 a slot past the superbin's end, "
     "23 a superbin with live slots returned to TBuddy, 24 a 4 KiB-aligned superbin slot freed to TBuddy; TBuddy groups (E7): "
     "25 a carved run's leftover units never delivered, 26 a run's leftover starts one block early, 27 a tile free leaves the "
-    "lanes' nodes ALLOCATED; reclaim gate: 28 a reclaim leaves the gate closed)";
+    "lanes' nodes ALLOCATED; reclaim gate: 28 a reclaim leaves the gate closed; fallback: 29 a request aligned to more than 128 B "
+    "gets a UAlloc slot when no superbin can be had)";
 
 // Declared keys (toga-sim rejects others and out-of-range values). heap_kib: the simulator backs
 // the heap with host memory, so at most 1 GiB here (toga's own limit, heap_layout::max_heap_bytes,
@@ -530,42 +547,55 @@ std::vector<param_spec> heap_keys(std::int64_t warps, std::int64_t threads, std:
           {"coalesced", 0, 1, 0, "1: warp-cooperative allocate"},
           {"pins", 1, max_pin_slots, 4, "pin slots per (arena, class) (the GPU heap uses 32)"},
           {"sb_shift", -1, geom::sb_max_shift, -1, "log2 of the superbin bytes, 13..21 (0: no superbins; -1: toga's choice for the heap)"},
-          {"bug", 0, 28, 0, "planted bug (keep in step with make_heap)"}};
+          {"align", 0, std::int64_t{1} << 20, 0, "alignment asked for with every allocation (0: none; a power of two)"},
+          {"anchor", 0, std::int64_t{1} << 20, 0, "alloc-storm, mixed-sizes, superbins: lane 0 first allocates a block of this many bytes (no alignment) and frees it last (0: none)"},
+          {"bug", 0, 29, 0, "planted bug (keep in step with make_heap)"}};
+}
+
+// Combinations the ranges cannot express: align is 0 or a power of two.
+scenario heap_checks(scenario s) {
+  s.check = [](const params& p) -> std::optional<std::string> {
+    const std::int64_t al = p.get("align", 0);
+    if (al != 0 && (al & (al - 1)) != 0)
+      return "align=" + std::to_string(al) + " is not a power of two (use 0 for none, or 1, 2, 4, ... 1048576)";
+    return std::nullopt;
+  };
+  return s;
 }
 
 }  // namespace
 
 void register_allocator_scenarios() {
-  add_scenario(with_keys({"alloc-storm",
+  add_scenario(heap_checks(with_keys({"alloc-storm",
                 std::string("allocate/free storm over every size class, blocks handed to other warps/SMs; params warps=2 "
                             "threads=2 sms=2 ops=8 keep=3 size=0 (0: drawn) heap_kib=2048 leak=0 (1: lanes keep their last blocks) coalesced=0 (1: warp-cooperative allocate)") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
                 [](world& w, const params& p) { return make_heap(w, p, mode::storm); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         heap_keys(2, 2, 2, 8, 0, 2048)));
-  add_scenario(with_keys({"exhaust-recover",
+                         heap_keys(2, 2, 2, 8, 0, 2048))));
+  add_scenario(heap_checks(with_keys({"exhaust-recover",
                 std::string("allocate size until nullptr, then free all: the heap must be as new; params warps=1 "
                             "threads=2 sms=1 size=4096 heap_kib=128 (utilisation: size=16 or 256 with heap_kib=512)") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 1, 2, 1); },
                 [](world& w, const params& p) { return make_heap(w, p, mode::exhaust); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         heap_keys(1, 2, 1, 8, 4096, 128)));
-  add_scenario(with_keys({"retire-race",
+                         heap_keys(1, 2, 1, 8, 4096, 128))));
+  add_scenario(heap_checks(with_keys({"retire-race",
                 std::string("targeted: a free of a full bin races with its retirement and the bin's reuse by another "
                             "class (what the free path's read-side section prevents); 3 lanes, 1 SM") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 28, 0, "planted bug (keep in step with make_heap)"}}));
+                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 29, 0, "planted bug (keep in step with make_heap)"}})));
   {
     auto keys = heap_keys(1, 32, 1, 1, 16, 2048);
     keys.push_back({"rounds", 1, 100, 2, "alloc-all / free-all rounds"});
-    add_scenario(with_keys({"rounds",
+    add_scenario(heap_checks(with_keys({"rounds",
                   std::string("toga-bench's T1 shape: every lane allocates `ops` blocks of `size`, all meet, all free, all "
                               "meet; `rounds` times (fresh heap, then warm). params warps=1 threads=32 sms=1 ops=1 size=16 "
                               "rounds=2 heap_kib=2048") + bug_help,
                   expectation::pass, [](const params& p) { return shape(p, 1, 32, 1); },
                   [](world& w, const params& p) { return make_heap(w, p, mode::rounds); }, run_limits{50'000, 4'000'000}, {}, {}},
-                           keys));
+                           keys)));
   }
-  add_scenario(with_keys({"superbins",
+  add_scenario(heap_checks(with_keys({"superbins",
                 std::string("sizes on both sides of every routing boundary (UAlloc / superbin classes / TBuddy) in a scaled "
                             "geometry: 32 KiB superbins (2, 4 and 8 KiB slots) in a 1 MiB heap; blocks handed to other "
                             "warps/SMs; params warps=2 threads=2 sms=2 ops=6 keep=3 heap_kib=1024 sb_shift=15") + bug_help,
@@ -576,13 +606,13 @@ void register_allocator_scenarios() {
                            for (auto& spec : k)
                              if (spec.name == "sb_shift") spec.fallback = 15;
                            return k;
-                         }()));
-  add_scenario(with_keys({"mixed-sizes",
+                         }())));
+  add_scenario(heap_checks(with_keys({"mixed-sizes",
                 std::string("small (UAlloc) and large (TBuddy) sizes mixed, 1 B .. 64 KiB; params warps=2 threads=2 "
                             "sms=2 ops=6 keep=3 heap_kib=2048") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
                 [](world& w, const params& p) { return make_heap(w, p, mode::mixed); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         heap_keys(2, 2, 2, 6, 0, 2048)));
+                         heap_keys(2, 2, 2, 6, 0, 2048))));
 }
 
 }  // namespace toga::sim

@@ -300,7 +300,7 @@ template <bool Checked>
 struct small_heap {
   using A = toga::allocator<ts::platform, toga::ualloc_bug::none, toga::tbuddy_bug::none, Checked>;
   unsigned arenas;
-  toga::heap_layout layout = toga::heap_layout::make<ts::platform>(toga::heap_layout::levels_for(2u << 20), arenas, 16);  // 64 KiB superbins (2-16 KiB)
+  toga::heap_layout layout = toga::heap_layout::make<ts::platform>(toga::heap_layout::levels_for(2u << 20), arenas, 16);  // 64 KiB superbins (256 B - 16 KiB)
   char* heap = static_cast<char*>(std::aligned_alloc(4096, 2u << 20));
   std::vector<std::uint64_t> meta = std::vector<std::uint64_t>(layout.bytes / 8 + 1, 0);
   A a = A::make(heap, reinterpret_cast<char*>(meta.data()), layout);
@@ -427,13 +427,18 @@ TEST(Allocator, SuperbinClassesFallBackToTBuddyBlocks) {
 
 // Superbins under many schedules: sizes on both sides of every routing boundary (the superbins
 // scenario), and exhaustion and full recovery for every superbin class (256 KiB superbins in a
-// 2 MiB heap serve 2 KiB .. 64 KiB).
+// 2 MiB heap serve 2 KiB .. 64 KiB; 8 KiB superbins in a 256 KiB heap 256 B and 512 B).
 TEST(Allocator, SuperbinsServeEveryClassAndRecoverFromExhaustion) {
   const auto s = explore("superbins", {}, ts::strategy_kind::portfolio, 3'000);
   EXPECT_FALSE(s.first_failure) << failure_text(s);
   const auto w = explore("superbins", {{"sb_shift", 13}, {"heap_kib", 512}}, ts::strategy_kind::portfolio, 500);
-  EXPECT_FALSE(w.first_failure) << "8 KiB superbins (2 KiB class only): " << failure_text(w);
-  // 2 MiB superbins as on a GPU: 1,024-slot bitmaps of 16 words, every class keeps its empty
+  EXPECT_FALSE(w.first_failure) << "8 KiB superbins (256 B .. 2 KiB): " << failure_text(w);
+  // aligned requests at the fallback: lane 0's 16 B anchor holds a chunk, the limit leaves room for
+  // it and one 8 KiB superbin (planted bug 29 hands such a request a UAlloc slot)
+  const auto f = explore("superbins", {{"size", 1024}, {"align", 1024}, {"anchor", 16}, {"sms", 1}, {"sb_shift", 13}, {"heap_kib", 1024}, {"limit_kib", 520}},
+                         ts::strategy_kind::portfolio, 500);
+  EXPECT_FALSE(f.first_failure) << "1 KiB aligned to 1 KiB at the fallback: " << failure_text(f);
+  // 2 MiB superbins as on a GPU: 8,192-slot bitmaps of 128 words, every class keeps its empty
   // superbins (>= 32 slots), and the 8 MiB heap runs out of superbins (TBuddy fallback)
   const auto g = explore("superbins", {{"sb_shift", 21}, {"heap_kib", 8192}}, ts::strategy_kind::portfolio, 300);
   EXPECT_FALSE(g.first_failure) << "2 MiB superbins: " << failure_text(g);
@@ -442,6 +447,11 @@ TEST(Allocator, SuperbinsServeEveryClassAndRecoverFromExhaustion) {
   for (std::int64_t size : {2048, 4096, 8192, 16384, 32768, 65536}) {
     const auto e = explore("exhaust-recover", {{"size", size}, {"sb_shift", 18}, {"heap_kib", 2048}, {"threads", 2}},
                            ts::strategy_kind::portfolio, 200);
+    EXPECT_FALSE(e.first_failure) << size << " B: " << failure_text(e);
+  }
+  for (std::int64_t size : {256, 512}) {
+    const auto e = explore("exhaust-recover", {{"size", size}, {"sb_shift", 13}, {"heap_kib", 256}, {"threads", 2}},
+                           ts::strategy_kind::portfolio, 100);
     EXPECT_FALSE(e.first_failure) << size << " B: " << failure_text(e);
   }
 }
@@ -522,6 +532,36 @@ TEST(Allocator, OneWarpOverTwoHeapsGroupsPerHeap) {
   }
   EXPECT_FALSE(toga::check_quiescent(h0.a)) << *toga::check_quiescent(h0.a);
   EXPECT_FALSE(toga::check_quiescent(h1.a)) << *toga::check_quiescent(h1.a);
+}
+
+// 256 B .. 1 KiB fall back to UAlloc's classes when no superbin can be had, but UAlloc's slots are
+// aligned to 128 B only: a request that asks for more alignment must get a TBuddy block or
+// nullptr, never such a slot (the 1 KiB fallback of f3f56d7 handed allocate(1024, 1024) a slot
+// at 128 B past a 1 KiB boundary).
+TEST(Allocator, FallbackToUAllocKeepsTheAlignmentAskedFor) {
+  small_heap<false> h;  // 2 MiB, 64 KiB superbins
+  bool misaligned = false, unaligned_served = true;
+  const auto r = one_lane([&] {
+    void* anchor = h.a.allocate(16);  // a UAlloc chunk (512 KiB) with free bins
+    std::vector<void*> big;
+    while (void* p = h.a.allocate(128 * 1024)) big.push_back(p);  // no 64 KiB block is left for a superbin
+    std::vector<void*> got;
+    for (std::uint64_t s : {256u, 512u, 1024u}) {
+      void* a = h.a.allocate(s, s);  // asks for alignment s > 128: a superbin slot or a TBuddy block, else nullptr
+      if (a && (static_cast<char*>(a) - h.a.small.base) % s != 0) misaligned = true;
+      void* u = h.a.allocate(s);  // 128 B alignment is enough: UAlloc's class serves it
+      if (!u) unaligned_served = false;
+      got.push_back(a), got.push_back(u);
+    }
+    for (void* p : got) h.a.deallocate(p);
+    for (void* p : big) h.a.deallocate(p);
+    h.a.deallocate(anchor);
+  }, 2'000'000);
+  ASSERT_FALSE(r.failed()) << r.message;
+  EXPECT_FALSE(misaligned) << "an aligned request got a UAlloc slot from the fallback";
+  EXPECT_TRUE(unaligned_served) << "the fallback to UAlloc's classes did not serve 256 B .. 1 KiB";
+  EXPECT_FALSE(toga::check_quiescent(h.a));
+  EXPECT_EQ(toga::collect_statistics(h.a).used_bytes, 0u);
 }
 
 TEST(Allocator, ByteLimitMakesAllocationsFailCleanly) {

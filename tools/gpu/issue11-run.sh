@@ -4,7 +4,7 @@
 # bump-warp in the same runs, as docs/benchmarks.md "Issue 11" reports them. Results land in
 # $OUT/r (text and JSON per command) and $OUT/run.tgz.
 # Environment: TESTS=1 runs the GPU test suite and memcheck first; STEPS (default "t1 t1big rest
-# small"; also "soak" with SOAK_S seconds, "fastpath", "t1tb", "mid" (T1/T2 at 256 B - 2 KiB, T3), "graphs", "tbuddy", "sbsweep" (superbin
+# small"; also "soak" with SOAK_S seconds, "fastpath", "t1tb", "mid" (T1/T2 at 256 B - 2 KiB, T3), "sbsmall" (T1/T2/T5/T13 at 16 B - 2 KiB, T3), "graphs", "tbuddy", "sbsweep" (superbin
 # sizes SB_SIZES, default "512K 1M") and "outlined" (build/gpubin/toga-bench-outlined, when present: the
 # same cases with toga's calls kept out of line), "variants" (the builds named in VARIANTS)) selects the groups below; REPS (default 5); TB
 # overrides the toga-bench binary.
@@ -41,6 +41,8 @@ for s in ${STEPS:-t1 t1big rest small}; do
     rest) bench rest --profile quick --cases T2,T3,T5,T7,T8,T9 ;;
     small) bench small --cases T1,T13 --sizes 16,64,1K ;;
     mid) bench mid --cases T1,T2 --sizes 256,512,1K,2K; bench mid-t3 --cases T3 --profile quick ;;  # the 1 KiB class's move to superbins
+    sbsmall)  # 256 B and 512 B in superbins: T1/T2/T5/T13 at 16 B - 2 KiB (the frees of 16-128 B slots on 256 B boundaries too), T3
+      bench sbsmall --cases T1,T2,T5,T13 --sizes 16,64,128,256,512,1K,2K; bench sbsmall-t3 --cases T3 --profile quick ;;
     t1tb)  # T1 above the superbins (TBuddy groups, E7): 128 KiB, 512 KiB, 2 MiB at 2^15 threads
       bench t1-tbuddy --cases T1 --sizes 128K,512K,2M --threads 32768 ;;
     graphs)  # T10/T11 on every graph in build/gpubin/graphs (the full profile: 100 update rounds)

@@ -1,16 +1,16 @@
 //! @file toga/allocator.hpp
-//! toga's allocator: one allocate/deallocate for every size, over UAlloc (<= 512 B, and 1 KiB without superbins; superbins 1 KiB .. 64 KiB) and TBuddy
+//! toga's allocator: one allocate/deallocate for every size, over UAlloc (<= 128 B, and 256 B .. 1 KiB without superbins; superbins 256 B .. 64 KiB) and TBuddy
 //! (larger), with statistics, an optional byte limit and a checked mode (allocator-spec §7).
 //!
 //! `allocator<P>` is a trivially copyable view (pointers into the heap and into a metadata
 //! block), the shape of `heap_ref` in the CUDA backend: pass it by value to every thread.
 //!
-//! Sizes: `allocate(bytes)` serves next_pow2(max(bytes, 16)) bytes: <= 512 B from UAlloc's bins;
-//! 1 KiB .. sb_max_bytes (64 KiB on heaps of >= 4 x arenas x 6 x 2 MiB, less on smaller heaps,
+//! Sizes: `allocate(bytes)` serves next_pow2(max(bytes, 16)) bytes: <= 128 B from UAlloc's bins;
+//! 256 B .. sb_max_bytes (64 KiB on heaps of >= 4 x arenas x 6 x 2 MiB, less on smaller heaps,
 //! heap_layout::auto_sb_shift) from superbins at that size (fast-path.md E6; 1 KiB since
-//! docs/allocator.md §12.8, from UAlloc's 1 KiB class on heaps without superbins); else, or when
-//! no superbin can be had, a TBuddy block of max(4 KiB, that) bytes (`served_bytes` says which;
-//! a 1 KiB request first tries UAlloc's 1 KiB class);
+//! docs/allocator.md §12.8, 256 B and 512 B since §12.9; from UAlloc's classes on heaps without
+//! superbins); else, or when no superbin can be had, a TBuddy block of max(4 KiB, that) bytes
+//! (`served_bytes` says which; a 256 B .. 1 KiB request first tries UAlloc's class);
 //! requests larger than the heap fail. allocate(0) serves the smallest class (a unique pointer,
 //! as C permits); deallocate(nullptr) does nothing.
 //! Alignment: every block is aligned to min(served size, 128) bytes (UAlloc) or to its size
@@ -74,7 +74,7 @@ struct heap_layout {
   unsigned arenas = 0;
   unsigned pins = max_pin_slots;  //!< pin slots used per (arena, class), 1 .. max_pin_slots
   //! Superbins (fast-path.md E6): log2 of their bytes (0: none) and the classes they serve
-  //! (2 KiB << c for c < sb_classes; larger requests go to TBuddy).
+  //! (256 B << c for c < sb_classes; larger requests go to TBuddy).
   unsigned sb_shift = 0, sb_classes = 0;
   std::uint64_t state_off = 0, lock_off = 0, sem_off = 0, sb_table_off = 0, arena_off = 0, sb_arena_off = 0, globals_off = 0,
                 bytes = 0;
@@ -107,7 +107,7 @@ struct heap_layout {
     while (s > min_shift && (std::uint64_t{1} << s) * per > heap) --s;
     return (std::uint64_t{1} << s) * per > heap ? 0u : s;
   }
-  //! sb_shift: log2 of the superbin bytes (13 .. 21), 0 for none, -1 (default) for auto_sb_shift.
+  //! sb_shift: log2 of the superbin bytes (12 .. 21), 0 for none, -1 (default) for auto_sb_shift.
   template <class P>
   static constexpr heap_layout make(unsigned levels, unsigned arenas, int sb_shift = -1) {
     heap_layout h;
@@ -125,7 +125,7 @@ struct heap_layout {
     h.lock_off = up(h.state_off + nodes * 4);
     h.sem_off = up(h.lock_off + nodes * 4);
     h.sb_table_off = up(h.sem_off + levels * 8);
-    h.arena_off = up(h.sb_table_off + superbins * geom::sb_header_stride);
+    h.arena_off = up(h.sb_table_off + superbins * geom::sb_header_stride(sbs));
     h.sb_arena_off = up(h.arena_off + arenas * sizeof(arena<P>));
     h.globals_off = up(h.sb_arena_off + arenas * sizeof(arena<P, superbin_geometry>));
     h.bytes = up(h.globals_off + sizeof(heap_globals));
@@ -168,7 +168,7 @@ struct allocator {
     a.sb_max_bytes = layout.sb_classes ? geom::sb_class_bytes(layout.sb_classes - 1) : 0;
     return a;
   }
-  //! Superbins (1 KiB .. 64 KiB, fast-path.md E6): the same machinery over TBuddy blocks, sharing
+  //! Superbins (256 B .. 64 KiB, fast-path.md E6): the same machinery over TBuddy blocks, sharing
   //! small's base and buddy tree; a view built on demand (kernels pass the allocator by value, and
   //! a second stored view made every kernel's copy of it larger).
   TOGA_HOST_DEVICE ualloc<P, UB, TB, superbin_geometry> super() const {
@@ -210,7 +210,7 @@ struct allocator {
     return allocate_above_small(s, alignment <= geom::bin_header_bytes);
   }
   //! The bytes a request of `bytes` (aligned to `alignment`, 0 or a power of two) is served with:
-  //! a UAlloc class (16 B .. 512 B; 1 KiB without superbins), a superbin class (1 KiB ..
+  //! a UAlloc class (16 B .. 128 B; up to 1 KiB without superbins), a superbin class (256 B ..
   //! sb_max_bytes) or a TBuddy block (4 KiB x 2^k). Requests larger than the heap: 0.
   TOGA_HOST_DEVICE std::uint64_t served_bytes(std::uint64_t bytes, std::uint64_t alignment = 0) const {
     if (bytes > heap_bytes || alignment > heap_bytes) return 0;
@@ -236,9 +236,13 @@ struct allocator {
     if constexpr (Checked) {
       if (p < small.base || off >= heap_bytes) return report(heap_error_kind::foreign_pointer, reinterpret_cast<std::uintptr_t>(ptr));
     }
-    // Superbin slots start on 1 KiB boundaries (their TBuddy node's tag routes them), TBuddy
-    // blocks on 4 KiB ones; UAlloc slots never start on 4 KiB boundaries (some on 1 KiB ones).
-    if (off % geom::sb_min_class_bytes == 0) return deallocate_aligned(off);
+    // Superbin slots start on 256 B boundaries (their TBuddy node's tag routes them), TBuddy
+    // blocks on 4 KiB ones; UAlloc slots never start on 4 KiB boundaries (those of 16 B .. 128 B
+    // on some 256 B ones: such lanes look at the tag and join the other lanes' slot free).
+    if (off % geom::sb_min_class_bytes == 0) {
+      if (in_superbin(off)) return deallocate_super(off);
+      if (off % geom::page_bytes == 0) return deallocate_large(off);
+    }
     deallocate_slot(off);
   }
 
@@ -273,13 +277,6 @@ struct allocator {
     if constexpr (Checked) {
       if (!((ok >> P::lane_id()) & 1u)) report(heap_error_kind::double_free, off);
     }
-  }
-  // A free of a 1 KiB-aligned offset: a superbin slot (tagged ancestor), a TBuddy block (4 KiB
-  // aligned) or a UAlloc slot that happens to start on a 1 KiB boundary.
-  TOGA_DEVICE TOGA_NOINLINE void deallocate_aligned(std::uint64_t off) const TOGA_NOEXCEPT(P) {
-    if (in_superbin(off)) return deallocate_super(off);
-    if (off % geom::page_bytes == 0) return deallocate_large(off);
-    deallocate_slot(off);
   }
 
   //! Gives back what hysteresis keeps (fast-path.md E11): retires every empty bin, runs pending
@@ -321,34 +318,37 @@ struct allocator {
   }
   // A superbin class for the lanes that ask for it now, as one group keyed by (arena, class) of the
   // superbin arenas: the same path as allocate_small over the superbin geometry (fast-path.md E6).
-  // s > 512 B (or a large alignment): a superbin class (1 KiB .. sb_max_bytes), UAlloc's 1 KiB
-  // class on heaps without superbins (when 128 B alignment is enough: `ualloc_ok`), or a TBuddy block.
+  // s > 128 B (or a large alignment): a superbin class (256 B .. sb_max_bytes), UAlloc's 256 B ..
+  // 1 KiB classes on heaps without superbins (when 128 B alignment is enough: `ualloc_ok`), or a
+  // TBuddy block.
   TOGA_DEVICE TOGA_NOINLINE void* allocate_above_small(std::uint64_t s, bool ualloc_ok) const TOGA_NOEXCEPT(P) {
-    if (s >= geom::sb_min_class_bytes && s <= sb_max_bytes) return allocate_super(geom::sb_class_of(s));
+    if (s >= geom::sb_min_class_bytes && s <= sb_max_bytes) return allocate_super(geom::sb_class_of(s), ualloc_ok);
     if (ualloc_ok && s <= geom::max_class_bytes) return allocate_small(geom::class_of(s));
     return allocate_large(s);
   }
-  TOGA_DEVICE TOGA_NOINLINE void* allocate_super(unsigned c) const TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE TOGA_NOINLINE void* allocate_super(unsigned c, bool ualloc_ok) const TOGA_NOEXCEPT(P) {
     const unsigned a = P::sm_id() % super().num_arenas;
     const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&super().arenas[a]) | c));
     // (a failed GROW has already reclaimed both geometries and retried: E12)
     const std::uint64_t off = super().allocate_group(a, c, g);
     count_group_served(g, off != no_block, small.arenas[a].stats, geom::sb_class_bytes(c));
     if (off != no_block) return small.base + off;
-    // No superbin could be had (no free block of 2^sb_shift bytes, or the byte limit). 1 KiB:
-    // UAlloc's 1 KiB class (3 slots per 4 KiB bin, from 512 KiB chunks) before a whole 4 KiB block.
-    if (c == 0) {  // (the superbin arenas are small's, one per arena: `a` indexes both)
-      const unsigned cu = geom::class_of(geom::sb_min_class_bytes);
+    // No superbin could be had (no free block of 2^sb_shift bytes, or the byte limit). 256 B ..
+    // 1 KiB: UAlloc's class (15, 7 or 3 slots per 4 KiB bin, from 512 KiB chunks) before a whole
+    // 4 KiB block, when 128 B alignment is enough (`ualloc_ok`; a TBuddy block is aligned to its size).
+    const std::uint64_t sbytes = geom::sb_class_bytes(c);
+    if ((ualloc_ok || UB == ualloc_bug::fallback_ignores_alignment) && sbytes <= geom::max_class_bytes) {  // (the superbin arenas are small's, one per arena: `a` indexes both)
+      const unsigned cu = geom::class_of(sbytes);
       const auto gu = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&small.arenas[a]) | cu));
       const std::uint64_t ou = small.allocate_group(a, cu, gu);
-      count_group_served(gu, ou != no_block, small.arenas[a].stats, geom::sb_min_class_bytes);
+      count_group_served(gu, ou != no_block, small.arenas[a].stats, sbytes);
       if (ou != no_block) return small.base + ou;
     }
     // A TBuddy block of the class's size (at least 4 KiB) still serves the request;
     // allocate_large counts its success or failure.
-    return allocate_large(geom::sb_class_bytes(c));
+    return allocate_large(sbytes);
   }
-  // Whether heap offset `off` (1 KiB aligned) lies in a superbin: its TBuddy ancestor of the
+  // Whether heap offset `off` (256 B aligned) lies in a superbin: its TBuddy ancestor of the
   // superbin's order carries the superbin tag. Stable while `off` is a live block: a superbin
   // with a live slot is not returned, and a live TBuddy block keeps its ancestor split or BUSY.
   TOGA_DEVICE bool in_superbin(std::uint64_t off) const TOGA_NOEXCEPT(P) {

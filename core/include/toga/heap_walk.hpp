@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "toga/allocator.hpp"
@@ -48,7 +49,9 @@ void for_each_live_block(const A& a, F&& f) {
     if (s & node_superbin_tag) {
       const auto* h = a.super().bin_at(a.super().superbin_id(off));
       const unsigned c = h->class_id;
-      for (unsigned i = 0; i < h->capacity; ++i)
+      // (never past the side-table entry, whatever a corrupt header says)
+      const unsigned n = std::min<unsigned>(h->capacity, geom::sb_bitmap_words_for(a.super().sb_shift) * 64);
+      for (unsigned i = 0; i < n; ++i)
         if ((h->bitmap[i / 64] >> (i % 64)) & 1) f(live_block{off + (std::uint64_t{i} << (geom::sb_min_class_shift + c)), geom::sb_class_bytes(c), true});
       continue;
     }
@@ -76,7 +79,9 @@ std::optional<std::string> check_live_bin(const H* h, std::uint64_t bin, std::ui
   if (h->free == bin_dead) return std::string("U5: a retired (DEAD) bin is still in use");
   if (h->capacity != cap) return "U1: bin " + to_string(bin) + " capacity " + to_string(h->capacity) + ", its class has " + to_string(cap);
   unsigned pop = 0;
-  for (unsigned i = 0; i < sizeof(h->bitmap) * 8; ++i) {
+  // a regular bin's whole bitmap; a superbin's words of its class (its side-table entry ends there)
+  const unsigned nbits = std::is_same_v<H, superbin_header> ? (cap + 63) / 64 * 64 : static_cast<unsigned>(sizeof(h->bitmap) * 8);
+  for (unsigned i = 0; i < nbits; ++i) {
     const bool bit = (h->bitmap[i / 64] >> (i % 64)) & 1;
     if (i >= cap && !bit) return std::string("U1: bitmap bit beyond capacity is clear");
     if (i < cap && bit) ++pop;

@@ -1,7 +1,7 @@
 //! @file toga/ualloc.hpp
 //! UAlloc: the fine-grained allocator for 16 B .. 1 KiB (Gelado & Garland, PPoPP'19, §4.2;
 //! allocator-spec §5, amended by fast-path.md E1-E5, E8, E9, E11, E12), and the same machinery
-//! over superbins for 1 KiB .. 64 KiB (fast-path.md E6; `ualloc<..., superbin_geometry>`: a bin
+//! over superbins for 256 B .. 64 KiB (fast-path.md E6; `ualloc<..., superbin_geometry>`: a bin
 //! is one TBuddy block of 2^sb_shift bytes, its header in a side table; docs/allocator.md §12).
 //!
 //! One arena per SM. Each arena has a list of chunks (512 KiB from TBuddy) with a bulk semaphore
@@ -54,6 +54,7 @@
 //! atomics. Offsets are bytes from the heap base; 0 means "none" (no bin starts there).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -98,13 +99,15 @@ enum class ualloc_bug : std::uint8_t {
   superbin_returned_live,     //!< reclaim returns a superbin to TBuddy when it is not entirely free
   superbin_free_to_tbuddy,    //!< a free of a 4 KiB-aligned superbin slot is routed to TBuddy (the tag is not looked at)
   reclaim_gate_left_closed,   //!< a reclaim ends without opening the gate: the next lane that needs one waits forever
+  fallback_ignores_alignment, //!< a 256 B .. 1 KiB request that asked for more than 128 B alignment falls back to a UAlloc slot
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
-//! superbin's lies in the side table (W = 16: up to 1024 slots).
+//! superbin's lies in the side table (W = 128: up to 8,192 slots). The fields come first, the
+//! bitmap last, so that a superbin's side-table entry holds only the words its class can use
+//! (geom::sb_header_stride): the words at and above (capacity + 63) / 64 are never touched.
 template <unsigned W>
 struct bin_header_w {
-  std::uint64_t bitmap[W];  //!< 1 = slot in use or beyond capacity
   std::uint32_t free;      //!< slots not reserved (int32; transiently negative); bin_dead once retired
   std::uint32_t capacity;
   std::uint32_t class_id;
@@ -115,11 +118,12 @@ struct bin_header_w {
   std::uint64_t rcu_next;    //!< deferred-reclamation link
   std::uint64_t inbox_next;  //!< inbox link
   std::uint64_t pad1;
+  std::uint64_t bitmap[W];  //!< 1 = slot in use or beyond capacity
 };
 using bin_header = bin_header_w<geom::bitmap_words>;
 using superbin_header = bin_header_w<geom::sb_bitmap_words>;
-static_assert(sizeof(bin_header) == geom::bin_header_bytes && sizeof(superbin_header) == 320 &&
-              sizeof(superbin_header) <= geom::sb_header_stride);
+static_assert(sizeof(bin_header) == geom::bin_header_bytes && offsetof(superbin_header, bitmap) == geom::sb_header_fixed_bytes &&
+              sizeof(superbin_header) == geom::sb_header_stride(geom::sb_max_shift));
 
 //! UAlloc's two geometries. Chunks: 4 KiB bins of 16 B .. 1 KiB slots inside 512 KiB chunks
 //! (spec §5.1). Superbins (fast-path.md E6): one TBuddy block per bin, 1 KiB .. 64 KiB slots,
@@ -232,7 +236,7 @@ struct ualloc {
   arena<P, G>* arenas;
   unsigned num_arenas;
   unsigned num_pins;  //!< pin slots used per (arena, class), 1 .. max_pin_slots (heap_layout::pins)
-  char* table = nullptr;  //!< superbins: the header side table, one entry (geom::sb_header_stride B) per 2^sb_shift bytes of heap
+  char* table = nullptr;  //!< superbins: the header side table, one entry (geom::sb_header_stride(sb_shift) B) per 2^sb_shift bytes of heap
   unsigned sb_shift = 0;  //!< superbins: log2 of a superbin's bytes
   //! The other geometry's arenas (arena<P, other>*; nullptr: none): reclaim() gives back what
   //! both hold, so that memory cached by one geometry (empty bins, chunks, superbins) serves the
@@ -253,7 +257,7 @@ struct ualloc {
 
   //! The header of bin `off` (a bin's own first 128 B, or a superbin's side-table entry).
   TOGA_HOST_DEVICE header_t* bin_at(std::uint64_t off) const {
-    if constexpr (G::superbins) return reinterpret_cast<header_t*>(table + ((off - geom::page_bytes) >> sb_shift) * geom::sb_header_stride);
+    if constexpr (G::superbins) return reinterpret_cast<header_t*>(table + ((off - geom::page_bytes) >> sb_shift) * geom::sb_header_stride(sb_shift));
     else return reinterpret_cast<header_t*>(base + off);
   }
   //! Slots of class c per bin.
@@ -1066,7 +1070,9 @@ struct ualloc {
   TOGA_DEVICE void init_bin(std::uint64_t bin, unsigned c, unsigned a, unsigned taken) const TOGA_NOEXCEPT(P) {
     header_t* h = bin_at(bin);
     const unsigned cap = capacity(c);
-    for (unsigned w = 0; w < G::bitmap_words; ++w) {
+    // (a superbin's entry holds the words of its class only: geom::sb_header_stride)
+    const unsigned words = G::superbins ? (cap + 63) / 64 : G::bitmap_words;
+    for (unsigned w = 0; w < words; ++w) {
       std::uint64_t bits = 0;
       const unsigned lo = w * 64;
       // bits [lo, lo+64) that are < taken or >= cap
