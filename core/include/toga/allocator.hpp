@@ -76,6 +76,9 @@ struct heap_layout {
   //! Superbins (fast-path.md E6): log2 of their bytes (0: none) and the classes they serve
   //! (256 B << c for c < sb_classes; larger requests go to TBuddy).
   unsigned sb_shift = 0, sb_classes = 0;
+  //! Superbin arenas in use (1 .. arenas): SM s allocates superbin slots from arena s % sb_arenas,
+  //! so that SMs share superbins when sb_arenas < arenas (TOGA_SB_ARENA_SHARE SMs per arena).
+  unsigned sb_arenas = 0;
   std::uint64_t state_off = 0, lock_off = 0, sem_off = 0, sb_table_off = 0, arena_off = 0, sb_arena_off = 0, globals_off = 0,
                 bytes = 0;
 
@@ -118,6 +121,7 @@ struct heap_layout {
     if (sbs > geom::sb_max_shift || (std::uint64_t{1} << sbs) >= (geom::page_bytes << (levels - 1)) || geom::sb_classes_for(sbs) == 0) sbs = 0;
     h.sb_shift = sbs;
     h.sb_classes = geom::sb_classes_for(sbs);
+    h.sb_arenas = arenas ? (arenas + sb_arena_share - 1) / sb_arena_share : 0;
     auto up = [](std::uint64_t x) { return (x + 127) & ~std::uint64_t{127}; };
     const std::uint64_t nodes = std::uint64_t{1} << levels;
     const std::uint64_t superbins = sbs ? (geom::page_bytes << (levels - 1)) >> sbs : 0;
@@ -165,6 +169,7 @@ struct allocator {
     a.small.table = meta + layout.sb_table_off;
     a.small.sb_shift = layout.sb_shift;
     a.small.peer = meta + layout.sb_arena_off;
+    a.small.peer_arenas = layout.sb_arenas ? layout.sb_arenas : layout.arenas;
     a.sb_max_bytes = layout.sb_classes ? geom::sb_class_bytes(layout.sb_classes - 1) : 0;
     return a;
   }
@@ -172,8 +177,8 @@ struct allocator {
   //! small's base and buddy tree; a view built on demand (kernels pass the allocator by value, and
   //! a second stored view made every kernel's copy of it larger).
   TOGA_HOST_DEVICE ualloc<P, UB, TB, superbin_geometry> super() const {
-    return {small.base, small.buddy, static_cast<arena<P, superbin_geometry>*>(small.peer), small.num_arenas, small.num_pins,
-            small.table, small.sb_shift, small.arenas};
+    return {small.base, small.buddy, static_cast<arena<P, superbin_geometry>*>(small.peer), small.peer_arenas, small.num_pins,
+            small.table, small.sb_shift, small.num_arenas, small.arenas};
   }
   //! One-time initialisation after the metadata was zeroed (sequential; the CUDA backend runs
   //! it in a one-thread kernel). limit_bytes: 0 for none.
@@ -327,21 +332,21 @@ struct allocator {
     return allocate_large(s);
   }
   TOGA_DEVICE TOGA_NOINLINE void* allocate_super(unsigned c, bool ualloc_ok) const TOGA_NOEXCEPT(P) {
-    const unsigned a = P::sm_id() % super().num_arenas;
+    const unsigned a = P::sm_id() % super().num_arenas, au = P::sm_id() % small.num_arenas;
     const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&super().arenas[a]) | c));
     // (a failed GROW has already reclaimed both geometries and retried: E12)
     const std::uint64_t off = super().allocate_group(a, c, g);
-    count_group_served(g, off != no_block, small.arenas[a].stats, geom::sb_class_bytes(c));
+    count_group_served(g, off != no_block, small.arenas[au].stats, geom::sb_class_bytes(c));
     if (off != no_block) return small.base + off;
     // No superbin could be had (no free block of 2^sb_shift bytes, or the byte limit). 256 B ..
     // 1 KiB: UAlloc's class (15, 7 or 3 slots per 4 KiB bin, from 512 KiB chunks) before a whole
     // 4 KiB block, when 128 B alignment is enough (`ualloc_ok`; a TBuddy block is aligned to its size).
     const std::uint64_t sbytes = geom::sb_class_bytes(c);
-    if ((ualloc_ok || UB == ualloc_bug::fallback_ignores_alignment) && sbytes <= geom::max_class_bytes) {  // (the superbin arenas are small's, one per arena: `a` indexes both)
+    if ((ualloc_ok || UB == ualloc_bug::fallback_ignores_alignment) && sbytes <= geom::max_class_bytes) {
       const unsigned cu = geom::class_of(sbytes);
-      const auto gu = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&small.arenas[a]) | cu));
-      const std::uint64_t ou = small.allocate_group(a, cu, gu);
-      count_group_served(gu, ou != no_block, small.arenas[a].stats, sbytes);
+      const auto gu = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&small.arenas[au]) | cu));
+      const std::uint64_t ou = small.allocate_group(au, cu, gu);
+      count_group_served(gu, ou != no_block, small.arenas[au].stats, sbytes);
       if (ou != no_block) return small.base + ou;
     }
     // A TBuddy block of the class's size (at least 4 KiB) still serves the request;

@@ -167,6 +167,14 @@ using slot_semaphore = fast_arena_semaphore<P>;
 //! small heaps fewer.
 inline constexpr unsigned max_pin_slots = 32;
 
+#ifndef TOGA_SB_ARENA_SHARE
+#define TOGA_SB_ARENA_SHARE 1
+#endif
+//! SMs per superbin arena (heap_layout::sb_arenas = ceil(arenas / this)): a build-time experiment
+//! (docs/benchmarks.md, issue 11: T9's address range against T1's time).
+inline constexpr unsigned sb_arena_share = TOGA_SB_ARENA_SHARE;
+static_assert(sb_arena_share >= 1);
+
 //! Per (arena, class): the pinned bins, the bin list and their synchronisation. 384 B: the
 //! semaphore (written by every allocating warp), the pin slots (read by every warp) and the RCU
 //! reader counters (written by every warp) sit in different 64 B sectors.
@@ -238,6 +246,7 @@ struct ualloc {
   unsigned num_pins;  //!< pin slots used per (arena, class), 1 .. max_pin_slots (heap_layout::pins)
   char* table = nullptr;  //!< superbins: the header side table, one entry (geom::sb_header_stride(sb_shift) B) per 2^sb_shift bytes of heap
   unsigned sb_shift = 0;  //!< superbins: log2 of a superbin's bytes
+  unsigned peer_arenas = 0;  //!< arenas of the other geometry (`peer`): the superbin arenas may be fewer (heap_layout::sb_arenas)
   //! The other geometry's arenas (arena<P, other>*; nullptr: none): reclaim() gives back what
   //! both hold, so that memory cached by one geometry (empty bins, chunks, superbins) serves the
   //! other before a nullptr (E12).
@@ -446,7 +455,7 @@ struct ualloc {
   TOGA_DEVICE bool reclaim_both() const TOGA_NOEXCEPT(P) {
     const bool mine = reclaim_local();
     if (peer == nullptr || sb_shift == 0) return mine;  // (no superbins in this heap)
-    const ualloc<P, Bug, TB, other_geometry> other{base, buddy, static_cast<arena<P, other_geometry>*>(peer), num_arenas, num_pins, table, sb_shift, nullptr};
+    const ualloc<P, Bug, TB, other_geometry> other{base, buddy, static_cast<arena<P, other_geometry>*>(peer), peer_arenas, num_pins, table, sb_shift, num_arenas, nullptr};
     return other.reclaim_local() || mine;
   }
   //! reclaim() for this geometry only.
