@@ -81,7 +81,8 @@ struct heap_inst final : instance {
         mailbox(w.config().lanes(), 0) {
     const std::uint64_t heap_bytes = static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : md == mode::superbins ? 1024 : 2048)) * 1024;
     layout = heap_layout::make<P>(heap_layout::levels_for(heap_bytes), w.config().sms,
-                                  static_cast<int>(p.get("sb_shift", md == mode::superbins ? 15 : md == mode::retire_race ? 0 : -1)));
+                                  static_cast<int>(p.get("sb_shift", md == mode::superbins ? 15 : md == mode::retire_race ? 0 : -1)),
+                                  static_cast<unsigned>(std::max<std::int64_t>(0, p.get("sb_arenas", 0))));
     layout.pins = static_cast<unsigned>(p.get("pins", md == mode::retire_race ? 1 : 4));
     const std::uint64_t hb = geom::page_bytes << (layout.levels - 1);
     heap.reset(static_cast<char*>(std::aligned_alloc(geom::page_bytes, hb)));
@@ -547,6 +548,7 @@ std::vector<param_spec> heap_keys(std::int64_t warps, std::int64_t threads, std:
           {"coalesced", 0, 1, 0, "1: warp-cooperative allocate"},
           {"pins", 1, max_pin_slots, 4, "pin slots per (arena, class) (the GPU heap uses 32)"},
           {"sb_shift", -1, geom::sb_max_shift, -1, "log2 of the superbin bytes, 13..21 (0: no superbins; -1: toga's choice for the heap)"},
+          {"sb_arenas", 0, 64, 0, "superbin arenas in use (SM s takes arena s % sb_arenas; 0: toga's choice; above sms: sms)"},
           {"align", 0, std::int64_t{1} << 20, 0, "alignment asked for with every allocation (0: none; a power of two)"},
           {"anchor", 0, std::int64_t{1} << 20, 0, "alloc-storm, mixed-sizes, superbins: lane 0 first allocates a block of this many bytes (no alignment) and frees it last (0: none)"},
           {"bug", 0, 29, 0, "planted bug (keep in step with make_heap)"}};

@@ -6,7 +6,8 @@
 # Environment: TESTS=1 runs the GPU test suite and memcheck first; STEPS (default "t1 t1big rest
 # small"; also "soak" with SOAK_S seconds, "fastpath", "t1tb", "mid" (T1/T2 at 256 B - 2 KiB, T3), "sbsmall" (T1/T2/T5/T13 at 16 B - 2 KiB, T3), "graphs", "tbuddy", "sbsweep" (superbin
 # sizes SB_SIZES, default "512K 1M") and "outlined" (build/gpubin/toga-bench-outlined, when present: the
-# same cases with toga's calls kept out of line), "variants" (the builds named in VARIANTS)) selects the groups below; REPS (default 5); TB
+# same cases with toga's calls kept out of line), "variants" (the builds named in VARIANTS), "ab" (build/gpubin/toga-bench and each build named in
+# VARIANTS, tools/gpu/build-variant.sh: T1 256 B - 64 KiB, T2/T3, T9 quick, with AB_BUDGET_MS for the references)) selects the groups below; REPS (default 5); TB
 # overrides the toga-bench binary.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,7 +31,7 @@ fi
 bench() {  # name, then toga-bench run arguments
   local name="$1"; shift
   step "toga-bench $name: $*"
-  timeout "${BENCH_TIMEOUT:-200}" "${TB:-$bin/toga-bench}" run --reps "$reps" --no-progress --slow-budget-ms 3000 "$@" \
+  timeout "${BENCH_TIMEOUT:-200}" "${TB:-$bin/toga-bench}" run --reps "$reps" --no-progress --slow-budget-ms "${BUDGET_MS:-3000}" "$@" \
     --json "$out/r/$name.json" > "$out/r/$name.txt" 2> "$out/r/$name.err"
   echo "exit $?"; grep -vE "^\s*$" "$out/r/$name.txt" | grep -E "^ *T[0-9]+ " | head -40; tail -2 "$out/r/$name.err"
 }
@@ -61,6 +62,16 @@ for s in ${STEPS:-t1 t1big rest small}; do
         TB="$bin/$v" bench "$v-t1-64k" --cases T1 --sizes 64K --threads 131072
         TB="$bin/$v" bench "$v-t23" --cases T2,T3 --sizes 4K,8K
       done ;;
+    ab)  # the same cases for the main build and every variant, one after the other
+      for v in toga-bench ${VARIANTS:-}; do
+        [ -x "$bin/$v" ] || { echo "no $bin/$v"; continue; }
+        export BUDGET_MS="${AB_BUDGET_MS:-300}"
+        TB="$bin/$v" bench "ab-$v-t1" --cases T1 --sizes 16,64,128,256,512,1K,2K,4K,8K
+        TB="$bin/$v" bench "ab-$v-t1-16k" --cases T1 --sizes 16K --threads 524288
+        TB="$bin/$v" bench "ab-$v-t1-64k" --cases T1 --sizes 64K --threads 131072
+        TB="$bin/$v" bench "ab-$v-t23" --cases T2,T3 --sizes 4K,8K
+        TB="$bin/$v" bench "ab-$v-t9" --cases T9 --profile quick
+      done; unset BUDGET_MS ;;
     outlined)  # toga-bench-outlined: T10/T11 and the fast sizes
       if [ -x "$bin/toga-bench-outlined" ]; then
         TB="$bin/toga-bench-outlined" BENCH_TIMEOUT="${GRAPHS_TIMEOUT:-400}" bench graphs-outlined --profile full --cases T10,T11 --graphs "$bin/graphs"

@@ -111,8 +111,10 @@ struct heap_layout {
     return (std::uint64_t{1} << s) * per > heap ? 0u : s;
   }
   //! sb_shift: log2 of the superbin bytes (12 .. 21), 0 for none, -1 (default) for auto_sb_shift.
+  //! sb_arenas: superbin arenas in use, 1 .. arenas (0, the default: ceil(arenas / sb_arena_share);
+  //! larger values are taken as `arenas`).
   template <class P>
-  static constexpr heap_layout make(unsigned levels, unsigned arenas, int sb_shift = -1) {
+  static constexpr heap_layout make(unsigned levels, unsigned arenas, int sb_shift = -1, unsigned sb_arenas = 0) {
     heap_layout h;
     h.levels = levels;
     h.arenas = arenas;
@@ -121,7 +123,7 @@ struct heap_layout {
     if (sbs > geom::sb_max_shift || (std::uint64_t{1} << sbs) >= (geom::page_bytes << (levels - 1)) || geom::sb_classes_for(sbs) == 0) sbs = 0;
     h.sb_shift = sbs;
     h.sb_classes = geom::sb_classes_for(sbs);
-    h.sb_arenas = arenas ? (arenas + sb_arena_share - 1) / sb_arena_share : 0;
+    h.sb_arenas = sb_arenas ? (sb_arenas < arenas ? sb_arenas : arenas) : arenas ? (arenas + sb_arena_share - 1) / sb_arena_share : 0;
     auto up = [](std::uint64_t x) { return (x + 127) & ~std::uint64_t{127}; };
     const std::uint64_t nodes = std::uint64_t{1} << levels;
     const std::uint64_t superbins = sbs ? (geom::page_bytes << (levels - 1)) >> sbs : 0;

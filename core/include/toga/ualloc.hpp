@@ -192,6 +192,7 @@ struct class_list {
 //! 64-bit words: a block freed on another SM makes one arena's count negative, the sum is exact.
 //! Updated with relaxed RMWs whose results are unused (fire-and-forget reductions on CUDA), one
 //! per warp group; the peak with fetch_max (no CAS loop: fast-path.md E8).
+inline constexpr unsigned stats_classes = geom::num_classes > geom::sb_max_classes ? geom::num_classes : geom::sb_max_classes;
 struct arena_stats {
   std::uint64_t used_bytes;      //!< rounded bytes of live UAlloc and TBuddy blocks (signed)
   std::uint64_t peak_used_bytes; //!< highest positive used_bytes this arena saw
@@ -201,9 +202,13 @@ struct arena_stats {
   std::uint64_t failed_limit;    //!< ... because the byte limit would have been exceeded
   std::uint64_t failed_too_large;//!< ... because the request exceeds the heap
   std::uint64_t grows;           //!< bins made (GROW), including over-production (fast-path.md E2)
-  std::uint64_t bins[geom::num_classes];  //!< bins in use per class (signed)
+  //! bins in use per class (signed): UAlloc's 7 classes in a chunk arena, the 9 superbin classes in
+  //! a superbin arena (until 2026-11-25 the array had 7 entries and the 32 and 64 KiB superbin
+  //! classes counted into `chunks` and the padding: undefined behaviour, found by g++'s
+  //! -Waggressive-loop-optimizations in collect_statistics)
+  std::uint64_t bins[stats_classes];
   std::uint64_t chunks;          //!< chunks held (signed)
-  std::uint64_t pad[32 - 9 - geom::num_classes];
+  std::uint64_t pad[32 - 9 - stats_classes];
 };
 static_assert(sizeof(arena_stats) == 256);
 
