@@ -103,6 +103,9 @@ TEST_F(BenchCli, UnknownNamesAndBadNumbers) {
   EXPECT_REFUSED(run("run --superbin-bytes x"), 2, "'x' is not a number");
   // the option sets the GPU heap's superbins; the simulator's heaps do not take it
   EXPECT_REFUSED(run("run --allocators toga-sim --superbin-bytes 1M"), 2, "--superbin-bytes sets the GPU heap's superbins");
+  EXPECT_REFUSED(run("run --superbin-sharing 2000"), 2, "--superbin-sharing");
+  EXPECT_REFUSED(run("run --superbin-sharing -1"), 2, "--superbin-sharing");
+  EXPECT_REFUSED(run("run --allocators toga-sim --superbin-sharing 4"), 2, "--superbin-sharing sets the GPU heap's superbin arenas");
 }
 
 // The --json path is checked before the run, not after it.

@@ -27,6 +27,12 @@ __global__ void alloc_k(toga::cuda::heap_ref h, void** out, std::size_t bytes) {
   if (p) static_cast<unsigned*>(p)[0] = t;
   out[t] = p;
 }
+__global__ void alloc_lane0_k(toga::cuda::heap_ref h, void** out, std::size_t bytes) {  // one block per warp
+  const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  void* p = t % 32 == 0 ? h.allocate(bytes) : nullptr;
+  if (p) static_cast<unsigned*>(p)[0] = t;
+  out[t] = p;
+}
 __global__ void free_k(toga::cuda::heap_ref h, void** in, unsigned* bad) {
   const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
   void* p = in[(t * 7919u) % (gridDim.x * blockDim.x)];  // another thread's block
@@ -321,6 +327,55 @@ TEST(CudaHeap, SuperbinBytesOption) {
   toga::cuda::heap_options o;
   o.superbin_bytes = std::uint64_t{1} << 20;
   EXPECT_THROW(toga::cuda::heap(1ull << 20, o), std::invalid_argument) << "a superbin as large as the heap";
+}
+
+// heap_options::superbin_sharing: k SMs share one superbin arena, so the same 4 KiB blocks sit in
+// fewer partly used superbins than with one superbin arena per SM (one block per warp: ~16 per SM
+// in 64-slot superbins, so one superbin per SM against one per four SMs); values above 1024 are
+// refused with the value, and k above the arena count leaves one superbin arena.
+TEST(CudaHeap, SuperbinSharingOption) {
+  TOGA_TEST_REQUIRE_GPU();
+  const unsigned n = 1u << 16;
+  std::uint64_t held[2] = {0, 0};
+  for (const unsigned k : {0u, 4u}) {
+    SCOPED_TRACE("superbin_sharing " + std::to_string(k));
+    toga::cuda::heap_options o;
+    o.superbin_sharing = k;
+    toga::cuda::heap h(1ull << 30, o);
+    const unsigned per = k > 1 ? k : 1;
+    EXPECT_EQ(h.superbin_arenas(), (h.arenas() + per - 1) / per);
+    blocks b(n);
+    alloc_lane0_k<<<n / 256, 256>>>(h.ref(), b.d, 4096);
+    TOGA_TEST_CUDA(cudaGetLastError());
+    TOGA_TEST_CUDA(cudaDeviceSynchronize());
+    const auto s = h.stats();
+    EXPECT_EQ(s.failed, 0u);
+    EXPECT_EQ(s.used_bytes, std::uint64_t{n / 32} * 4096);
+    EXPECT_GE(s.superbin_bytes, std::uint64_t{n / 32} * 4096);
+    held[k ? 1 : 0] = s.superbin_bytes;
+    free_k<<<n / 256, 256>>>(h.ref(), b.d, b.bad);
+    TOGA_TEST_CUDA(cudaGetLastError());
+    TOGA_TEST_CUDA(cudaDeviceSynchronize());
+    unsigned bad = 0;
+    TOGA_TEST_CUDA(cudaMemcpy(&bad, b.bad, sizeof bad, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(bad, 0u);
+    EXPECT_EQ(h.stats().used_bytes, 0u);
+  }
+  EXPECT_LT(held[1], held[0]) << "four SMs per superbin arena hold fewer superbin bytes for the same blocks";
+  {
+    toga::cuda::heap_options o;
+    o.superbin_sharing = 1024;
+    toga::cuda::heap h(1ull << 30, o);
+    EXPECT_EQ(h.superbin_arenas(), 1u);
+  }
+  toga::cuda::heap_options o;
+  o.superbin_sharing = 1025;
+  try {
+    toga::cuda::heap h(1ull << 30, o);
+    ADD_FAILURE() << "superbin_sharing 1025 was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("superbin_sharing 1025"), std::string::npos) << e.what();
+  }
 }
 
 TEST(CudaHeap, MoveAndErrors) {

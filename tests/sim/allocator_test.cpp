@@ -433,6 +433,10 @@ TEST(Allocator, SuperbinsServeEveryClassAndRecoverFromExhaustion) {
   EXPECT_FALSE(s.first_failure) << failure_text(s);
   const auto w = explore("superbins", {{"sb_shift", 13}, {"heap_kib", 512}}, ts::strategy_kind::portfolio, 500);
   EXPECT_FALSE(w.first_failure) << "8 KiB superbins (256 B .. 2 KiB): " << failure_text(w);
+  // two SMs on one superbin arena (heap_layout::sb_arenas, the CUDA heap's superbin_sharing): warps
+  // of both SMs share its pins, inbox and slot semaphores
+  const auto sh = explore("superbins", {{"sb_arenas", 1}}, ts::strategy_kind::portfolio, 1'000);
+  EXPECT_FALSE(sh.first_failure) << "one superbin arena for two SMs: " << failure_text(sh);
   // aligned requests at the fallback: lane 0's 16 B anchor holds a chunk, the limit leaves room for
   // it and one 8 KiB superbin (planted bug 29 hands such a request a UAlloc slot)
   const auto f = explore("superbins", {{"size", 1024}, {"align", 1024}, {"anchor", 16}, {"sms", 1}, {"sb_shift", 13}, {"heap_kib", 1024}, {"limit_kib", 520}},

@@ -6,7 +6,7 @@
 # Environment: TESTS=1 runs the GPU test suite and memcheck first; STEPS (default "t1 t1big rest
 # small"; also "soak" with SOAK_S seconds, "fastpath", "t1tb", "mid" (T1/T2 at 256 B - 2 KiB, T3), "sbsmall" (T1/T2/T5/T13 at 16 B - 2 KiB, T3), "graphs", "tbuddy", "sbsweep" (superbin
 # sizes SB_SIZES, default "512K 1M") and "outlined" (build/gpubin/toga-bench-outlined, when present: the
-# same cases with toga's calls kept out of line), "variants" (the builds named in VARIANTS), "ab" (build/gpubin/toga-bench and each build named in
+# same cases with toga's calls kept out of line), "variants" (the builds named in VARIANTS), "sharing" (superbin_sharing values SHARING), "ab" (build/gpubin/toga-bench and each build named in
 # VARIANTS, tools/gpu/build-variant.sh: T1 256 B - 64 KiB, T2/T3, T9 quick, with AB_BUDGET_MS for the references)) selects the groups below; REPS (default 5); TB
 # overrides the toga-bench binary.
 set -uo pipefail
@@ -71,6 +71,14 @@ for s in ${STEPS:-t1 t1big rest small}; do
         TB="$bin/$v" bench "ab-$v-t1-64k" --cases T1 --sizes 64K --threads 131072
         TB="$bin/$v" bench "ab-$v-t23" --cases T2,T3 --sizes 4K,8K
         TB="$bin/$v" bench "ab-$v-t9" --cases T9 --profile quick
+      done; unset BUDGET_MS ;;
+    sharing)  # heap_options::superbin_sharing (SHARING, default "0 2 4"): T1 2 KiB - 64 KiB, T2 4 KiB, T9 256 B and 4 KiB
+      export BUDGET_MS="${AB_BUDGET_MS:-200}"
+      for k in ${SHARING:-0 2 4}; do
+        bench "share$k-t1" --cases T1 --sizes 2K,4K,8K --superbin-sharing "$k"
+        bench "share$k-t1-16k" --cases T1 --sizes 16K --threads 524288 --superbin-sharing "$k"
+        bench "share$k-t1-64k" --cases T1 --sizes 64K --threads 131072 --superbin-sharing "$k"
+        bench "share$k-t2t9" --cases T2,T9 --profile quick --sizes 256,4K --superbin-sharing "$k"
       done; unset BUDGET_MS ;;
     outlined)  # toga-bench-outlined: T10/T11 and the fast sizes
       if [ -x "$bin/toga-bench-outlined" ]; then

@@ -246,6 +246,10 @@ int main(int argc, char** argv) {
   run->add_option("--superbin-bytes", superbin_arg,
                   "GPU toga heaps: bytes of one superbin (a power of two in 8K .. 2M; heap_options::superbin_bytes); "
                   "default: toga's choice. Heaps not larger than it keep toga's choice");
+  run->add_option("--superbin-sharing", opt.superbin_sharing,
+                  "GPU toga heaps: SMs that share one superbin arena, 0 .. 1024 (heap_options::superbin_sharing); "
+                  "default 0: one per SM")
+      ->check(CLI::Range(0u, 1024u));
   run->add_option("--profile", profile_arg, "quick (fewer points, two smallest graphs, 10 rounds) or full (the protocol)")
       ->check(CLI::IsMember({"quick", "full"}));
   run->add_option("--json", json_path, "Write every repetition, the environment and the command line to this file");
@@ -378,6 +382,11 @@ int main(int argc, char** argv) {
                    a.c_str());
       return 2;
     }
+  }
+  if (opt.superbin_sharing > 1 && !sim_allocs.empty()) {
+    std::fprintf(stderr, "toga-bench: --superbin-sharing sets the GPU heap's superbin arenas; the simulator's allocators (%s) keep "
+                         "one per SM: run them without it\n", sim_allocs.front().c_str());
+    return 2;
   }
   if (opt.superbin_bytes != 0 && !sim_allocs.empty()) {
     std::fprintf(stderr, "toga-bench: --superbin-bytes sets the GPU heap's superbins; the simulator's allocators (%s) keep "

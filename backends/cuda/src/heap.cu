@@ -110,7 +110,11 @@ heap::heap(std::uint64_t bytes, heap_options options) : options_(options) {
                                   " is not a power of two in [8 KiB, 2 MiB] below the heap size; use 0 for toga's choice");
     sb_shift = static_cast<int>(toga::bits::ctz(sb));
   }
-  layout_ = toga::heap_layout::make<platform>(levels, arenas, sb_shift);
+  if (options_.superbin_sharing > 1024)
+    throw std::invalid_argument("toga::cuda::heap: superbin_sharing " + std::to_string(options_.superbin_sharing) +
+                                " is not in [0, 1024] (SMs per superbin arena); use 0 for one superbin arena per SM");
+  const unsigned k = options_.superbin_sharing > 1 ? options_.superbin_sharing : 1;
+  layout_ = toga::heap_layout::make<platform>(levels, arenas, sb_shift, (arenas + k - 1) / k);
   const std::uint64_t heap_bytes = toga::geom::page_bytes << (layout_.levels - 1);
   const std::uint64_t upstream = heap_bytes + toga::geom::page_bytes;  // room to align the base to 4 KiB
   cudaError_t e;

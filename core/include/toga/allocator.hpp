@@ -77,7 +77,8 @@ struct heap_layout {
   //! (256 B << c for c < sb_classes; larger requests go to TBuddy).
   unsigned sb_shift = 0, sb_classes = 0;
   //! Superbin arenas in use (1 .. arenas): SM s allocates superbin slots from arena s % sb_arenas,
-  //! so that SMs share superbins when sb_arenas < arenas (TOGA_SB_ARENA_SHARE SMs per arena).
+  //! so that SMs share superbins when sb_arenas < arenas (docs/allocator.md §12.10: a more compact
+  //! address range for slower allocation; the CUDA heap's heap_options::superbin_sharing).
   unsigned sb_arenas = 0;
   std::uint64_t state_off = 0, lock_off = 0, sem_off = 0, sb_table_off = 0, arena_off = 0, sb_arena_off = 0, globals_off = 0,
                 bytes = 0;
@@ -111,8 +112,8 @@ struct heap_layout {
     return (std::uint64_t{1} << s) * per > heap ? 0u : s;
   }
   //! sb_shift: log2 of the superbin bytes (12 .. 21), 0 for none, -1 (default) for auto_sb_shift.
-  //! sb_arenas: superbin arenas in use, 1 .. arenas (0, the default: ceil(arenas / sb_arena_share);
-  //! larger values are taken as `arenas`).
+  //! sb_arenas: superbin arenas in use, 1 .. arenas (0, the default, and larger values: `arenas`,
+  //! one per arena).
   template <class P>
   static constexpr heap_layout make(unsigned levels, unsigned arenas, int sb_shift = -1, unsigned sb_arenas = 0) {
     heap_layout h;
@@ -123,7 +124,7 @@ struct heap_layout {
     if (sbs > geom::sb_max_shift || (std::uint64_t{1} << sbs) >= (geom::page_bytes << (levels - 1)) || geom::sb_classes_for(sbs) == 0) sbs = 0;
     h.sb_shift = sbs;
     h.sb_classes = geom::sb_classes_for(sbs);
-    h.sb_arenas = sb_arenas ? (sb_arenas < arenas ? sb_arenas : arenas) : arenas ? (arenas + sb_arena_share - 1) / sb_arena_share : 0;
+    h.sb_arenas = sb_arenas && sb_arenas < arenas ? sb_arenas : arenas;
     auto up = [](std::uint64_t x) { return (x + 127) & ~std::uint64_t{127}; };
     const std::uint64_t nodes = std::uint64_t{1} << levels;
     const std::uint64_t superbins = sbs ? (geom::page_bytes << (levels - 1)) >> sbs : 0;

@@ -167,14 +167,6 @@ using slot_semaphore = fast_arena_semaphore<P>;
 //! small heaps fewer.
 inline constexpr unsigned max_pin_slots = 32;
 
-#ifndef TOGA_SB_ARENA_SHARE
-#define TOGA_SB_ARENA_SHARE 1
-#endif
-//! SMs per superbin arena (heap_layout::sb_arenas = ceil(arenas / this)): a build-time experiment
-//! (docs/benchmarks.md, issue 11: T9's address range against T1's time).
-inline constexpr unsigned sb_arena_share = TOGA_SB_ARENA_SHARE;
-static_assert(sb_arena_share >= 1);
-
 //! Per (arena, class): the pinned bins, the bin list and their synchronisation. 384 B: the
 //! semaphore (written by every allocating warp), the pin slots (read by every warp) and the RCU
 //! reader counters (written by every warp) sit in different 64 B sectors.
@@ -258,7 +250,8 @@ struct ualloc {
   void* peer = nullptr;
   using other_geometry = std::conditional_t<G::superbins, chunk_geometry, superbin_geometry>;
 
-  //! Classes with at least this many slots per bin keep their empty bins (E11).
+  //! Classes with at least this many slots per bin keep their empty bins (E11). (31, to take in the
+  //! 128 B class, was measured and changed nothing: docs/allocator.md §12.11.)
   static constexpr std::uint32_t hysteresis_min_capacity = 32;
   static constexpr std::uint32_t dead = Bug == ualloc_bug::dead_near_wrap ? 0x80000000u : bin_dead;
   // [HB] the slot hand-over: a free's fetch_and releases, a claim's fetch_or acquires (planted

@@ -95,6 +95,12 @@ struct heap_options {
                                      //!< Smaller ones waste less address range per (arena, class), larger ones
                                      //!< grow less often (docs/usage.md). 0: toga's choice (2 MiB, less on
                                      //!< heaps too small for four superbins per arena and class).
+  unsigned superbin_sharing = 0;  //!< SMs (arenas) that share one superbin arena, 0 .. 1024: arena a allocates
+                                  //!< superbin slots (256 B - 64 KiB) from superbin arena a % ceil(arenas / k).
+                                  //!< 0 or 1: one per arena (toga's choice: the fastest). Larger values leave
+                                  //!< fewer partly used superbins (a more compact address range: T9's range
+                                  //!< ratio at 4 KiB 1.35 -> 1.16 with 4 on an H100) at the price of more
+                                  //!< contention (T1 4 KiB +24 %, 64 KiB 10x slower with 4): docs/usage.md.
 };
 
 using device_allocator = toga::allocator<platform>;
@@ -215,6 +221,11 @@ class heap {
   //! Bytes of one superbin (heap_options::superbin_bytes, or toga's choice); 0: this heap has
   //! none (every request above 1 KiB is a TBuddy block) or was moved from.
   std::uint64_t superbin_bytes() const noexcept { return meta_ && layout_.sb_shift ? std::uint64_t{1} << layout_.sb_shift : 0; }
+  //! Superbin arenas in use (heap_options::superbin_sharing): arena a takes superbin slots from
+  //! superbin arena a % superbin_arenas(); arenas() when every arena has its own. 0 without superbins.
+  unsigned superbin_arenas() const noexcept { return meta_ && layout_.sb_shift ? layout_.sb_arenas : 0; }
+  //! UAlloc arenas (heap_options::arenas, or one per SM as toga chooses).
+  unsigned arenas() const noexcept { return meta_ ? layout_.arenas : 0; }
   //! Every statistic the core keeps (toga::heap_statistics: used and peak bytes, TBuddy block
   //! bytes and their exact high-water mark, per-class bins, chunks, failures split by cause),
   //! read from the device (copies the arenas and globals, synchronises the heap's stream). Exact
