@@ -250,6 +250,9 @@ std::vector<mutant> build() {
       mb("ualloc.fallback-ignores-alignment", "routing", "superbins",
          P{{"bug", 29}, {"size", 1024}, {"align", 1024}, {"anchor", 16}, {"sms", 1}, {"sb_shift", 13}, {"heap_kib", 1024}, {"limit_kib", 520}},
          "a 1 KiB request aligned to 1 KiB falls back to a UAlloc slot (128 B aligned) when no superbin can be had").depth(0),
+      // superbin arenas shared by SMs (heap_layout::sb_arenas): both SMs must use arena 0
+      mb("ualloc.superbin-arena-ignores-sharing", "routing", "superbins", P{{"bug", 30}, {"sb_arenas", 1}},
+         "with one superbin arena for two SMs, SM 1 still allocates from superbin arena 1 (outside the arenas in use)").depth(0),
   };
   return c;
 }

@@ -335,7 +335,8 @@ struct allocator {
     return allocate_large(s);
   }
   TOGA_DEVICE TOGA_NOINLINE void* allocate_super(unsigned c, bool ualloc_ok) const TOGA_NOEXCEPT(P) {
-    const unsigned a = P::sm_id() % super().num_arenas, au = P::sm_id() % small.num_arenas;
+    const unsigned au = P::sm_id() % small.num_arenas;
+    const unsigned a = UB == ualloc_bug::superbin_arena_ignores_sharing ? au : P::sm_id() % super().num_arenas;
     const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&super().arenas[a]) | c));
     // (a failed GROW has already reclaimed both geometries and retried: E12)
     const std::uint64_t off = super().allocate_group(a, c, g);

@@ -100,6 +100,7 @@ enum class ualloc_bug : std::uint8_t {
   superbin_free_to_tbuddy,    //!< a free of a 4 KiB-aligned superbin slot is routed to TBuddy (the tag is not looked at)
   reclaim_gate_left_closed,   //!< a reclaim ends without opening the gate: the next lane that needs one waits forever
   fallback_ignores_alignment, //!< a 256 B .. 1 KiB request that asked for more than 128 B alignment falls back to a UAlloc slot
+  superbin_arena_ignores_sharing, //!< allocate_super picks the superbin arena by sm_id % (chunk arenas), not % sb_arenas
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
