@@ -548,6 +548,44 @@ TEST(Allocator, OneWarpOverTwoHeapsGroupsPerHeap) {
   EXPECT_FALSE(toga::check_quiescent(h1.a)) << *toga::check_quiescent(h1.a);
 }
 
+// Superbin arenas shared by SMs (heap_layout::sb_arenas < arenas): a reclaim started by a superbin
+// GROW must walk every chunk arena, not as many as there are superbin arenas. SM 1 leaves a free
+// chunk cached in its chunk arena (a 16 B block, freed); SM 0 then fills the 2 MiB heap with 2 KiB
+// superbin slots: the chunk comes back through the reclaim, so all 1,024 fit. Planted bug
+// reclaim_peer_arenas_ignored walks one chunk arena and strands the chunk (768 blocks).
+template <toga::ualloc_bug UB>
+std::uint64_t superbin_blocks_until_exhaustion_with_a_cached_chunk_elsewhere() {
+  using A = toga::allocator<ts::platform, UB, toga::tbuddy_bug::none, false>;
+  const std::uint64_t hb = 2u << 20;
+  const auto layout = toga::heap_layout::make<ts::platform>(toga::heap_layout::levels_for(hb), 2, 16, 1);  // 64 KiB superbins, one superbin arena
+  char* heap = static_cast<char*>(std::aligned_alloc(4096, hb));
+  std::vector<std::uint64_t> meta(layout.bytes / 8 + 1, 0);
+  A a = A::make(heap, reinterpret_cast<char*>(meta.data()), layout);
+  a.init_after_zero(0);
+  auto phase = [&](unsigned sm, auto f) {
+    ts::random_strategy rs;
+    rs.begin(1, 1);
+    ts::run_limits lim;
+    lim.max_steps = 20'000'000;
+    ts::world w({2, 2, 1}, rs, lim);  // 2 SMs, one lane each
+    return w.run([&, sm, f] { if (ts::platform::sm_id() == sm) f(); });
+  };
+  std::vector<void*> got;
+  EXPECT_FALSE(phase(1, [&] { a.deallocate(a.allocate(16)); }).failed());
+  EXPECT_GT(toga::collect_statistics(a).chunk_bytes, 0u) << "SM 1's arena keeps its free chunk";
+  EXPECT_FALSE(phase(0, [&] { while (void* p = a.allocate(2048)) got.push_back(p); }).failed());
+  const std::uint64_t n = got.size();
+  EXPECT_FALSE(phase(0, [&] { for (void* p : got) a.deallocate(p); }).failed());
+  EXPECT_FALSE(toga::check_quiescent(a));
+  std::free(heap);
+  return n;
+}
+TEST(Allocator, ReclaimWithSharedSuperbinArenasReachesEveryChunkArena) {
+  EXPECT_EQ(superbin_blocks_until_exhaustion_with_a_cached_chunk_elsewhere<toga::ualloc_bug::none>(), (2u << 20) / 2048);
+  EXPECT_LT(superbin_blocks_until_exhaustion_with_a_cached_chunk_elsewhere<toga::ualloc_bug::reclaim_peer_arenas_ignored>(), (2u << 20) / 2048)
+      << "planted bug reclaim_peer_arenas_ignored was not caught";
+}
+
 // 256 B .. 1 KiB fall back to UAlloc's classes when no superbin can be had, but UAlloc's slots are
 // aligned to 128 B only: a request that asks for more alignment must get a TBuddy block or
 // nullptr, never such a slot (the 1 KiB fallback of f3f56d7 handed allocate(1024, 1024) a slot

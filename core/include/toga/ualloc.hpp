@@ -101,6 +101,7 @@ enum class ualloc_bug : std::uint8_t {
   reclaim_gate_left_closed,   //!< a reclaim ends without opening the gate: the next lane that needs one waits forever
   fallback_ignores_alignment, //!< a 256 B .. 1 KiB request that asked for more than 128 B alignment falls back to a UAlloc slot
   superbin_arena_ignores_sharing, //!< allocate_super picks the superbin arena by sm_id % (chunk arenas), not % sb_arenas
+  reclaim_peer_arenas_ignored,    //!< reclaim walks the other geometry's arenas with this geometry's count (not peer_arenas)
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -454,7 +455,9 @@ struct ualloc {
   TOGA_DEVICE bool reclaim_both() const TOGA_NOEXCEPT(P) {
     const bool mine = reclaim_local();
     if (peer == nullptr || sb_shift == 0) return mine;  // (no superbins in this heap)
-    const ualloc<P, Bug, TB, other_geometry> other{base, buddy, static_cast<arena<P, other_geometry>*>(peer), peer_arenas, num_pins, table, sb_shift, num_arenas, nullptr};
+    const ualloc<P, Bug, TB, other_geometry> other{base, buddy, static_cast<arena<P, other_geometry>*>(peer),
+                                                     Bug == ualloc_bug::reclaim_peer_arenas_ignored ? num_arenas : peer_arenas,
+                                                     num_pins, table, sb_shift, num_arenas, nullptr};
     return other.reclaim_local() || mine;
   }
   //! reclaim() for this geometry only.
