@@ -182,11 +182,13 @@ struct class_list {
   std::uint64_t pad2[4];
 };
 
+//! Per-class entries of arena_stats::bins: UAlloc's classes or the superbin classes, whichever are more.
+inline constexpr unsigned stats_classes = geom::num_classes > geom::sb_max_classes ? geom::num_classes : geom::sb_max_classes;
+
 //! Statistics kept per arena (summed by the host). Signed quantities are two's complement in
 //! 64-bit words: a block freed on another SM makes one arena's count negative, the sum is exact.
 //! Updated with relaxed RMWs whose results are unused (fire-and-forget reductions on CUDA), one
 //! per warp group; the peak with fetch_max (no CAS loop: fast-path.md E8).
-inline constexpr unsigned stats_classes = geom::num_classes > geom::sb_max_classes ? geom::num_classes : geom::sb_max_classes;
 struct arena_stats {
   std::uint64_t used_bytes;      //!< rounded bytes of live UAlloc and TBuddy blocks (signed)
   std::uint64_t peak_used_bytes; //!< highest positive used_bytes this arena saw
