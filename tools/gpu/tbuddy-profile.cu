@@ -6,6 +6,7 @@
 //   ./tbuddy-profile [size_bytes ...]
 // Environment: LANES=k (1..32, default 32): only lanes 0..k-1 of each warp allocate (LANES=1 is
 // toga-bench's T2, one allocation per warp); THREADS="n n ...": thread counts (default 1 .. 2^20).
+// PASSES=k (1..100, default 3): a pass from a fresh heap, then k - 1 warm passes on it.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -77,7 +78,13 @@ int main(int argc, char** argv) {
   }
   const char* names[] = {"alloc", "climb", "visit", "restart", "claim_lost", "lock_spin", "split", "propagate", "free", "merge"};
   const char* ua_names[] = {"group", "fast", "take_failed", "no_pin", "short", "(unused)", "lost_bits", "find_step", "grow",
-                            "take_inbox", "lock_spin", "free_group", "free_cold", "retire"};
+                            "take_inbox", "lock_spin", "free_group", "free_cold", "retire", "reclaim"};
+  const char* passes_env = std::getenv("PASSES");
+  const int passes = passes_env ? std::atoi(passes_env) : 3;
+  if (passes < 1 || passes > 100) {
+    std::fprintf(stderr, "PASSES=%s: want 1 .. 100 (a fresh pass, then warm ones)\n", passes_env);
+    return 2;
+  }
   void** ptrs;
   unsigned* fails;
   CK(cudaMalloc(&ptrs, sizeof(void*) << 20));
@@ -90,7 +97,7 @@ int main(int argc, char** argv) {
     for (unsigned n : threads) {
       const unsigned allocs = (n / 32) * lanes + (n % 32 < lanes ? n % 32 : lanes);  // lanes that allocate
       if (std::uint64_t{allocs} * size > (8ull << 30)) continue;  // at most half the heap
-      for (int warm = 0; warm < 3; ++warm) {
+      for (int warm = 0; warm < passes; ++warm) {
         if (!warm) heap.reset();
         unsigned long long zero[32] = {};
         CK(cudaMemcpyToSymbol(toga_prof, zero, sizeof zero));
@@ -112,7 +119,7 @@ int main(int argc, char** argv) {
         std::printf("\n");
         if (size <= 65536) {  // the UAlloc / superbin path's events (totals)
           std::printf("      slot path totals:");
-          for (int e = 13; e < 27; ++e)
+          for (int e = 13; e < 28; ++e)
             if (e != 18) std::printf(" %s=%llu", ua_names[e - 13], c[e]);
           std::printf("\n");
         }

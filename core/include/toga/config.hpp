@@ -71,6 +71,7 @@ enum profile_event : unsigned {
   prof_ua_free_group,    //!< UAlloc free groups
   prof_ua_free_cold,     //!< free groups that took the cold path (re-link or retire test)
   prof_ua_retire,        //!< bins retired
+  prof_ua_reclaim,       //!< reclaim() calls (a GROW or an allocation found no memory; includes lanes that wait on the gate)
   prof_event_count
 };
 }  // namespace toga

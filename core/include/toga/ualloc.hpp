@@ -432,6 +432,7 @@ struct ualloc {
   //! A full heap makes every failing lane reclaim; 100,000 of them each walking 132 arenas x 14
   //! classes made T8's last round at 4 KiB take 25 s on an H100.
   TOGA_DEVICE TOGA_NOINLINE bool reclaim() const TOGA_NOEXCEPT(P) {
+    TOGA_PROFILE_COUNT(prof_ua_reclaim);
     if (buddy.limit == nullptr) return reclaim_both();
     std::uint64_t* gate = &buddy.limit->reclaim_gate;
     std::uint64_t w = P::load(gate, acquire, device_scope);
