@@ -253,6 +253,9 @@ std::vector<mutant> build() {
       // superbin arenas shared by SMs (heap_layout::sb_arenas): both SMs must use arena 0
       mb("ualloc.superbin-arena-ignores-sharing", "routing", "superbins", P{{"bug", 30}, {"sb_arenas", 1}},
          "with one superbin arena for two SMs, SM 1 still allocates from superbin arena 1 (outside the arenas in use)").depth(0),
+      // stealing idle superbin units from another arena before a GROW (allocator.md §12.12)
+      mb("ualloc.steal-searches-own-arena", "accounting", "superbins", P{{"bug", 31}},
+         "a group that took another arena's units searches its own arena's superbins for its reservation").depth(0),
   };
   return c;
 }

@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   }
   const char* names[] = {"alloc", "climb", "visit", "restart", "claim_lost", "lock_spin", "split", "propagate", "free", "merge"};
   const char* ua_names[] = {"group", "fast", "take_failed", "no_pin", "short", "(unused)", "lost_bits", "find_step", "grow",
-                            "take_inbox", "lock_spin", "free_group", "free_cold", "retire", "reclaim"};
+                            "take_inbox", "lock_spin", "free_group", "free_cold", "retire", "steal", "reclaim"};
   const char* passes_env = std::getenv("PASSES");
   const int passes = passes_env ? std::atoi(passes_env) : 3;
   if (passes < 1 || passes > 100) {
@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
         std::printf("\n");
         if (size <= 65536) {  // the UAlloc / superbin path's events (totals)
           std::printf("      slot path totals:");
-          for (int e = 13; e < 28; ++e)
+          for (int e = 13; e < 29; ++e)
             if (e != 18) std::printf(" %s=%llu", ua_names[e - 13], c[e]);
           std::printf("\n");
         }

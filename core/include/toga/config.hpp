@@ -20,6 +20,13 @@
 // TOGA_NOINLINE keeps cold paths (reclamation under memory pressure, making new bins) out of the
 // hot path's register allocation on the GPU.
 
+//! Rounds of the superbin steal (docs/allocator.md §12.12): before a superbin GROW, a group looks
+//! at up to this many x (its size) other arenas for idle units of its class. 0 turns stealing off
+//! (a build-time switch for A/B measurements; toga's choice is 4).
+#ifndef TOGA_SB_STEAL_ROUNDS
+#define TOGA_SB_STEAL_ROUNDS 4
+#endif
+
 //! `noexcept` for core operations, conditional on the platform.
 //!
 //! Device code is `noexcept`. The simulator, however, stops the lanes of an aborted schedule
@@ -71,6 +78,7 @@ enum profile_event : unsigned {
   prof_ua_free_group,    //!< UAlloc free groups
   prof_ua_free_cold,     //!< free groups that took the cold path (re-link or retire test)
   prof_ua_retire,        //!< bins retired
+  prof_ua_steal,         //!< superbin groups that took their units from another arena instead of a GROW
   prof_ua_reclaim,       //!< reclaim() calls (a GROW or an allocation found no memory; includes lanes that wait on the gate)
   prof_event_count
 };

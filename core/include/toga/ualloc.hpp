@@ -102,6 +102,7 @@ enum class ualloc_bug : std::uint8_t {
   fallback_ignores_alignment, //!< a 256 B .. 1 KiB request that asked for more than 128 B alignment falls back to a UAlloc slot
   superbin_arena_ignores_sharing, //!< allocate_super picks the superbin arena by sm_id % (chunk arenas), not % sb_arenas
   reclaim_peer_arenas_ignored,    //!< reclaim walks the other geometry's arenas with this geometry's count (not peer_arenas)
+  steal_searches_own_arena,       //!< a superbin group takes another arena's units but searches its own arena's bins for them
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -559,10 +560,23 @@ struct ualloc {
   // loop and GROW, and the out-of-memory fallback. Returns this lane's offset or no_block.
   TOGA_DEVICE TOGA_NOINLINE std::uint64_t allocate_slow(unsigned a, unsigned c, coalesced_group<P> g, alloc_progress pr,
                                                         std::uint64_t mine) const TOGA_NOEXCEPT(P) {
-    class_list<P>& L = arenas[a].lists[c];
     const std::uint32_t cap = capacity(c);
     const std::uint32_t t = g.size;
     pr.stage = g.broadcast(pr.stage);
+    if constexpr (G::superbins) {
+      // Before a superbin GROW (a TBuddy climb): units of the class that another arena holds idle
+      // (allocator.md §12.12). Taken, they make this group's stage 2 run in that arena's list.
+      if (TOGA_SB_STEAL_ROUNDS > 0 && pr.stage == 0 && num_arenas > 1) {
+        const unsigned b = steal_units(a, c, g, t);
+        if (b != a) {
+          if constexpr (Bug != ualloc_bug::steal_searches_own_arena) a = b;
+          pr.stage = 1;
+          pr.units = t;
+          if (g.is_leader()) pr.token = arenas[a].lists[c].rcu.read_lock();
+        }
+      }
+    }
+    class_list<P>& L = arenas[a].lists[c];
     if (pr.stage == 0) {
       // Stage 1 by the CAS loop: OK (units for the whole group) or GROW(m).
       std::uint32_t m = 0;
@@ -909,6 +923,47 @@ struct ualloc {
       }
     }
     return deferred;
+  }
+
+  // Stage 1 in another arena, for a superbin group whose own arena has neither the units nor
+  // promised ones (its next step would be a GROW, one TBuddy climb): the lanes read the class's
+  // semaphore in other arenas, g.size at a time, up to TOGA_SB_STEAL_ROUNDS rounds (one relaxed load per lane and
+  // round); the leader takes t units with try_wait (a CAS: no speculative decrement on another
+  // SM's word, whose bias covers its own lanes only) from the first arena whose free units, less
+  // its reservations, cover t. Returns that arena, whose units the leader then holds, or a.
+  // Collective over g; no read-side section is held.
+  TOGA_DEVICE unsigned steal_units(unsigned a, unsigned c, const coalesced_group<P>& g, std::uint32_t t) const TOGA_NOEXCEPT(P) {
+    using sem = slot_semaphore<P>;
+    std::uint32_t go = 0;
+    if (g.is_leader()) {
+      const typename sem::fields f = arenas[a].lists[c].slot_sem.peek();
+      go = f.c >= sem::bias && f.c - sem::bias + f.e < f.r + t;  // own arena: GROW is next
+    }
+    if (g.broadcast(go) == 0) return a;
+    const unsigned n = num_arenas;
+    unsigned got = a;
+    for (unsigned first = 1, round = 0; first < n && round < TOGA_SB_STEAL_ROUNDS && got == a; first += g.size, ++round) {
+      const unsigned i = first + g.rank;
+      bool has = false;
+      if (i < n) {
+        const typename sem::fields f = arenas[(a + i) % n].lists[c].slot_sem.peek();
+        has = f.c >= sem::bias + f.r + t;
+      }
+      std::uint32_t cand = g.ballot(has);
+      if (g.is_leader()) {
+        for (; cand != 0; cand &= cand - 1) {
+          const unsigned r = bits::popc(g.mask & ((1u << bits::ctz(cand)) - 1u));  // the candidate lane's rank
+          const unsigned b = (a + first + r) % n;
+          if (arenas[b].lists[c].slot_sem.try_wait(t)) {
+            got = b;
+            TOGA_PROFILE_COUNT(prof_ua_steal);
+            break;
+          }
+        }
+      }
+      got = g.broadcast(got);
+    }
+    return got;
   }
 
   // ---- GROW -----------------------------------------------------------------------------------
