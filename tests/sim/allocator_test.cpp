@@ -588,6 +588,47 @@ TEST(Allocator, ReclaimWithSharedSuperbinArenasReachesEveryChunkArena) {
       << "planted bug reclaim_peer_arenas_ignored was not caught";
 }
 
+// The superbin steal (docs/allocator.md §12.12): SM 1 allocates and frees one superbin's worth of
+// 2 KiB slots (32 in a 64 KiB superbin: the empty superbin stays findable in SM 1's arena, E11);
+// SM 0 then asks for 32 slots of 2 KiB. Its own superbin arena has no units and none promised, so
+// before a GROW it takes SM 1's idle units and finds them in SM 1's superbin: the heap still holds
+// one superbin (64 KiB). Without the steal (a build with TOGA_SB_STEAL_ROUNDS=0) SM 0 grows a
+// second one (128 KiB). Planted bug 31 (the group searches its own arena for the units it took)
+// livelocks here; the mutant suite and the planted-bug table kill it in the superbins scenario.
+TEST(Allocator, SuperbinGrowTakesIdleUnitsOfAnotherArenaFirst) {
+  using A = toga::allocator<ts::platform, toga::ualloc_bug::none, toga::tbuddy_bug::none, false>;
+  const std::uint64_t hb = 2u << 20;
+  const auto layout = toga::heap_layout::make<ts::platform>(toga::heap_layout::levels_for(hb), 2, 16, 2);  // 64 KiB superbins, two superbin arenas
+  char* heap = static_cast<char*>(std::aligned_alloc(4096, hb));
+  std::vector<std::uint64_t> meta(layout.bytes / 8 + 1, 0);
+  A a = A::make(heap, reinterpret_cast<char*>(meta.data()), layout);
+  a.init_after_zero(0);
+  auto phase = [&](unsigned sm, auto f) {
+    ts::random_strategy rs;
+    rs.begin(1, 1);
+    ts::run_limits lim;
+    lim.max_steps = 20'000'000;
+    ts::world w({2, 2, 1}, rs, lim);  // 2 SMs, one lane each
+    return w.run([&, sm, f] { if (ts::platform::sm_id() == sm) f(); });
+  };
+  std::vector<void*> got;
+  const auto take = [&] {
+    for (int i = 0; i < 32; ++i) got.push_back(a.allocate(2048));
+  };
+  const auto give = [&] {
+    for (void* p : got) a.deallocate(p);
+    got.clear();
+  };
+  EXPECT_FALSE(phase(1, [&] { take(); give(); }).failed());
+  EXPECT_EQ(toga::collect_statistics(a).superbin_bytes, 64u << 10) << "SM 1's arena keeps its empty superbin";
+  EXPECT_FALSE(phase(0, take).failed());
+  for (void* p : got) EXPECT_NE(p, nullptr);
+  EXPECT_EQ(toga::collect_statistics(a).superbin_bytes, 64u << 10) << "SM 0 grew a superbin although SM 1's was idle";
+  EXPECT_FALSE(phase(0, give).failed());
+  EXPECT_FALSE(toga::check_quiescent(a));
+  std::free(heap);
+}
+
 // 256 B .. 1 KiB fall back to UAlloc's classes when no superbin can be had, but UAlloc's slots are
 // aligned to 128 B only: a request that asks for more alignment must get a TBuddy block or
 // nullptr, never such a slot (the 1 KiB fallback of f3f56d7 handed allocate(1024, 1024) a slot
