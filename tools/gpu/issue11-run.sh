@@ -17,6 +17,9 @@ export PATH=/usr/local/cuda/bin:$PATH
 reps="${REPS:-5}"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$out/r/gpu.txt"
 cat "$bin/commit.txt" 2>/dev/null | tee "$out/r/commit.txt"
+# the JSON's commit is the binaries' (build-carried.sh writes it), not that of the copy's .git,
+# which on the GPU machine can be stale
+[ -s "$bin/commit.txt" ] && export TOGA_COMMIT="$(head -1 "$bin/commit.txt")"
 step() { echo "[$SECONDS s] $*"; }
 if [ "${TESTS:-0}" = 1 ]; then
   step "toga_gpu_tests"

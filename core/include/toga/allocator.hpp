@@ -488,7 +488,7 @@ struct heap_statistics {
   std::uint64_t failed_too_large = 0;     //!< larger than the heap
   std::uint64_t bins[geom::num_classes] = {};
   std::uint64_t chunks = 0;
-  //! Superbins held per class (2 KiB << c), their bytes and the largest size they serve (0: none).
+  //! Superbins held per superbin class c (slots of 256 B << c: 256 B .. 64 KiB), their bytes and the largest size they serve (0: none).
   std::uint64_t superbins[geom::sb_max_classes] = {};
   std::uint64_t superbin_bytes = 0;
   std::uint64_t superbin_max_class_bytes = 0;

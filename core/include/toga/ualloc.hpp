@@ -390,7 +390,7 @@ struct ualloc {
     class_list<P>& L = arenas[a].lists[c];
     const unsigned w = slot / 64;
     const std::uint64_t bit = std::uint64_t{1} << (slot % 64);
-    std::uint64_t was;
+    std::uint64_t was = 0;  // (set on every path; the initialiser quiets -Wmaybe-uninitialized)
     if (Exact || g.size == 1) {
       // [HB] release: our accesses to the slot happen before its next owner's (acquire fetch_or)
       was = P::fetch_and(&h->bitmap[w], ~bit, free_order, device_scope);
