@@ -70,16 +70,21 @@ void print_profile(const char* what) {
 #endif
 }
 
-__global__ void TOGA_BOUNDS toga_alloc(toga::cuda::heap_ref h, void** out, unsigned n, unsigned size) {
+// How the kernels take the heap: by value (the default), or `const __grid_constant__` (A/B of the
+// parameter's local copy: -DTOGA_HEAP_PARAM='const __grid_constant__ toga::cuda::heap_ref')
+#ifndef TOGA_HEAP_PARAM
+#define TOGA_HEAP_PARAM toga::cuda::heap_ref
+#endif
+__global__ void TOGA_BOUNDS toga_alloc(TOGA_HEAP_PARAM h, void** out, unsigned n, unsigned size) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = h.allocate(size);
 }
-__global__ void __launch_bounds__(block, TOGA_FREE_MIN_BLOCKS) toga_free(toga::cuda::heap_ref h, void** in, unsigned n) {
+__global__ void __launch_bounds__(block, TOGA_FREE_MIN_BLOCKS) toga_free(TOGA_HEAP_PARAM h, void** in, unsigned n) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) h.deallocate(in[i]);
 }
 // churn (T5): every thread `iters` times allocates, writes its block's first and last word, frees
-__global__ void TOGA_BOUNDS toga_churn(toga::cuda::heap_ref h, unsigned n, unsigned size, unsigned iters, unsigned* fails) {
+__global__ void TOGA_BOUNDS toga_churn(TOGA_HEAP_PARAM h, unsigned n, unsigned size, unsigned iters, unsigned* fails) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   for (unsigned k = 0; k < iters; ++k) {

@@ -81,7 +81,10 @@ struct heap_layout {
   //! address range for slower allocation; the CUDA heap's heap_options::superbin_sharing).
   unsigned sb_arenas = 0;
   std::uint64_t state_off = 0, lock_off = 0, sem_off = 0, sb_table_off = 0, arena_off = 0, sb_arena_off = 0, globals_off = 0,
-                bytes = 0;
+                view_off = 0, bytes = 0;
+  //! The views' resident copies (`allocator::resident`): the allocator's at view_off, the
+  //! superbin view's at view_off + resident_super_off.
+  static constexpr std::uint64_t resident_super_off = 256, resident_bytes = 512;
 
   //! Most levels of the buddy tree: 4 KiB x 2^25 = 128 GiB. The buddy semaphores' C field (26
   //! bits, spec §2.4) must count every leaf of the tree.
@@ -135,7 +138,8 @@ struct heap_layout {
     h.arena_off = up(h.sb_table_off + superbins * geom::sb_header_stride(sbs));
     h.sb_arena_off = up(h.arena_off + arenas * sizeof(arena<P>));
     h.globals_off = up(h.sb_arena_off + arenas * sizeof(arena<P, superbin_geometry>));
-    h.bytes = up(h.globals_off + sizeof(heap_globals));
+    h.view_off = up(h.globals_off + sizeof(heap_globals));
+    h.bytes = up(h.view_off + resident_bytes);
     return h;
   }
 };
@@ -151,6 +155,9 @@ struct allocator {
   heap_globals* globals;
   std::uint64_t heap_bytes;
   std::uint64_t sb_max_bytes;  //!< largest size superbins serve (0: none)
+  //! This view's copy in the metadata (layout.view_off), on which out-of-line members run (see
+  //! ualloc::resident); nullptr for views built by hand (the call site then copies the view).
+  const allocator* resident = nullptr;
 
   //! A view over `heap` (heap_bytes = 4 KiB x 2^(layout.levels-1) bytes, 4 KiB aligned) and
   //! `meta` (layout.bytes, zeroed).
@@ -174,14 +181,36 @@ struct allocator {
     a.small.peer = meta + layout.sb_arena_off;
     a.small.peer_arenas = layout.sb_arenas ? layout.sb_arenas : layout.arenas;
     a.sb_max_bytes = layout.sb_classes ? geom::sb_class_bytes(layout.sb_classes - 1) : 0;
+    // the resident copies (written by init_after_zero): small is the allocator's first member
+    if (layout.view_off != 0) {
+      a.resident = reinterpret_cast<const allocator*>(meta + layout.view_off);
+      a.small.resident = reinterpret_cast<const ualloc<P, UB, TB>*>(meta + layout.view_off);
+      a.small.peer_resident = meta + layout.view_off + heap_layout::resident_super_off;
+    }
     return a;
   }
   //! Superbins (256 B .. 64 KiB, fast-path.md E6): the same machinery over TBuddy blocks, sharing
   //! small's base and buddy tree; a view built on demand (kernels pass the allocator by value, and
   //! a second stored view made every kernel's copy of it larger).
   TOGA_HOST_DEVICE ualloc<P, UB, TB, superbin_geometry> super() const {
-    return {small.base, small.buddy, static_cast<arena<P, superbin_geometry>*>(small.peer), small.peer_arenas, small.num_pins,
-            small.table, small.sb_shift, small.num_arenas, small.arenas};
+    return {small.base,
+            small.buddy,
+            static_cast<arena<P, superbin_geometry>*>(small.peer),
+            small.peer_arenas,
+            small.num_pins,
+            small.table,
+            small.sb_shift,
+            small.num_arenas,
+            small.arenas,
+            static_cast<const ualloc<P, UB, TB, superbin_geometry>*>(small.peer_resident),
+            small.resident};
+  }
+  //! Runs f(view) on the resident copy (or a copy made here): see ualloc::out_of_line.
+  template <class F>
+  TOGA_DEVICE TOGA_FORCEINLINE auto out_of_line(F&& f) const TOGA_NOEXCEPT(P) {
+    if (resident != nullptr) return f(*resident);
+    const allocator copy = *this;
+    return f(copy);
   }
   //! One-time initialisation after the metadata was zeroed (sequential; the CUDA backend runs
   //! it in a one-thread kernel). limit_bytes: 0 for none.
@@ -194,6 +223,14 @@ struct allocator {
       for (unsigned c = 0; c < geom::sb_max_classes; ++c) super().arenas[a].lists[c].slot_sem.init(0);
     }
     globals->limit.limit = limit_bytes;
+    if (resident != nullptr) {  // the copies the out-of-line members run on (make)
+      using super_view = ualloc<P, UB, TB, superbin_geometry>;
+      static_assert(sizeof(allocator) <= heap_layout::resident_super_off &&
+                        sizeof(super_view) <= heap_layout::resident_bytes - heap_layout::resident_super_off,
+                    "heap_layout's resident region holds both views");
+      *const_cast<allocator*>(resident) = *this;
+      *static_cast<super_view*>(const_cast<void*>(small.peer_resident)) = super();
+    }
   }
 
   //! At least `bytes` bytes (see the file comment for size and alignment), or nullptr.
@@ -204,7 +241,8 @@ struct allocator {
     if (bytes > heap_bytes) return fail_too_large();  // before rounding: round_up overflows past 2^63
     const std::uint64_t s = geom::round_up(bytes ? bytes : 1);
     if (s <= geom::ualloc_always_max_bytes) return allocate_small(geom::class_of(s));
-    return allocate_above_small(s, true);  // one call site off the inline fast path (E10)
+    // one call site off the inline fast path (E10)
+    return out_of_line([&](const allocator& v) { return v.allocate_above_small(s, true); });
   }
   //! At least `bytes` bytes aligned to `alignment` (a power of two), or nullptr.
   TOGA_DEVICE void* allocate(std::uint64_t bytes, std::uint64_t alignment) const TOGA_NOEXCEPT(P) {
@@ -215,7 +253,8 @@ struct allocator {
     // UAlloc slots are aligned to min(s, 128); beyond 128 only superbin slots (aligned to their
     // size) and TBuddy blocks are aligned enough.
     if (s <= geom::ualloc_always_max_bytes && alignment <= geom::bin_header_bytes) return allocate_small(geom::class_of(s));
-    return allocate_above_small(s, alignment <= geom::bin_header_bytes);
+    const bool ualloc_ok = alignment <= geom::bin_header_bytes;
+    return out_of_line([&](const allocator& v) { return v.allocate_above_small(s, ualloc_ok); });
   }
   //! The bytes a request of `bytes` (aligned to `alignment`, 0 or a power of two) is served with:
   //! a UAlloc class (16 B .. 128 B; up to 1 KiB without superbins), a superbin class (256 B ..
@@ -248,8 +287,8 @@ struct allocator {
     // blocks on 4 KiB ones; UAlloc slots never start on 4 KiB boundaries (those of 16 B .. 128 B
     // on some 256 B ones: such lanes look at the tag and join the other lanes' slot free).
     if (off % geom::sb_min_class_bytes == 0) {
-      if (in_superbin(off)) return deallocate_super(off);
-      if (off % geom::page_bytes == 0) return deallocate_large(off);
+      if (in_superbin(off)) return out_of_line([&](const allocator& v) { v.deallocate_super(off); });
+      if (off % geom::page_bytes == 0) return out_of_line([&](const allocator& v) { v.deallocate_large(off); });
     }
     deallocate_slot(off);
   }

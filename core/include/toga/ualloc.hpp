@@ -253,7 +253,25 @@ struct ualloc {
   //! both hold, so that memory cached by one geometry (empty bins, chunks, superbins) serves the
   //! other before a nullptr (E12).
   void* peer = nullptr;
+  //! This view's copy in the heap's metadata (allocator::make points it there, init_after_zero
+  //! writes it), on which the out-of-line members run (`out_of_line`). Kernels take views by
+  //! value; a call of a member that is not inlined needs `this` in memory, and for a kernel
+  //! parameter nvcc makes that a copy of the whole view in local memory, in every thread at kernel
+  //! entry, whatever path the thread then takes (docs/benchmarks.md, "the view's local copy").
+  //! nullptr (views built by hand): the call site copies the view.
+  const ualloc* resident = nullptr;
+  //! Chunk geometry: the superbin view's copy (super() passes it on as that view's `resident`).
+  const void* peer_resident = nullptr;
   using other_geometry = std::conditional_t<G::superbins, chunk_geometry, superbin_geometry>;
+
+  //! Runs f(view) on the resident copy (or, without one, on a copy made here): the way from
+  //! inlined code into an out-of-line member, so that no kernel parameter's address is taken.
+  template <class F>
+  TOGA_DEVICE TOGA_FORCEINLINE auto out_of_line(F&& f) const TOGA_NOEXCEPT(P) {
+    if (resident != nullptr) return f(*resident);
+    const ualloc copy = *this;
+    return f(copy);
+  }
 
   //! Classes with at least this many slots per bin keep their empty bins (E11). (31, to take in the
   //! 128 B class, was measured and changed nothing: docs/allocator.md §12.11.)
@@ -375,7 +393,7 @@ struct ualloc {
       return mine;
     }
     pr.served = got;
-    return allocate_slow(a, c, g, pr, mine);
+    return out_of_line([&](const ualloc& u) { return u.allocate_slow(a, c, g, pr, mine); });
   }
 
   //! Group free (E9): every lane of `g` frees the slot `slot` of the bin at heap offset `bin`
@@ -1073,7 +1091,7 @@ struct ualloc {
     const bool refilled = before <= 0 && before + static_cast<std::int32_t>(k) > 0 && Bug != ualloc_bug::no_relink_on_refill;
     // Classes whose empty bins are retired (fewer than 32 slots; E11) take the cold path.
     if (refilled || cap < hysteresis_min_capacity) {
-      free_cold(L, bin, cap, k, before, refilled, e);
+      out_of_line([&](const ualloc& u) { u.free_cold(L, bin, cap, k, before, refilled, e); });
       return;
     }
     L.slot_sem.signal_relaxed(Bug == ualloc_bug::free_signals_short ? k - 1 : k, 0);  // slots are found by RMWs (E4)
