@@ -256,6 +256,9 @@ std::vector<mutant> build() {
       // stealing idle superbin units from another arena before a GROW (allocator.md §12.12)
       mb("ualloc.steal-searches-own-arena", "accounting", "superbins", P{{"bug", 31}},
          "a group that took another arena's units searches its own arena's superbins for its reservation").depth(0),
+      // the views' resident copies that out-of-line members run on (allocator.md §3.9)
+      mb("ualloc.resident-views-unpublished", "publication", "mixed-sizes", P{{"bug", 32}},
+         "init_after_zero never writes the views' copies in the metadata: the out-of-line paths run on a zeroed view").depth(0),
   };
   return c;
 }

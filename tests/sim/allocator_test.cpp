@@ -8,7 +8,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim_test_support.hpp"
@@ -220,6 +222,7 @@ const std::vector<planted>& planted_allocator_bugs() {
       {"superbins", {{"bug", 24}}, "4 KiB-aligned superbin slot freed to TBuddy", true},
       // stealing (allocator.md §12.12): units of arena 1's idle superbins, searched for in arena 0
       {"superbins", {{"bug", 31}}, "stolen units searched in the own arena", true},
+      {"mixed-sizes", {{"bug", 32}}, "resident views never written", true},
   };
   return bugs;
 }
@@ -301,6 +304,7 @@ TEST(Allocator, ExhaustionUtilisationMatchesTheGeometry) {
 
 // ---- checked mode and the byte limit -------------------------------------------------------------
 #include <cstdlib>
+#include <cstring>
 
 #include "toga/allocator.hpp"
 #include "toga/heap_walk.hpp"
@@ -625,6 +629,56 @@ TEST(Allocator, SuperbinGrowTakesIdleUnitsOfAnotherArenaFirst) {
   for (void* p : got) EXPECT_NE(p, nullptr);
   EXPECT_EQ(toga::collect_statistics(a).superbin_bytes, 64u << 10) << "SM 0 grew a superbin although SM 1's was idle";
   EXPECT_FALSE(phase(0, give).failed());
+  EXPECT_FALSE(toga::check_quiescent(a));
+  std::free(heap);
+}
+
+// The allocator's out-of-line members run on the view's copy in the metadata (docs/allocator.md
+// §3.9): make() points `resident` at layout.view_off, init_after_zero writes it. The test checks
+// the copy, then changes the resident allocator copy alone (no superbins: sb_max_bytes = 0) and
+// sees a 2 KiB request served by TBuddy instead of a superbin: the out-of-line path ran on the
+// copy, not on the caller's view. A view without copies (resident = nullptr, as views built by
+// hand) still allocates and frees (the call site copies the view). Planted bug 32 (the copy is
+// never written) is killed in the planted-bug table and the mutant suite.
+TEST(Allocator, OutOfLineMembersRunOnTheResidentCopy) {
+  using A = toga::allocator<ts::platform, toga::ualloc_bug::none, toga::tbuddy_bug::none, false>;
+  const std::uint64_t hb = 2u << 20;
+  const auto layout = toga::heap_layout::make<ts::platform>(toga::heap_layout::levels_for(hb), 1, 16);
+  char* heap = static_cast<char*>(std::aligned_alloc(4096, hb));
+  std::vector<std::uint64_t> meta(layout.bytes / 8 + 1, 0);
+  char* m = reinterpret_cast<char*>(meta.data());
+  A a = A::make(heap, m, layout);
+  a.init_after_zero(0);
+  ASSERT_EQ(reinterpret_cast<const char*>(a.resident), m + layout.view_off);
+  EXPECT_EQ(std::memcmp(a.resident, &a, sizeof a), 0) << "the allocator's copy differs from the view";
+  auto one = [&](auto f) {
+    ts::random_strategy rs;
+    rs.begin(1, 1);
+    ts::run_limits lim;
+    lim.max_steps = 20'000'000;
+    ts::world w({1, 1, 1}, rs, lim);
+    return w.run(f);
+  };
+  A* copy = const_cast<A*>(a.resident);
+  const std::uint64_t sb_max = copy->sb_max_bytes;
+  ASSERT_GT(sb_max, 2048u);
+  copy->sb_max_bytes = 0;  // the copy alone: no superbins
+  void* p = nullptr;
+  EXPECT_FALSE(one([&] { p = a.allocate(2048); }).failed());
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(toga::collect_statistics(a).superbin_bytes, 0u) << "the out-of-line path did not run on the resident copy";
+  EXPECT_EQ((static_cast<char*>(p) - heap) % 4096, 0) << "a TBuddy block of 4 KiB";
+  copy->sb_max_bytes = sb_max;
+  EXPECT_FALSE(one([&] { a.deallocate(p); }).failed());
+  A b = a;  // no copies: the call sites copy the view
+  b.resident = nullptr;
+  std::vector<void*> got;
+  EXPECT_FALSE(one([&] {
+    for (std::uint64_t s : {16u, 2048u, 8192u, 65536u, 131072u}) got.push_back(b.allocate(s));
+    for (void* q : got) b.deallocate(q);
+  }).failed());
+  for (void* q : got) EXPECT_NE(q, nullptr);
+  EXPECT_GT(toga::collect_statistics(a).superbin_bytes, 0u) << "2 KiB - 64 KiB in superbins";
   EXPECT_FALSE(toga::check_quiescent(a));
   std::free(heap);
 }

@@ -82,9 +82,8 @@ struct heap_layout {
   unsigned sb_arenas = 0;
   std::uint64_t state_off = 0, lock_off = 0, sem_off = 0, sb_table_off = 0, arena_off = 0, sb_arena_off = 0, globals_off = 0,
                 view_off = 0, bytes = 0;
-  //! The views' resident copies (`allocator::resident`): the allocator's at view_off, the
-  //! superbin view's at view_off + resident_super_off.
-  static constexpr std::uint64_t resident_super_off = 256, resident_bytes = 512;
+  //! The allocator view's resident copy (`allocator::resident`) at view_off.
+  static constexpr std::uint64_t resident_bytes = 256;
 
   //! Most levels of the buddy tree: 4 KiB x 2^25 = 128 GiB. The buddy semaphores' C field (26
   //! bits, spec §2.4) must count every leaf of the tree.
@@ -181,31 +180,19 @@ struct allocator {
     a.small.peer = meta + layout.sb_arena_off;
     a.small.peer_arenas = layout.sb_arenas ? layout.sb_arenas : layout.arenas;
     a.sb_max_bytes = layout.sb_classes ? geom::sb_class_bytes(layout.sb_classes - 1) : 0;
-    // the resident copies (written by init_after_zero): small is the allocator's first member
-    if (layout.view_off != 0) {
-      a.resident = reinterpret_cast<const allocator*>(meta + layout.view_off);
-      a.small.resident = reinterpret_cast<const ualloc<P, UB, TB>*>(meta + layout.view_off);
-      a.small.peer_resident = meta + layout.view_off + heap_layout::resident_super_off;
-    }
+    // the resident copy (written by init_after_zero)
+    if (layout.view_off != 0) a.resident = reinterpret_cast<const allocator*>(meta + layout.view_off);
     return a;
   }
   //! Superbins (256 B .. 64 KiB, fast-path.md E6): the same machinery over TBuddy blocks, sharing
   //! small's base and buddy tree; a view built on demand (kernels pass the allocator by value, and
   //! a second stored view made every kernel's copy of it larger).
   TOGA_HOST_DEVICE ualloc<P, UB, TB, superbin_geometry> super() const {
-    return {small.base,
-            small.buddy,
-            static_cast<arena<P, superbin_geometry>*>(small.peer),
-            small.peer_arenas,
-            small.num_pins,
-            small.table,
-            small.sb_shift,
-            small.num_arenas,
-            small.arenas,
-            static_cast<const ualloc<P, UB, TB, superbin_geometry>*>(small.peer_resident),
-            small.resident};
+    return {small.base, small.buddy, static_cast<arena<P, superbin_geometry>*>(small.peer), small.peer_arenas, small.num_pins,
+            small.table, small.sb_shift, small.num_arenas, small.arenas};
   }
-  //! Runs f(view) on the resident copy (or a copy made here): see ualloc::out_of_line.
+  //! Runs f(view) on the resident copy (views built by hand: on a copy made here), so that no
+  //! kernel parameter's address is taken (docs/allocator.md §3.9; ualloc::out_of_line).
   template <class F>
   TOGA_DEVICE TOGA_FORCEINLINE auto out_of_line(F&& f) const TOGA_NOEXCEPT(P) {
     if (resident != nullptr) return f(*resident);
@@ -223,13 +210,9 @@ struct allocator {
       for (unsigned c = 0; c < geom::sb_max_classes; ++c) super().arenas[a].lists[c].slot_sem.init(0);
     }
     globals->limit.limit = limit_bytes;
-    if (resident != nullptr) {  // the copies the out-of-line members run on (make)
-      using super_view = ualloc<P, UB, TB, superbin_geometry>;
-      static_assert(sizeof(allocator) <= heap_layout::resident_super_off &&
-                        sizeof(super_view) <= heap_layout::resident_bytes - heap_layout::resident_super_off,
-                    "heap_layout's resident region holds both views");
+    if (resident != nullptr && UB != ualloc_bug::resident_views_unpublished) {  // the copy out-of-line members run on (make)
+      static_assert(sizeof(allocator) <= heap_layout::resident_bytes, "heap_layout's resident region holds the view");
       *const_cast<allocator*>(resident) = *this;
-      *static_cast<super_view*>(const_cast<void*>(small.peer_resident)) = super();
     }
   }
 

@@ -103,6 +103,7 @@ enum class ualloc_bug : std::uint8_t {
   superbin_arena_ignores_sharing, //!< allocate_super picks the superbin arena by sm_id % (chunk arenas), not % sb_arenas
   reclaim_peer_arenas_ignored,    //!< reclaim walks the other geometry's arenas with this geometry's count (not peer_arenas)
   steal_searches_own_arena,       //!< a superbin group takes another arena's units but searches its own arena's bins for them
+  resident_views_unpublished,     //!< init_after_zero leaves the views' resident copies unwritten (out-of-line members run on zeros)
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -253,22 +254,16 @@ struct ualloc {
   //! both hold, so that memory cached by one geometry (empty bins, chunks, superbins) serves the
   //! other before a nullptr (E12).
   void* peer = nullptr;
-  //! This view's copy in the heap's metadata (allocator::make points it there, init_after_zero
-  //! writes it), on which the out-of-line members run (`out_of_line`). Kernels take views by
-  //! value; a call of a member that is not inlined needs `this` in memory, and for a kernel
-  //! parameter nvcc makes that a copy of the whole view in local memory, in every thread at kernel
-  //! entry, whatever path the thread then takes (docs/benchmarks.md, "the view's local copy").
-  //! nullptr (views built by hand): the call site copies the view.
-  const ualloc* resident = nullptr;
-  //! Chunk geometry: the superbin view's copy (super() passes it on as that view's `resident`).
-  const void* peer_resident = nullptr;
   using other_geometry = std::conditional_t<G::superbins, chunk_geometry, superbin_geometry>;
 
-  //! Runs f(view) on the resident copy (or, without one, on a copy made here): the way from
-  //! inlined code into an out-of-line member, so that no kernel parameter's address is taken.
+  //! Runs f(view) on a copy of this view made here: the way from inlined code into an
+  //! out-of-line member (allocate_slow, free_cold), so that no kernel parameter's address is
+  //! taken (nvcc would copy the whole parameter to local memory at kernel entry, in every thread:
+  //! docs/allocator.md §3.9). The copy is local memory made only on these paths; the allocator's
+  //! global-memory copy (allocator::resident) is not used here because the slow paths reread the
+  //! view after every acquire, which on the GPU invalidates L1's global lines, not local ones.
   template <class F>
   TOGA_DEVICE TOGA_FORCEINLINE auto out_of_line(F&& f) const TOGA_NOEXCEPT(P) {
-    if (resident != nullptr) return f(*resident);
     const ualloc copy = *this;
     return f(copy);
   }
