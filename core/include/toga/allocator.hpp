@@ -193,11 +193,16 @@ struct allocator {
   }
   //! Runs f(view) on the resident copy (views built by hand: on a copy made here), so that no
   //! kernel parameter's address is taken (docs/allocator.md §3.9; ualloc::out_of_line).
+  //! (TOGA_RESIDENT_VIEW = 0: on this view.)
   template <class F>
   TOGA_DEVICE TOGA_FORCEINLINE auto out_of_line(F&& f) const TOGA_NOEXCEPT(P) {
-    if (resident != nullptr) return f(*resident);
-    const allocator copy = *this;
-    return f(copy);
+    if constexpr (TOGA_RESIDENT_VIEW != 0) {
+      if (resident != nullptr) return f(*resident);
+      const allocator copy = *this;
+      return f(copy);
+    } else {
+      return f(*this);
+    }
   }
   //! One-time initialisation after the metadata was zeroed (sequential; the CUDA backend runs
   //! it in a one-thread kernel). limit_bytes: 0 for none.

@@ -27,6 +27,22 @@
 #define TOGA_SB_STEAL_ROUNDS 4
 #endif
 
+//! Out-of-line members on the view's resident copy (docs/allocator.md §3.9): 1 runs the
+//! allocator's out-of-line wrappers on its copy in the heap's metadata and UAlloc's slow paths on a
+//! local copy made at the call, so that no kernel parameter's address is taken; 0 calls them on the
+//! caller's view (on CUDA, nvcc then copies the kernel's heap_ref to local memory at kernel entry,
+//! in every thread). Measured on an H200 (docs/benchmarks.md, "the view's local copy"): 1 makes
+//! every free 25-50 % faster and meets T2's target, but T1 allocation at 2-16 KiB 34-96 % slower,
+//! so CUDA builds keep 0 until that is understood; the simulator and CPU builds use 1, which keeps
+//! the mechanism tested (the view's data is the same either way).
+#ifndef TOGA_RESIDENT_VIEW
+#ifdef __CUDACC__
+#define TOGA_RESIDENT_VIEW 0
+#else
+#define TOGA_RESIDENT_VIEW 1
+#endif
+#endif
+
 //! `noexcept` for core operations, conditional on the platform.
 //!
 //! Device code is `noexcept`. The simulator, however, stops the lanes of an aborted schedule

@@ -262,10 +262,15 @@ struct ualloc {
   //! docs/allocator.md §3.9). The copy is local memory made only on these paths; the allocator's
   //! global-memory copy (allocator::resident) is not used here because the slow paths reread the
   //! view after every acquire, which on the GPU invalidates L1's global lines, not local ones.
+  //! (TOGA_RESIDENT_VIEW = 0: on this view.)
   template <class F>
   TOGA_DEVICE TOGA_FORCEINLINE auto out_of_line(F&& f) const TOGA_NOEXCEPT(P) {
-    const ualloc copy = *this;
-    return f(copy);
+    if constexpr (TOGA_RESIDENT_VIEW != 0) {
+      const ualloc copy = *this;
+      return f(copy);
+    } else {
+      return f(*this);
+    }
   }
 
   //! Classes with at least this many slots per bin keep their empty bins (E11). (31, to take in the
