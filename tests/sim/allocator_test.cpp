@@ -336,6 +336,16 @@ ts::run_result one_lane(F body, std::uint64_t max_steps = 0) {
   ts::world w({1, 1, 1}, rs, lim);
   return w.run(body);
 }
+// Runs body on SM `sm` of a world of two SMs with one lane each (the other lane does nothing).
+template <class F>
+ts::run_result on_sm_of_two(unsigned sm, F body) {
+  ts::random_strategy rs;
+  rs.begin(1, 1);
+  ts::run_limits lim;
+  lim.max_steps = 20'000'000;
+  ts::world w({2, 2, 1}, rs, lim);
+  return w.run([&, sm] { if (ts::platform::sm_id() == sm) body(); });
+}
 }  // namespace
 
 // The checked heap logged exactly `want` (in order), is quiescent-consistent and holds nothing.
@@ -568,20 +578,12 @@ std::uint64_t superbin_blocks_until_exhaustion_with_a_cached_chunk_elsewhere() {
   std::vector<std::uint64_t> meta(layout.bytes / 8 + 1, 0);
   A a = A::make(heap, reinterpret_cast<char*>(meta.data()), layout);
   a.init_after_zero(0);
-  auto phase = [&](unsigned sm, auto f) {
-    ts::random_strategy rs;
-    rs.begin(1, 1);
-    ts::run_limits lim;
-    lim.max_steps = 20'000'000;
-    ts::world w({2, 2, 1}, rs, lim);  // 2 SMs, one lane each
-    return w.run([&, sm, f] { if (ts::platform::sm_id() == sm) f(); });
-  };
   std::vector<void*> got;
-  EXPECT_FALSE(phase(1, [&] { a.deallocate(a.allocate(16)); }).failed());
+  EXPECT_FALSE(on_sm_of_two(1, [&] { a.deallocate(a.allocate(16)); }).failed());
   EXPECT_GT(toga::collect_statistics(a).chunk_bytes, 0u) << "SM 1's arena keeps its free chunk";
-  EXPECT_FALSE(phase(0, [&] { while (void* p = a.allocate(2048)) got.push_back(p); }).failed());
+  EXPECT_FALSE(on_sm_of_two(0, [&] { while (void* p = a.allocate(2048)) got.push_back(p); }).failed());
   const std::uint64_t n = got.size();
-  EXPECT_FALSE(phase(0, [&] { for (void* p : got) a.deallocate(p); }).failed());
+  EXPECT_FALSE(on_sm_of_two(0, [&] { for (void* p : got) a.deallocate(p); }).failed());
   EXPECT_FALSE(toga::check_quiescent(a));
   std::free(heap);
   return n;
@@ -607,14 +609,6 @@ TEST(Allocator, SuperbinGrowTakesIdleUnitsOfAnotherArenaFirst) {
   std::vector<std::uint64_t> meta(layout.bytes / 8 + 1, 0);
   A a = A::make(heap, reinterpret_cast<char*>(meta.data()), layout);
   a.init_after_zero(0);
-  auto phase = [&](unsigned sm, auto f) {
-    ts::random_strategy rs;
-    rs.begin(1, 1);
-    ts::run_limits lim;
-    lim.max_steps = 20'000'000;
-    ts::world w({2, 2, 1}, rs, lim);  // 2 SMs, one lane each
-    return w.run([&, sm, f] { if (ts::platform::sm_id() == sm) f(); });
-  };
   std::vector<void*> got;
   const auto take = [&] {
     for (int i = 0; i < 32; ++i) got.push_back(a.allocate(2048));
@@ -623,12 +617,12 @@ TEST(Allocator, SuperbinGrowTakesIdleUnitsOfAnotherArenaFirst) {
     for (void* p : got) a.deallocate(p);
     got.clear();
   };
-  EXPECT_FALSE(phase(1, [&] { take(); give(); }).failed());
+  EXPECT_FALSE(on_sm_of_two(1, [&] { take(); give(); }).failed());
   EXPECT_EQ(toga::collect_statistics(a).superbin_bytes, 64u << 10) << "SM 1's arena keeps its empty superbin";
-  EXPECT_FALSE(phase(0, take).failed());
+  EXPECT_FALSE(on_sm_of_two(0, take).failed());
   for (void* p : got) EXPECT_NE(p, nullptr);
   EXPECT_EQ(toga::collect_statistics(a).superbin_bytes, 64u << 10) << "SM 0 grew a superbin although SM 1's was idle";
-  EXPECT_FALSE(phase(0, give).failed());
+  EXPECT_FALSE(on_sm_of_two(0, give).failed());
   EXPECT_FALSE(toga::check_quiescent(a));
   std::free(heap);
 }
@@ -642,24 +636,13 @@ TEST(Allocator, SuperbinGrowTakesIdleUnitsOfAnotherArenaFirst) {
 // never written) is killed in the planted-bug table and the mutant suite.
 TEST(Allocator, OutOfLineMembersRunOnTheResidentCopy) {
   if (TOGA_RESIDENT_VIEW == 0) GTEST_SKIP() << "built with TOGA_RESIDENT_VIEW=0: out-of-line members run on the caller's view";
-  using A = toga::allocator<ts::platform, toga::ualloc_bug::none, toga::tbuddy_bug::none, false>;
-  const std::uint64_t hb = 2u << 20;
-  const auto layout = toga::heap_layout::make<ts::platform>(toga::heap_layout::levels_for(hb), 1, 16);
-  char* heap = static_cast<char*>(std::aligned_alloc(4096, hb));
-  std::vector<std::uint64_t> meta(layout.bytes / 8 + 1, 0);
-  char* m = reinterpret_cast<char*>(meta.data());
-  A a = A::make(heap, m, layout);
-  a.init_after_zero(0);
-  ASSERT_EQ(reinterpret_cast<const char*>(a.resident), m + layout.view_off);
+  small_heap<false> h;  // 2 MiB, 64 KiB superbins
+  using A = small_heap<false>::A;
+  A& a = h.a;
+  char* heap = h.heap;
+  ASSERT_EQ(reinterpret_cast<const char*>(a.resident), reinterpret_cast<const char*>(h.meta.data()) + h.layout.view_off);
   EXPECT_EQ(std::memcmp(a.resident, &a, sizeof a), 0) << "the allocator's copy differs from the view";
-  auto one = [&](auto f) {
-    ts::random_strategy rs;
-    rs.begin(1, 1);
-    ts::run_limits lim;
-    lim.max_steps = 20'000'000;
-    ts::world w({1, 1, 1}, rs, lim);
-    return w.run(f);
-  };
+  auto one = [](auto f) { return one_lane(f, 20'000'000); };
   A* copy = const_cast<A*>(a.resident);
   const std::uint64_t sb_max = copy->sb_max_bytes;
   ASSERT_GT(sb_max, 2048u);
@@ -681,7 +664,6 @@ TEST(Allocator, OutOfLineMembersRunOnTheResidentCopy) {
   for (void* q : got) EXPECT_NE(q, nullptr);
   EXPECT_GT(toga::collect_statistics(a).superbin_bytes, 0u) << "2 KiB - 64 KiB in superbins";
   EXPECT_FALSE(toga::check_quiescent(a));
-  std::free(heap);
 }
 
 // 256 B .. 1 KiB fall back to UAlloc's classes when no superbin can be had, but UAlloc's slots are
