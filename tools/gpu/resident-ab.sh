@@ -11,14 +11,7 @@ out=${OUT:-/tmp/resident-ab}; mkdir -p "$out"
 bin=build/gpubin; before=${BEFORE:?name the before build, e.g. BEFORE=3978e57}
 export TOGA_COMMIT="$(head -1 $bin/commit.txt)"
 for v in fastpath-bench fastpath-bench-$before; do
-  cuobjdump -sass "$bin/$v" | python3 -c "
-import re,sys
-s=sys.stdin.read()
-for p in re.split(r'\n\s*Function : ',s)[1:]:
-  n=p.split('\n',1)[0]
-  if 'toga_alloc' in n or 'toga_free' in n:
-    print('$v', 'alloc' if 'alloc' in n else 'free', 'STL before the first EXIT:', p[:p.find('EXIT')].count('STL'), '; STL', p.count('STL'), 'LDL', p.count('LDL'))
-" | tee -a "$out/sass-stl.txt"
+  cuobjdump -sass "$bin/$v" > /tmp/$v.sass && echo "$v" | tee -a "$out/sass-stl.txt" && python3 tools/gpu/sass-counts.py /tmp/$v.sass 'toga_alloc|toga_free' | tee -a "$out/sass-stl.txt"
 done
 for r in 1 2; do
   for v in fastpath-bench-$before fastpath-bench; do

@@ -3,8 +3,9 @@
 
 Usage: cuobjdump -sass BINARY > FILE.sass; python3 tools/gpu/sass-counts.py FILE.sass [NAME_REGEX]
 Prints, for every function whose name matches NAME_REGEX (default: toga|ualloc|allocator|bump),
-its SASS instruction count and how many MEMBAR, FENCE, ATOM(G), RED(G) and CALL instructions it
-has. Instructions are counted by their /*offset*/ markers, which have 4 hex digits below 64 KiB of
+its SASS instruction count and how many MEMBAR, FENCE, ATOM(G), RED(G), CALL, STL and LDL
+instructions it has, and the STL before its first EXIT (a kernel parameter copied to local memory
+at kernel entry: docs/allocator.md §3.9). Instructions are counted by their /*offset*/ markers, which have 4 hex digits below 64 KiB of
 code and more above. Python only.
 """
 import re
@@ -36,7 +37,10 @@ def main() -> int:
             return len(re.findall(pat, f))
         instr, membar, fence = c(r"/[*][0-9a-f]{4,}[*]/ "), c(r"MEMBAR"), c(r"FENCE")
         atom, red, call = c(r"ATOMG?[.]"), c(r"\bREDG?[.]"), c(r"\bCALL\b")
-        print(f"{name[:150]}\n    instr {instr:6d}  MEMBAR {membar:3d}  FENCE {fence:3d}  ATOM {atom:4d}  RED {red:3d}  CALL {call:3d}")
+        stl, ldl = c(r"\bSTL\b"), c(r"\bLDL\b")
+        entry_stl = len(re.findall(r"\bSTL\b", f[: f.find("EXIT")])) if "EXIT" in f else stl
+        print(f"{name[:150]}\n    instr {instr:6d}  MEMBAR {membar:3d}  FENCE {fence:3d}  ATOM {atom:4d}  RED {red:3d}  CALL {call:3d}"
+              f"  STL {stl:4d}  LDL {ldl:4d}  STL before the first EXIT {entry_stl:2d}")
     return 0
 
 
