@@ -28,6 +28,25 @@
 __device__ unsigned long long toga_prof[64];
 #define TOGA_PROFILE_COUNT(e) atomicAdd(&toga_prof[(e)], 1ull)
 #endif
+#ifdef FASTPATH_TIMELINE
+// Timeline (-DFASTPATH_TIMELINE, not with FASTPATH_PROFILE): every thread of toga_alloc records
+// its start and end (%globaltimer, ns), its latency (clock64 cycles) and its SM; the leader of a
+// group marks the slow-path events it went through (config.hpp's events) in its own word, without
+// atomics. After the fresh and the first timed warm launch the host prints when threads finished,
+// latency quantiles, and latency per path (docs/benchmarks.md "what limits the targets").
+struct tl_rec {
+  unsigned long long t0, t1;
+  unsigned cycles, sm;
+};
+__device__ tl_rec* tl_recs;
+__device__ unsigned long long* tl_path;
+__device__ unsigned tl_n;
+#define TOGA_PROFILE_COUNT(e)                                                      \
+  do {                                                                             \
+    const unsigned tl_i_ = blockIdx.x * blockDim.x + threadIdx.x;                  \
+    if (tl_path && tl_i_ < tl_n) tl_path[tl_i_] |= 1ull << (e);                    \
+  } while (0)
+#endif
 #include "toga/cuda/heap.cuh"
 
 #define CK(x)                                                                                          \
@@ -77,7 +96,20 @@ void print_profile(const char* what) {
 #endif
 __global__ void TOGA_BOUNDS toga_alloc(TOGA_HEAP_PARAM h, void** out, unsigned n, unsigned size) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+#ifdef FASTPATH_TIMELINE
+  if (i >= n) return;
+  unsigned long long g0, g1;
+  unsigned sm;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
+  const long long c0 = clock64();
+  out[i] = h.allocate(size);
+  const long long c1 = clock64();
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1));
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  if (tl_recs) tl_recs[i] = tl_rec{g0, g1, static_cast<unsigned>(c1 - c0), sm};
+#else
   if (i < n) out[i] = h.allocate(size);
+#endif
 }
 __global__ void __launch_bounds__(block, TOGA_FREE_MIN_BLOCKS) toga_free(TOGA_HEAP_PARAM h, void** in, unsigned n) {
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -245,6 +277,94 @@ check_result check_round(void** d_ptrs, unsigned n, unsigned size, const char* b
   return r;
 }
 
+#ifdef FASTPATH_TIMELINE
+struct timeline {
+  tl_rec* recs = nullptr;
+  unsigned long long* path = nullptr;
+  unsigned n = 0;
+  explicit timeline(unsigned n_) : n(n_) {
+    CK(cudaMalloc(&recs, std::size_t{n} * sizeof(tl_rec)));
+    CK(cudaMalloc(&path, std::size_t{n} * sizeof(unsigned long long)));
+  }
+  ~timeline() {
+    cudaFree(recs);
+    cudaFree(path);
+  }
+  timeline(const timeline&) = delete;
+  timeline& operator=(const timeline&) = delete;
+  void arm(bool on) {
+    if (on) {
+      CK(cudaMemset(recs, 0, std::size_t{n} * sizeof(tl_rec)));
+      CK(cudaMemset(path, 0, std::size_t{n} * sizeof(unsigned long long)));
+    }
+    tl_rec* r = on ? recs : nullptr;
+    unsigned long long* p = on ? path : nullptr;
+    CK(cudaMemcpyToSymbol(tl_recs, &r, sizeof r));
+    CK(cudaMemcpyToSymbol(tl_path, &p, sizeof p));
+    CK(cudaMemcpyToSymbol(tl_n, &n, sizeof n));
+  }
+  void report(const char* what) const {
+    std::vector<tl_rec> r(n);
+    std::vector<unsigned long long> p(n);
+    CK(cudaMemcpy(r.data(), recs, r.size() * sizeof(tl_rec), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(p.data(), path, p.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+    unsigned long long t0 = ~0ull, t1 = 0;
+    for (auto& x : r) t0 = std::min(t0, x.t0), t1 = std::max(t1, x.t1);
+    auto q = [](std::vector<double> v, double f) {
+      std::sort(v.begin(), v.end());
+      return v.empty() ? 0.0 : v[std::min(v.size() - 1, static_cast<std::size_t>(f * v.size()))];
+    };
+    std::vector<double> start, end, lat;
+    for (auto& x : r) start.push_back((x.t0 - t0) / 1e3), end.push_back((x.t1 - t0) / 1e3), lat.push_back(x.cycles);
+    std::printf("  timeline %s: span %.1f us (globaltimer)\n", what, (t1 - t0) / 1e3);
+    std::printf("    started by (us):  50%% %.1f  90%% %.1f  99%% %.1f  100%% %.1f\n", q(start, .5), q(start, .9), q(start, .99), q(start, 1));
+    std::printf("    finished by (us): 10%% %.1f  50%% %.1f  90%% %.1f  99%% %.1f  99.9%% %.1f  100%% %.1f\n", q(end, .1), q(end, .5),
+                q(end, .9), q(end, .99), q(end, .999), q(end, 1));
+    std::printf("    latency (cycles): 50%% %.0f  90%% %.0f  99%% %.0f  99.9%% %.0f  max %.0f\n", q(lat, .5), q(lat, .9), q(lat, .99),
+                q(lat, .999), q(lat, 1));
+    // per warp: the OR of its lanes' event marks (the group leader's), its slowest lane
+    static const char* ev[] = {"tb_alloc", "tb_climb", "tb_visit", "tb_restart", "tb_claim_lost", "tb_lock_spin", "tb_split",
+                               "tb_propagate", "tb_free", "tb_merge", "", "", "", "ua_group", "ua_fast", "ua_take_failed",
+                               "ua_no_pin", "ua_short", "", "ua_lost_bits", "ua_find_step", "ua_grow", "ua_reconcile",
+                               "ua_lock_spin", "", "", "", "ua_steal", "ua_reclaim"};
+    const unsigned nev = sizeof ev / sizeof ev[0];
+    std::vector<std::vector<double>> by(nev + 1);
+    std::vector<std::vector<double>> endby(nev + 1);
+    for (unsigned w = 0; w * 32 < n; ++w) {
+      unsigned long long m = 0;
+      double l = 0, e = 0;
+      for (unsigned k = w * 32; k < std::min(n, w * 32 + 32); ++k) m |= p[k], l = std::max(l, lat[k]), e = std::max(e, end[k]);
+      const unsigned long long slow = m & ~((1ull << 13) | (1ull << 14));  // beyond ua_group / ua_fast
+      if (slow == 0) by[nev].push_back(l), endby[nev].push_back(e);
+      for (unsigned b = 0; b < nev; ++b)
+        if (*ev[b] && (m >> b & 1) && b != 13 && b != 14) by[b].push_back(l), endby[b].push_back(e);
+    }
+    std::printf("    per warp (slowest lane), by event: %-14s %7s %9s %9s %9s %11s\n", "event", "warps", "p50 cyc", "p99 cyc", "max cyc",
+                "p99 end us");
+    for (unsigned b = 0; b <= nev; ++b) {
+      if (by[b].empty()) continue;
+      std::printf("      %-14s %7zu %9.0f %9.0f %9.0f %11.1f\n", b == nev ? "fast only" : ev[b], by[b].size(), q(by[b], .5),
+                  q(by[b], .99), q(by[b], 1), q(endby[b], .99));
+    }
+    // per SM: threads served and when its last thread finished
+    std::vector<double> sm_end(1024, 0.0);
+    std::vector<unsigned> sm_n(1024, 0);
+    unsigned nsm = 0;
+    for (unsigned i = 0; i < n; ++i) {
+      const unsigned s = r[i].sm % 1024;
+      sm_end[s] = std::max(sm_end[s], end[i]);
+      ++sm_n[s];
+      nsm = std::max(nsm, s + 1);
+    }
+    std::vector<double> se, sn;
+    for (unsigned s = 0; s < nsm; ++s)
+      if (sm_n[s]) se.push_back(sm_end[s]), sn.push_back(sm_n[s]);
+    std::printf("    per SM (%zu): last thread done (us) min %.1f  p50 %.1f  max %.1f; threads min %.0f  p50 %.0f  max %.0f\n", se.size(),
+                q(se, 0), q(se, .5), q(se, 1), q(sn, 0), q(sn, .5), q(sn, 1));
+  }
+};
+#endif
+
 std::vector<unsigned> parse_list(const char* s) {
   std::vector<unsigned> v;
   for (const char* p = s; *p;) {
@@ -330,6 +450,9 @@ int main(int argc, char** argv) {
     }
     // toga: the first round on a fresh heap, then warm rounds
     toga::cuda::heap h(heap_bytes);
+#ifdef FASTPATH_TIMELINE
+    timeline tl(n);
+#endif
     std::vector<float> ta, tf;
     float fresh = 0;
     check_result worst;
@@ -338,8 +461,18 @@ int main(int argc, char** argv) {
       static char label[96];
       std::snprintf(label, sizeof label, "toga_alloc %u B round %u", size, r);
       tm.what = label;
+#ifdef FASTPATH_TIMELINE
+      tl.arm(r == 0 || r == 2);
+#endif
       const float a = tm.ms([&] { toga_alloc<<<grid, block>>>(h.ref(), d_ptrs, n, size); });
       if (r <= 1) print_profile(r == 0 ? "fresh alloc" : "warm alloc");
+#ifdef FASTPATH_TIMELINE
+      if (r == 0 || r == 2) {
+        tl.arm(false);
+        std::printf("  %u B round %u: %.4f ms\n", size, r, a);
+        tl.report(r == 0 ? "fresh" : "warm");
+      }
+#endif
       const check_result c = check_round(d_ptrs, n, size, static_cast<const char*>(h.ref().view().small.base), h.capacity(), d_bad);
       if (c.bad() + c.nulls > worst.bad() + worst.nulls) worst = c;
       print_profile("(checks)");
