@@ -70,7 +70,8 @@ struct heap_inst final : instance {
   heap_inst(world& w, const params& p, mode md)
       : m(md),
         lanes(w.config().lanes()),
-        ops(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("ops", md == mode::mixed || md == mode::superbins ? 6 : 8)))),
+        ops(static_cast<unsigned>(std::max<std::int64_t>(
+            1, p.get("ops", md == mode::mixed || md == mode::superbins ? 6 : md == mode::rounds ? 1 : 8)))),
         keep(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("keep", 3)))),
         leak(p.get("leak", 0) != 0),
         rounds(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("rounds", 2)))),
@@ -111,6 +112,28 @@ struct heap_inst final : instance {
     // taker holds for a moment out of the pins and the inbox; the slow path then looks again.
     // Their per-step bound is S1' below, their exact accounting is checked at quiescence.)
     return std::nullopt;
+  }
+
+  // The buddy tree at a glance, for verdict messages: per level with anything to say, its
+  // semaphore (C/E/R) and how many nodes are AVAILABLE, ALLOCATED (tagged or not) and BUSY.
+  std::string buddy_summary() const {
+    const auto& b = a.small.buddy;
+    const std::uint64_t nodes = std::uint64_t{1} << b.levels;
+    std::uint64_t avail[64] = {}, alloc[64] = {}, busy[64] = {};
+    for (std::uint64_t v = 1; v < nodes; ++v) {
+      const std::uint32_t st = b.state[v];
+      if (st == node_available) ++avail[b.height(v)];
+      else if (st == node_busy) ++busy[b.height(v)];
+      else if (st != 0) ++alloc[b.height(v)];
+    }
+    std::string out = "buddy levels (C/E/R avail alloc busy):";
+    for (unsigned k = 0; k < b.levels; ++k) {
+      const auto f = tbuddy_semaphore<P>::unpack(b.sem[k].raw());
+      if (f.c + f.e + f.r + avail[k] + alloc[k] == 0) continue;
+      out += " " + str(k) + ":" + str(f.c) + "/" + str(f.e) + "/" + str(f.r) + " " + str(avail[k]) + " " + str(alloc[k]) + " " +
+             str(busy[k]);
+    }
+    return out;
   }
 
   // S1' for the per-SM semaphores with the fast path (fast-path.md E2): the stored C minus the
@@ -369,7 +392,7 @@ struct heap_inst final : instance {
       for (unsigned r = 0; r < rounds; ++r) {
         for (unsigned i = 0; i < ops; ++i) {
           const std::uint64_t h = do_alloc(draw_size());
-          if (!h) P::violated("rounds: nullptr with memory available (round " + str(r) + ")");
+          if (!h) P::violated("rounds: nullptr with memory available (round " + str(r) + "); " + buddy_summary());
           mine.push_back(h);
         }
         meet(2 * r + 1);
@@ -594,13 +617,33 @@ void register_allocator_scenarios() {
   {
     auto keys = heap_keys(1, 32, 1, 1, 16, 2048);
     keys.push_back({"rounds", 1, 100, 2, "alloc-all / free-all rounds"});
-    add_scenario(heap_checks(with_keys({"rounds",
+    scenario rs = heap_checks(with_keys({"rounds",
                   std::string("toga-bench's T1 shape: every lane allocates `ops` blocks of `size`, all meet, all free, all "
                               "meet; `rounds` times (fresh heap, then warm). params warps=1 threads=32 sms=1 ops=1 size=16 "
                               "rounds=2 heap_kib=2048") + bug_help,
                   expectation::pass, [](const params& p) { return shape(p, 1, 32, 1); },
                   [](world& w, const params& p) { return make_heap(w, p, mode::rounds); }, run_limits{50'000, 4'000'000}, {}, {}},
-                           keys)));
+                           keys));
+    // Every nullptr is a verdict here, so the demand must leave the heap room: at most half of it
+    // in blocks of the served size (a TBuddy block or superbin slot of the next power of two),
+    // whatever the geometry strands (per-SM superbins, UAlloc's header pages).
+    rs.check = [base = rs.check](const params& p) -> std::optional<std::string> {
+      if (auto m = base(p)) return m;
+      const launch_config lc = shape(p, 1, 32, 1);
+      const std::uint64_t lanes = lc.lanes();
+      const std::uint64_t ops = static_cast<std::uint64_t>(std::max<std::int64_t>(1, p.get("ops", 1)));
+      std::uint64_t size = static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("size", 16)));
+      if (size == 0) size = 1024;  // the largest drawn size
+      std::uint64_t served = 16;
+      while (served < size) served <<= 1;
+      const std::uint64_t heap = static_cast<std::uint64_t>(p.get("heap_kib", 2048)) * 1024;
+      if (lanes * ops * served > heap / 2)
+        return "lanes x ops x size = " + std::to_string(lanes) + " x " + std::to_string(ops) + " x " + std::to_string(served) +
+               " B is more than half the heap (heap_kib=" + std::to_string(heap / 1024) +
+               "); every nullptr is a failure in this scenario, so raise heap_kib or lower ops, size or the lanes";
+      return std::nullopt;
+    };
+    add_scenario(std::move(rs));
   }
   add_scenario(heap_checks(with_keys({"superbins",
                 std::string("sizes on both sides of every routing boundary (UAlloc / superbin classes / TBuddy) in a scaled "

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -504,6 +505,25 @@ TEST(Allocator, TBuddyGroupsCarveRunsFreeTilesAndCatchTheirBugs) {
   const auto r = explore("rounds", {{"size", 131072}, {"threads", 8}, {"ops", 2}, {"heap_kib", 4096}, {"rounds", 3}},
                          ts::strategy_kind::portfolio, 300);
   EXPECT_FALSE(r.first_failure) << "rounds of 128 KiB: " << failure_text(r);
+  // T1's shape at a superbin size with more lanes than one warp (ops=1 by default: 128 x 4 KiB
+  // in the 2 MiB heap) ...
+  const auto t1 = explore("rounds", {{"size", 4096}, {"warps", 4}}, ts::strategy_kind::portfolio, 100);
+  EXPECT_FALSE(t1.first_failure) << "rounds of 4 KiB, 4 warps: " << failure_text(t1);
+  // ... and a shape whose demand the heap cannot promise is a usage error, not an allocator verdict
+  {
+    const ts::scenario* sc = ts::find_scenario("rounds");
+    ASSERT_NE(sc, nullptr);
+    ts::params big;
+    big.set("size", 4096);
+    big.set("warps", 3);
+    big.set("ops", 8);
+    try {
+      ts::validate_params(*sc, big);
+      ADD_FAILURE() << "rounds with 96 lanes x 8 x 4 KiB in a 2 MiB heap was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("more than half the heap"), std::string::npos) << e.what();
+    }
+  }
   for (auto [bug, lanes] : {std::pair<std::int64_t, std::int64_t>{25, 4}, {26, 3}, {27, 4}}) {
     const auto b = explore_isolated("exhaust-recover", {{"bug", bug}, {"threads", lanes}, {"size", 8192}}, ts::strategy_kind::portfolio, 2'000);
     EXPECT_TRUE(b.crashed || b.first >= 0) << "planted TBuddy group bug " << bug << " survived 2,000 schedules";
