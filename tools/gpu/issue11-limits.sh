@@ -21,12 +21,12 @@ sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis_Tables --secti
 prof() {  # name, kernel regex, launch-skip, then the command
   local name="$1" k="$2" skip="$3"; shift 3
   echo "[$SECONDS s] ncu $name"
-  timeout 150 ncu --kernel-name-base demangled --kernel-name "regex:$k" --launch-skip "$skip" --launch-count 1 "${sections[@]}" \
+  timeout 150 ncu --kernel-name-base demangled --kernel-name "regex:$k" --launch-skip "$skip" --launch-count "${COUNT:-1}" "${sections[@]}" \
     "$@" > "$out/r/ncu-$name.txt" 2>&1
   local rc=$?
   if [ $rc != 0 ] && grep -qiE "metric|failed to" "$out/r/ncu-$name.txt"; then  # a metric name this ncu lacks: sections alone
     echo "  exit $rc; again without --metrics"
-    timeout 150 ncu --kernel-name-base demangled --kernel-name "regex:$k" --launch-skip "$skip" --launch-count 1 "${sections[@]:0:12}" \
+    timeout 150 ncu --kernel-name-base demangled --kernel-name "regex:$k" --launch-skip "$skip" --launch-count "${COUNT:-1}" "${sections[@]:0:12}" \
       --print-details all "$@" > "$out/r/ncu-$name.txt" 2>&1
     rc=$?
   fi
@@ -42,8 +42,10 @@ for c in ${CASES:-a16w a4kf a4kw f4kw a16kw a64kf bump4k t2 t3}; do
     a16kw) prof alloc16k-warm 'toga_alloc' 2 "$fb" --sizes 16384 --threads 524288 --reps 2 --churn-sizes 16 --heap-gib 16 ;;
     a64kf) prof alloc64k-fresh 'toga_alloc' 0 "$fb" --sizes 65536 --threads 131072 --reps 2 --churn-sizes 16 --heap-gib 16 ;;
     bump4k) prof bumpw-alloc4k 'bumpw_alloc' 1 "$fb" --sizes 4096 --reps 2 --churn-sizes 16 --heap-gib 8 ;;
-    t2) prof t2-4k 'alloc_kernel<.*toga_policy' 1 "$bin/toga-bench" run --allocators toga --cases T2 --sizes 4K --reps 1 --no-progress ;;
-    t3) prof t3-hi4k 'alloc_kernel<.*toga_policy' 1 "$bin/toga-bench" run --allocators toga --cases T3 --sizes 4K --reps 1 --no-progress --slow-budget-ms 200 ;;
+    # (toga-bench calibrates with two launches of 16,384 threads, then warms up: launch 3 is the
+    # timed one of 1,048,576 threads; no slow budget, or ncu's slowness cuts toga)
+    t2) prof t2-4k 'alloc_kernel<.*toga_policy' 3 "$bin/toga-bench" run --allocators toga --cases T2 --sizes 4K --threads 1048576 --reps 1 --no-progress --slow-budget-ms 1000000 ;;
+    t3) prof t3-hi4k 'alloc_kernel<.*toga_policy' 3 "$bin/toga-bench" run --allocators toga --cases T3 --sizes 4K --threads 1048576 --reps 1 --no-progress --slow-budget-ms 1000000 ;;
   esac
 done
 tar czf "$out/limits.tgz" -C "$out" r
