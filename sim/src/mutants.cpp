@@ -259,6 +259,10 @@ std::vector<mutant> build() {
       // the views' resident copies that out-of-line members run on (allocator.md §3.9)
       mb("ualloc.resident-views-unpublished", "publication", "mixed-sizes", P{{"bug", 32}},
          "init_after_zero never writes the views' copies in the metadata: the out-of-line paths run on a zeroed view").depth(0),
+      mb("ualloc.find-without-warp-barrier", "its", "rounds", P{{"bug", 33}, {"size", 4096}, {"warps", 2}, {"rounds", 1}},
+         "find_reservation's leader reserves in (and re-pins) a bin that another lane acquired from a pin, without the "
+         "__syncwarp that gives the leader that lane's view: a later fast path reads the superbin's tag stale")
+          .gpu().weak(),
   };
   return c;
 }

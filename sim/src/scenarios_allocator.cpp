@@ -534,6 +534,7 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 30: return make_one<ualloc_bug::superbin_arena_ignores_sharing, tbuddy_bug::none>(w, p, md);
     case 31: return make_one<ualloc_bug::steal_searches_own_arena, tbuddy_bug::none>(w, p, md);
     case 32: return make_one<ualloc_bug::resident_views_unpublished, tbuddy_bug::none>(w, p, md);
+    case 33: return make_one<ualloc_bug::find_without_warp_barrier, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -557,7 +558,7 @@ constexpr const char* bug_help =
     "lanes' nodes ALLOCATED; reclaim gate: 28 a reclaim leaves the gate closed; fallback: 29 a request aligned to more than 128 B "
     "gets a UAlloc slot when no superbin can be had; sharing: 30 superbin arena chosen among all arenas, not the sb_arenas in use; stealing: 31 a group that took "
     "another arena's units searches its own arena's superbins; resident views: 32 the views' copies in the metadata are never "
-    "written)";
+    "written; --memory weak: 33 the slow path's leader uses a bin another lane acquired, without the __syncwarp)";
 
 // Declared keys (toga-sim rejects others and out-of-range values). heap_kib: the simulator backs
 // the heap with host memory, so at most 1 GiB here (toga's own limit, heap_layout::max_heap_bytes,
@@ -579,7 +580,7 @@ std::vector<param_spec> heap_keys(std::int64_t warps, std::int64_t threads, std:
           {"sb_arenas", 0, 64, 0, "superbin arenas in use (SM s takes arena s % sb_arenas; 0: toga's choice; above sms: sms)"},
           {"align", 0, std::int64_t{1} << 20, 0, "alignment asked for with every allocation (0: none; a power of two)"},
           {"anchor", 0, std::int64_t{1} << 20, 0, "alloc-storm, mixed-sizes, superbins: lane 0 first allocates a block of this many bytes (no alignment) and frees it last (0: none)"},
-          {"bug", 0, 32, 0, "planted bug (keep in step with make_heap)"}};
+          {"bug", 0, 33, 0, "planted bug (keep in step with make_heap)"}};
 }
 
 // Combinations the ranges cannot express: align is 0 or a power of two.
@@ -613,7 +614,7 @@ void register_allocator_scenarios() {
                             "class (what the free path's read-side section prevents); 3 lanes, 1 SM") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 32, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 33, 0, "planted bug (keep in step with make_heap)"}})));
   {
     auto keys = heap_keys(1, 32, 1, 1, 16, 2048);
     keys.push_back({"rounds", 1, 100, 2, "alloc-all / free-all rounds"});

@@ -104,6 +104,7 @@ enum class ualloc_bug : std::uint8_t {
   reclaim_peer_arenas_ignored,    //!< reclaim walks the other geometry's arenas with this geometry's count (not peer_arenas)
   steal_searches_own_arena,       //!< a superbin group takes another arena's units but searches its own arena's bins for them
   resident_views_unpublished,     //!< init_after_zero leaves the views' resident copies unwritten (out-of-line members run on zeros)
+  find_without_warp_barrier,      //!< find_reservation's leader uses a bin another lane acquired from a pin, without the __syncwarp
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -675,7 +676,14 @@ struct ualloc {
           b = slot_bin(P::load(&L.pins[(s0 + i) % num_pins], acquire, device_scope));
           if (b != 0) f = static_cast<std::int32_t>(P::load(&bin_at(b)->free, relaxed, device_scope));
         }
-        for (std::uint32_t cand = g.ballot(f > 0); cand != 0; cand &= cand - 1) {
+        const std::uint32_t found = g.ballot(f > 0);
+        // [HB] the lane that loaded a candidate's slot acquired the bin's header (and its superbin
+        // tag); the leader reserves in it and may pin it again (adopt, a release that readers of
+        // our slot acquire), so the leader must have seen those stores too: shuffles do not carry
+        // memory order, only __syncwarp does (found under --memory weak by the rounds scenario)
+        if constexpr (Bug != ualloc_bug::find_without_warp_barrier)
+          if (found != 0 && g.size > 1) g.sync();
+        for (std::uint32_t cand = found; cand != 0; cand &= cand - 1) {
           const std::uint64_t cb = g.size == 1 ? b : P::shfl(g.mask, b, static_cast<int>(bits::ctz(cand)));
           std::uint32_t ok = 0;
           if (g.is_leader()) {
