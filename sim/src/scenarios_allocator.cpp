@@ -4,6 +4,8 @@
 // every allocation; per-step invariants check that no semaphore counts more units than can be
 // found (S5, upper bound); the quiescent checker (toga/heap_walk.hpp) runs after every schedule.
 // `bug=N` selects a planted bug (see the table in register_allocator_scenarios).
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -23,10 +25,17 @@ namespace {
 using P = toga::sim::platform;
 std::string str(std::uint64_t v) { return std::to_string(v); }
 
-enum class mode { storm, exhaust, mixed, retire_race, rounds, superbins };
+enum class mode { storm, exhaust, mixed, retire_race, rounds, superbins, grow, grow_exhaust, trim };
+bool growable(mode m) { return m == mode::grow || m == mode::grow_exhaust || m == mode::trim; }
 
+// The simulated heap: aligned_alloc, or for growable heaps an mmap(PROT_NONE) range whose
+// granules become read-write when adopted (touching an unbacked granule crashes the test: issue 14).
 struct free_deleter {
-  void operator()(char* p) const { std::free(p); }
+  std::uint64_t mapped_len = 0;  // 0: from aligned_alloc
+  void operator()(char* p) const {
+    if (mapped_len) munmap(p, mapped_len);
+    else std::free(p);
+  }
 };
 
 template <ualloc_bug UB, tbuddy_bug TB>
@@ -66,6 +75,11 @@ struct heap_inst final : instance {
   std::uint64_t tag_counter = 0;
   std::uint64_t failures = 0;
   heap_quality quality;
+  // growable heaps (issue 14)
+  std::uint64_t granule_bytes = 0, granules = 0;
+  std::uint64_t next_granule = 0;  // grow-exhaust: the next granule to adopt (fetch_add)
+  std::uint32_t adopted_all = 0;   // grow, trim: the driver adopted every granule
+  std::uint64_t expected_errors = 0;
 
   heap_inst(world& w, const params& p, mode md)
       : m(md),
@@ -86,10 +100,25 @@ struct heap_inst final : instance {
                                   static_cast<unsigned>(std::max<std::int64_t>(0, p.get("sb_arenas", 0))));
     layout.pins = static_cast<unsigned>(p.get("pins", md == mode::retire_race ? 1 : 4));
     const std::uint64_t hb = geom::page_bytes << (layout.levels - 1);
-    heap.reset(static_cast<char*>(std::aligned_alloc(geom::page_bytes, hb)));
+    const std::uint64_t limit = static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("limit_kib", 0))) * 1024;
+    if (growable(md)) {
+      granule_bytes = static_cast<std::uint64_t>(p.get("granule_kib", 64)) * 1024;
+      void* r = mmap(nullptr, hb, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (r == MAP_FAILED) throw std::runtime_error("mmap of the simulated heap failed");
+      heap = std::unique_ptr<char, free_deleter>(static_cast<char*>(r), free_deleter{hb});
+    } else {
+      heap.reset(static_cast<char*>(std::aligned_alloc(geom::page_bytes, hb)));
+    }
     meta.assign(layout.bytes / 8 + 1, 0);
     a = A::make(heap.get(), reinterpret_cast<char*>(meta.data()), layout);
-    a.init_after_zero(static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("limit_kib", 0))) * 1024);
+    if (growable(md)) {
+      unsigned go = 0;
+      while ((geom::page_bytes << go) < granule_bytes) ++go;
+      a.init_growable(limit, go);
+      granules = hb / granule_bytes;
+    } else {
+      a.init_after_zero(limit);
+    }
     ghost_table::current().clear();
     w.add_invariant("T3/S5 buddy units <= AVAILABLE nodes", [this]() { return units_findable(); });
     w.add_invariant("S1' arena semaphores: C_true + in-flight decrements >= 0", [this]() { return semaphores_in_range(); });
@@ -225,7 +254,7 @@ struct heap_inst final : instance {
 
   std::uint64_t draw_size() {
     if (fixed_size) return fixed_size;
-    if (m == mode::mixed) {
+    if (m == mode::mixed || growable(m)) {
       static constexpr std::uint64_t sizes[] = {1, 16, 100, 256, 1000, 1024, 2000, 4096, 9000, 65536};
       return sizes[P::choose(10)];
     }
@@ -386,6 +415,7 @@ struct heap_inst final : instance {
       for (auto h : mine) do_free(h);
       return;
     }
+    if (growable(m)) return grow_lane(me);
     if (m == mode::rounds) {
       // toga-bench's T1 shape: every lane allocates `ops` blocks, all lanes meet, every lane frees
       // them, all lanes meet; `rounds` times (the first round on a fresh heap, then warm)
@@ -438,6 +468,116 @@ struct heap_inst final : instance {
     }
   }
 
+  // ---- growable heaps (issue 14) ------------------------------------------------------------
+  // The driver (lane 0) maps granules (mprotect read-write) and adopts them; trims withdraw
+  // granules and unmap them again (PROT_NONE, pages dropped), so a touch of memory the heap
+  // gave back crashes the schedule.
+  void unmap_granule(std::uint64_t off) {
+    mprotect(a.small.base + off, granule_bytes, PROT_NONE);
+    madvise(a.small.base + off, granule_bytes, MADV_DONTNEED);
+  }
+  void adopt(std::uint64_t gi) {
+    if (mprotect(a.small.base + gi * granule_bytes, granule_bytes, PROT_READ | PROT_WRITE) != 0) P::violated("mprotect failed");
+    if (!a.adopt_granule(gi * granule_bytes)) P::violated("adopt: granule " + str(gi) + " was not unmapped");
+  }
+  std::uint64_t trim_to(std::uint64_t keep_bytes) {
+    return a.trim_granules(keep_bytes, [this](std::uint64_t off) { unmap_granule(off); });
+  }
+  void wait_adopted() {
+    for (unsigned attempt = 0; P::load(&adopted_all, acquire, device_scope) == 0; ++attempt) P::backoff(attempt);
+  }
+  void grow_lane(unsigned me) {
+    std::vector<std::uint64_t> mine;
+    if (m == mode::grow) {
+      // grow-while-alloc: the driver adopts every granule while the other lanes allocate (nullptr
+      // allowed: memory may be missing) and free; then, everything mapped and free, one block of
+      // half the heap must be had (the adopted granules merged)
+      if (me == 0) {
+        // a free into a granule that is still unmapped changes nothing (nothing there is touched)
+        a.deallocate(a.small.base + (granules - 1) * granule_bytes + 64);
+        for (std::uint64_t g = 0; g < granules; ++g) adopt(g);
+        P::store(&adopted_all, 1u, release, device_scope);
+      } else {
+        for (unsigned i = 0; i < ops; ++i) {
+          const std::uint64_t h = do_alloc(draw_size());
+          if (h) mine.push_back(h);
+          while (mine.size() > keep) {
+            const std::size_t k = P::choose(static_cast<std::uint32_t>(mine.size()));
+            do_free(mine[k]);
+            mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(k));
+          }
+        }
+        for (auto h : mine) do_free(h);
+        wait_adopted();
+      }
+      meet(1);
+      if (me == 0) {
+        const std::uint64_t h = do_alloc(a.heap_bytes / 2);
+        if (!h) P::violated("grow: nullptr for half the heap after every granule was adopted and every block freed; " + buddy_summary());
+        do_free(h);
+      }
+      meet(2);
+      return;
+    }
+    if (m == mode::grow_exhaust) {
+      // exhaust-grow-recover: allocate until nullptr; while a granule is unmapped the failure
+      // is demand (checked at the end), and the lane adopts the next granule and goes on
+      for (;;) {
+        const std::uint64_t h = do_alloc(draw_size());
+        if (h) {
+          mine.push_back(h);
+          continue;
+        }
+        // (whether it was recorded is checked at the end: a group's leader counts its lanes'
+        // failures, maybe after this lane has moved on)
+        const std::uint64_t g = P::fetch_add(&next_granule, std::uint64_t{1}, relaxed, device_scope);
+        if (g >= granules) break;
+        adopt(g);
+      }
+      P::fetch_add(&failed_lanes, 1u, relaxed, device_scope);
+      for (unsigned attempt = 0; P::load(&failed_lanes, acquire, device_scope) < lanes; ++attempt) P::backoff(attempt);
+      for (auto h : mine) do_free(h);
+      return;
+    }
+    // trim-after-churn: the driver adopts every granule; the lanes allocate and keep their blocks;
+    // the driver trims to 0 (only wholly free granules may go); the lanes check and free their
+    // blocks (touching them); the driver trims to 0 again: now every granule must go
+    if (me == 0) {
+      for (std::uint64_t g = 0; g < granules; ++g) adopt(g);
+      P::store(&adopted_all, 1u, release, device_scope);
+    } else {
+      wait_adopted();
+    }
+    for (unsigned i = 0; i < ops; ++i) {
+      const std::uint64_t h = do_alloc(draw_size());
+      if (h) mine.push_back(h);
+      if (mine.size() > keep) {  // churn: free one, keep the rest
+        const std::size_t k = P::choose(static_cast<std::uint32_t>(mine.size()));
+        do_free(mine[k]);
+        mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(k));
+      }
+    }
+    meet(1);
+    if (me == 0) trim_to(0);
+    meet(2);
+    for (auto h : mine) do_free(h);
+    meet(3);
+    if (me == 0) {
+      const std::uint64_t left = trim_to(0);
+      if (left != 0) P::violated("trim: " + str(left) + " bytes still mapped after every block was freed; " + buddy_summary());
+    }
+    meet(4);
+  }
+  // After every lane exited: a trim to 0 in a one-lane launch; every granule must be unmapped.
+  std::optional<std::string> trim_all_at_quiescence() {
+    replay_strategy rs({});
+    rs.begin(1, 1);
+    world w({1, 1, 1}, rs, run_limits{1'000, 50'000'000});
+    const run_result r = w.run([this] { trim_to(0); });
+    if (r.failed()) return std::string(to_string(r.kind)) + ": " + r.message;
+    return std::nullopt;
+  }
+
   std::vector<std::pair<std::string, double>> metrics() const override {
     return {{"utilisation (peak live bytes / heap bytes)", double(peak_live_bytes) / double(a.heap_bytes)},
             {"peak live bytes", double(peak_live_bytes)},
@@ -475,7 +615,27 @@ struct heap_inst final : instance {
       for (std::uint64_t i = 0; i < (g.bytes + 7) / 8; ++i)
         if (words[i] != (g.tag ^ i)) return "live block " + str(off) + " corrupted at word " + str(i);
     }
-    if (a.globals->error_count) return "checked-mode errors: " + str(a.globals->error_count);
+    // (grow: the driver's free into an unmapped granule is one invalid pointer in checked builds)
+    const std::uint64_t expected_errors = checked_build && m == mode::grow ? 1 : 0;
+    if (a.globals->error_count != expected_errors) return "checked-mode errors: " + str(a.globals->error_count);
+    if (growable(m)) {
+      // every failure while a granule was unmapped is demand, the others exhaustion
+      const heap_statistics st = collect_statistics(a);
+      if (st.failed + a.globals->growth.demand_requests != failures)
+        return "growth: " + str(failures) + " nullptrs, but the statistics count " + str(st.failed) + " failures and " +
+               str(a.globals->growth.demand_requests) + " requests of demand";
+      if (m != mode::trim && a.globals->growth.adopted != granules)
+        return "growth: " + str(a.globals->growth.adopted) + " adoptions of " + str(granules) + " granules";
+      // everything freed: a trim to 0 gives every granule back
+      if (auto e = trim_all_at_quiescence()) return "trim to 0: " + *e;
+      if (auto e = check_quiescent(a)) return "after the trim to 0: " + *e;
+      if (a.globals->growth.mapped_granules != 0)
+        return "G7: " + str(a.globals->growth.mapped_granules) + " granules still mapped after freeing everything and trim_to(0)";
+      const std::uint64_t first = std::uint64_t{1} << (a.small.buddy.top() - (a.grow_granule - 1));
+      for (std::uint64_t g = first; g < 2 * first; ++g)
+        if (a.small.buddy.state[g] != (node_allocated | node_unmapped_tag))
+          return "G7: granule " + str(g - first) + " is not unmapped after trim_to(0) (state " + str(a.small.buddy.state[g]) + ")";
+    }
     if (m == mode::exhaust) {
       // recovery: after every block was freed, a trim at quiescence (hysteresis keeps empty bins
       // and a free chunk per arena: the host's heap::trim does this) and a merge of free
@@ -535,6 +695,11 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 31: return make_one<ualloc_bug::steal_searches_own_arena, tbuddy_bug::none>(w, p, md);
     case 32: return make_one<ualloc_bug::resident_views_unpublished, tbuddy_bug::none>(w, p, md);
     case 33: return make_one<ualloc_bug::find_without_warp_barrier, tbuddy_bug::none>(w, p, md);
+    case 34: return make_one<ualloc_bug::free_into_unmapped, tbuddy_bug::none>(w, p, md);
+    case 35: return make_one<ualloc_bug::trim_without_reclaim, tbuddy_bug::none>(w, p, md);
+    case 36: return make_one<ualloc_bug::none, tbuddy_bug::adopt_without_merge>(w, p, md);
+    case 37: return make_one<ualloc_bug::none, tbuddy_bug::adopt_uncharges_limit>(w, p, md);
+    case 38: return make_one<ualloc_bug::none, tbuddy_bug::withdraw_used_granule>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -558,7 +723,9 @@ constexpr const char* bug_help =
     "lanes' nodes ALLOCATED; reclaim gate: 28 a reclaim leaves the gate closed; fallback: 29 a request aligned to more than 128 B "
     "gets a UAlloc slot when no superbin can be had; sharing: 30 superbin arena chosen among all arenas, not the sb_arenas in use; stealing: 31 a group that took "
     "another arena's units searches its own arena's superbins; resident views: 32 the views' copies in the metadata are never "
-    "written; --memory weak: 33 the slow path's leader uses a bin another lane acquired, without the __syncwarp)";
+    "written; --memory weak: 33 the slow path's leader uses a bin another lane acquired, without the __syncwarp; growable heaps: "
+    "34 a free into an unmapped granule touches it, 35 a trim without reclaiming UAlloc's caches first, 36 adopt without "
+    "merging, 37 adopt uncharges the byte count, 38 a trim withdraws a granule of a chunk or superbin)";
 
 // Declared keys (toga-sim rejects others and out-of-range values). heap_kib: the simulator backs
 // the heap with host memory, so at most 1 GiB here (toga's own limit, heap_layout::max_heap_bytes,
@@ -580,7 +747,14 @@ std::vector<param_spec> heap_keys(std::int64_t warps, std::int64_t threads, std:
           {"sb_arenas", 0, 64, 0, "superbin arenas in use (SM s takes arena s % sb_arenas; 0: toga's choice; above sms: sms)"},
           {"align", 0, std::int64_t{1} << 20, 0, "alignment asked for with every allocation (0: none; a power of two)"},
           {"anchor", 0, std::int64_t{1} << 20, 0, "alloc-storm, mixed-sizes, superbins: lane 0 first allocates a block of this many bytes (no alignment) and frees it last (0: none)"},
-          {"bug", 0, 33, 0, "planted bug (keep in step with make_heap)"}};
+          {"bug", 0, 38, 0, "planted bug (keep in step with make_heap)"}};
+}
+// The growable-heap scenarios' keys: heap_keys and the granule size.
+std::vector<param_spec> grow_keys(std::int64_t warps, std::int64_t threads, std::int64_t sms, std::int64_t ops, std::int64_t size,
+                                  std::int64_t heap_kib) {
+  auto k = heap_keys(warps, threads, sms, ops, size, heap_kib);
+  k.push_back({"granule_kib", 4, std::int64_t{1} << 19, 64, "granule size in KiB (a power of two, at most half the heap)"});
+  return k;
 }
 
 // Combinations the ranges cannot express: align is 0 or a power of two.
@@ -614,7 +788,7 @@ void register_allocator_scenarios() {
                             "class (what the free path's read-side section prevents); 3 lanes, 1 SM") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 33, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 38, 0, "planted bug (keep in step with make_heap)"}})));
   {
     auto keys = heap_keys(1, 32, 1, 1, 16, 2048);
     keys.push_back({"rounds", 1, 100, 2, "alloc-all / free-all rounds"});
@@ -658,6 +832,44 @@ void register_allocator_scenarios() {
                              if (spec.name == "sb_shift") spec.fallback = 15;
                            return k;
                          }())));
+  // Growable heaps (issue 14): granules of granule_kib start unmapped (mmap PROT_NONE); lane 0
+  // maps and adopts them.
+  auto grow_checks = [](scenario sc) {
+    sc = heap_checks(std::move(sc));
+    sc.check = [base = sc.check](const params& p) -> std::optional<std::string> {
+      if (auto m = base(p)) return m;
+      const std::int64_t g = p.get("granule_kib", 64), h = p.get("heap_kib", 1024);
+      std::int64_t hp = 4;
+      while (hp < h) hp *= 2;  // the heap is rounded up to 4 KiB x 2^k
+      if ((g & (g - 1)) != 0 || 2 * g > hp)
+        return "granule_kib=" + std::to_string(g) + " must be a power of two and at most half the heap (" + std::to_string(hp) +
+               " KiB): lower it or raise heap_kib";
+      return std::nullopt;
+    };
+    return sc;
+  };
+  add_scenario(grow_checks(with_keys({"grow-while-alloc",
+                std::string("growable heap: lane 0 maps and adopts every granule (and frees into one still unmapped) while "
+                            "the other lanes allocate mixed sizes (nullptr allowed) and free; then one block of half the "
+                            "heap; at the end trim_to(0) must unmap every granule; params warps=2 threads=2 sms=2 ops=6 "
+                            "keep=3 heap_kib=1024 granule_kib=64") + bug_help,
+                expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
+                [](world& w, const params& p) { return make_heap(w, p, mode::grow); }, run_limits{50'000, 4'000'000}, {}, {}},
+                         grow_keys(2, 2, 2, 6, 0, 1024))));
+  add_scenario(grow_checks(with_keys({"exhaust-grow-recover",
+                std::string("growable heap: lanes allocate until nullptr; a nullptr while a granule is unmapped is demand "
+                            "(every nullptr is demand or counted exhaustion), and the lane adopts the next granule; then free all, trim_to(0); "
+                            "params warps=1 threads=2 sms=1 size=4096 heap_kib=512 granule_kib=64") + bug_help,
+                expectation::pass, [](const params& p) { return shape(p, 1, 2, 1); },
+                [](world& w, const params& p) { return make_heap(w, p, mode::grow_exhaust); }, run_limits{50'000, 4'000'000}, {}, {}},
+                         grow_keys(1, 2, 1, 8, 4096, 512))));
+  add_scenario(grow_checks(with_keys({"trim-after-churn",
+                std::string("growable heap: every granule adopted, lanes churn and keep blocks, lane 0 trims to 0 (only "
+                            "wholly free granules may go), lanes check and free their blocks, a second trim_to(0) must "
+                            "unmap everything; params warps=2 threads=2 sms=2 ops=6 keep=3 heap_kib=1024 granule_kib=64") + bug_help,
+                expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
+                [](world& w, const params& p) { return make_heap(w, p, mode::trim); }, run_limits{50'000, 4'000'000}, {}, {}},
+                         grow_keys(2, 2, 2, 6, 0, 1024))));
   add_scenario(heap_checks(with_keys({"mixed-sizes",
                 std::string("small (UAlloc) and large (TBuddy) sizes mixed, 1 B .. 64 KiB; params warps=2 threads=2 "
                             "sms=2 ops=6 keep=3 heap_kib=2048") + bug_help,

@@ -58,6 +58,18 @@ inline const char* to_string(heap_error_kind k) {
   return "?";
 }
 
+//! A growable heap's state (issue 14): what is mapped, and the demand that growth would serve.
+//! Counters are relaxed; read them at quiescence.
+struct growth_state {
+  std::uint64_t granule_order;    //!< granules are 4 KiB x 2^granule_order bytes (meaningful when growable)
+  std::uint64_t mapped_granules;  //!< granules adopted and not withdrawn
+  std::uint64_t adopted;          //!< adoptions so far
+  std::uint64_t withdrawn;        //!< granules withdrawn by trims so far
+  std::uint64_t demand_requests;  //!< failed requests that growth could serve (unmapped granules remained)
+  std::uint64_t demand_bytes;     //!< their bytes (the TBuddy block or chunk each needed)
+  std::uint64_t demand_max_order; //!< the largest order of 4 KiB pages among them
+};
+
 //! Global metadata: the error log and the byte limit.
 struct heap_globals {
   static constexpr unsigned max_errors = 32;
@@ -65,6 +77,7 @@ struct heap_globals {
   std::uint32_t pad;
   std::uint64_t errors[max_errors][2];  //!< (heap_error_kind, heap offset or address)
   byte_limit limit;
+  growth_state growth;
 };
 
 //! Where everything lives in the metadata block, for a heap of 4 KiB x 2^(levels-1) bytes and
@@ -157,6 +170,9 @@ struct allocator {
   //! This view's copy in the metadata (layout.view_off), on which out-of-line members run (see
   //! ualloc::resident); nullptr for views built by hand (the call site then copies the view).
   const allocator* resident = nullptr;
+  //! Growable heaps (issue 14): granule order + 1 (granules of 4 KiB x 2^order bytes), 0 for a
+  //! heap whose memory is all there from the start.
+  std::uint64_t grow_granule = 0;
 
   //! A view over `heap` (heap_bytes = 4 KiB x 2^(layout.levels-1) bytes, 4 KiB aligned) and
   //! `meta` (layout.bytes, zeroed).
@@ -221,6 +237,50 @@ struct allocator {
     }
   }
 
+  //! One-time initialisation of a growable heap (issue 14) after the metadata was zeroed
+  //! (sequential): every granule of 4 KiB x 2^granule_order bytes starts unmapped, so nothing can
+  //! be allocated (a request fails with nullptr and is counted as demand) until `adopt_granule`.
+  //! The view must be made again afterwards (or copied from the resident copy): it carries the
+  //! granule order.
+  TOGA_HOST_DEVICE void init_growable(std::uint64_t limit_bytes, unsigned granule_order) {
+    grow_granule = granule_order + 1;
+    init_after_zero(limit_bytes);
+    small.buddy.init_unmapped(granule_order);
+    globals->growth.granule_order = granule_order;
+  }
+  //! Growable heaps: the granule at heap offset `off` (a multiple of the granule size) now has
+  //! memory behind it; frees it into the tree (tbuddy::adopt). Any thread, while others allocate
+  //! and free. False if it was not unmapped (already adopted).
+  TOGA_DEVICE bool adopt_granule(std::uint64_t off) const TOGA_NOEXCEPT(P) {
+    if (grow_granule == 0 || !small.buddy.adopt(off, static_cast<unsigned>(grow_granule - 1))) return false;
+    P::fetch_add(&globals->growth.mapped_granules, std::uint64_t{1}, relaxed, device_scope);
+    P::fetch_add(&globals->growth.adopted, std::uint64_t{1}, relaxed, device_scope);
+    return true;
+  }
+  //! Growable heaps, at quiescence only (one thread, nothing else in the heap): reclaims UAlloc's
+  //! caches, then withdraws wholly free granules from the highest address down until at most
+  //! `keep_bytes` (rounded up to granules) stay mapped; on_withdrawn(offset) for each (the backend
+  //! unmaps them afterwards). Returns the bytes still mapped.
+  template <class F>
+  TOGA_DEVICE std::uint64_t trim_granules(std::uint64_t keep_bytes, F&& on_withdrawn) const TOGA_NOEXCEPT(P) {
+    if (grow_granule == 0) return heap_bytes;
+    const unsigned go = static_cast<unsigned>(grow_granule - 1);
+    const std::uint64_t gbytes = geom::page_bytes << go;
+    if constexpr (UB != ualloc_bug::trim_without_reclaim) trim();
+    std::uint64_t withdrawn = 0;
+    const std::uint64_t left = small.buddy.withdraw_free_granules(go, (keep_bytes + gbytes - 1) / gbytes, [&](std::uint64_t off) {
+      ++withdrawn;
+      on_withdrawn(off);
+    });
+    P::store(&globals->growth.mapped_granules, left, relaxed, device_scope);
+    P::fetch_add(&globals->growth.withdrawn, withdrawn, relaxed, device_scope);
+    return left * gbytes;
+  }
+  //! Whether heap offset `off` lies in an unmapped granule (growable heaps; racy).
+  TOGA_DEVICE bool in_unmapped_granule(std::uint64_t off) const TOGA_NOEXCEPT(P) {
+    return grow_granule != 0 && small.buddy.unmapped(off, static_cast<unsigned>(grow_granule - 1));
+  }
+
   //! At least `bytes` bytes (see the file comment for size and alignment), or nullptr.
   //! Lanes of a warp that call it together for sizes of one class are served as one group (one
   //! semaphore operation, one reservation, one bitmap claim, statistics once: fast-path.md E1);
@@ -270,6 +330,12 @@ struct allocator {
     const std::uint64_t off = static_cast<std::uint64_t>(p - small.base);
     if constexpr (Checked) {
       if (p < small.base || off >= heap_bytes) return report(heap_error_kind::foreign_pointer, reinterpret_cast<std::uintptr_t>(ptr));
+    }
+    // A growable heap's unmapped granule holds no block: the free changes nothing (checked builds
+    // log it), and nothing there may be touched (issue 14).
+    if (grow_granule != 0 && UB != ualloc_bug::free_into_unmapped && in_unmapped_granule(off)) {
+      if constexpr (Checked) report(heap_error_kind::invalid_pointer, off);
+      return;
     }
     // Superbin slots start on 256 B boundaries (their TBuddy node's tag routes them), TBuddy
     // blocks on 4 KiB ones; UAlloc slots never start on 4 KiB boundaries (those of 16 B .. 128 B
@@ -334,9 +400,19 @@ struct allocator {
   }
   // Counts n failed requests that needed a TBuddy block of `block_bytes` (a chunk for UAlloc):
   // refused by the byte limit if charging that block would exceed it now, else exhaustion.
+  // Growable heaps: a failure that growth could serve (a granule is still unmapped, and the
+  // limit did not refuse) is counted as demand instead, with its bytes and order (issue 14).
   TOGA_DEVICE void count_failed(arena_stats& st, unsigned n, std::uint64_t block_bytes) const TOGA_NOEXCEPT(P) {
     const std::uint64_t lim = P::load(&globals->limit.limit, relaxed, device_scope);
     const bool by_limit = lim != 0 && P::load(&globals->limit.reserved, relaxed, device_scope) + block_bytes > lim;
+    if (!by_limit && grow_granule != 0 &&
+        P::load(&globals->growth.mapped_granules, relaxed, device_scope) < (heap_bytes >> (geom::page_shift + grow_granule - 1))) {
+      growth_state& g = globals->growth;
+      P::fetch_add(&g.demand_requests, std::uint64_t{n}, relaxed, device_scope);
+      P::fetch_add(&g.demand_bytes, std::uint64_t{n} * block_bytes, relaxed, device_scope);
+      P::fetch_max(&g.demand_max_order, std::uint64_t{geom::order_of(block_bytes)}, relaxed, device_scope);
+      return;
+    }
     P::fetch_add(by_limit ? &st.failed_limit : &st.failed, std::uint64_t{n}, relaxed, device_scope);
   }
   // A UAlloc class for the lanes that ask for it now, as one group keyed by (arena, class).

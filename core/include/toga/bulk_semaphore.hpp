@@ -192,6 +192,11 @@ class bulk_semaphore {
   //! the caller will make, in units).
   TOGA_DEVICE sem_result wait_slow(word_t t, word_t total) TOGA_NOEXCEPT(P) { return wait_total(t, total); }
 
+  //! Quiescent only (nothing else uses the semaphore): C = count, E = R = 0, by a relaxed store
+  //! (a recount after a trim; the caller's barrier publishes it).
+  TOGA_DEVICE void store_quiescent(word_t count) TOGA_NOEXCEPT(P) {
+    P::store(&word_, pack({count + Bias, 0, 0}), relaxed, device_scope);
+  }
   //! A relaxed snapshot of the three fields, C as stored (with the bias; for statistics).
   TOGA_DEVICE fields peek() const TOGA_NOEXCEPT(P) {
     return unpack(P::load(const_cast<word_t*>(&word_), relaxed, device_scope));

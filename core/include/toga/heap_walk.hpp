@@ -28,6 +28,7 @@ struct heap_quality {
   std::uint64_t unmerged_pairs = 0;  //!< pairs of AVAILABLE siblings (T6)
   std::uint64_t live_blocks = 0, live_bytes = 0;
   std::uint64_t chunks = 0, bins = 0, superbins = 0;
+  std::uint64_t unmapped_granules = 0;  //!< growable heaps: granules without memory behind them
 };
 
 namespace detail {
@@ -42,7 +43,7 @@ void for_each_live_block(const A& a, F&& f) {
   const std::uint64_t nodes = std::uint64_t{1} << b.levels;
   for (std::uint64_t v = 1; v < nodes; ++v) {
     const std::uint32_t s = b.state[v];
-    if ((s & node_state_mask) != node_allocated) continue;
+    if ((s & node_state_mask) != node_allocated || (s & node_unmapped_tag)) continue;
     // only frontier nodes: an ALLOCATED node whose parent is split (or the root)
     if (v != 1 && (b.state[v >> 1] & node_state_mask) != node_partial && b.state[v >> 1] != node_busy) continue;
     const std::uint64_t off = b.offset_of(v);
@@ -159,6 +160,12 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
     }
     const std::uint32_t k = s & node_state_mask;
     if (k == node_available) ++avail[b.height(v)];
+    if (s & node_unmapped_tag) {  // a growable heap's unmapped granule (issue 14)
+      if (a.grow_granule == 0 || b.height(v) != a.grow_granule - 1 || s != (node_allocated | node_unmapped_tag))
+        return "G7: node " + to_string(v) + " has the unmapped tag in state " + to_string(s) + " at height " + to_string(b.height(v));
+      ++Q.unmapped_granules;
+      continue;
+    }
     if (k == node_allocated) allocated_bytes += geom::page_bytes << b.height(v);
     if (k == node_available || k == node_allocated) continue;
     if (b.height(v) == 0) return "T1: leaf " + to_string(v) + " is neither free, allocated nor covered";
@@ -166,6 +173,12 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
     const std::uint32_t d = (l == node_available || l == node_partial || r == node_available || r == node_partial) ? node_partial : node_busy;
     if (s != d) return "T2: split node " + to_string(v) + " has state " + to_string(s) + ", its children derive " + to_string(d);
     if (l == node_available && r == node_available) ++Q.unmerged_pairs;
+  }
+  if (a.grow_granule != 0) {  // G7: the mapped-granule count matches the tree
+    const std::uint64_t granules = a.heap_bytes >> (geom::page_shift + a.grow_granule - 1);
+    if (a.globals->growth.mapped_granules != granules - Q.unmapped_granules)
+      return "G7: " + to_string(a.globals->growth.mapped_granules) + " granules counted mapped, but the tree has " +
+             to_string(granules - Q.unmapped_granules) + " without the unmapped tag";
   }
   if (b.limit && b.limit->reserved != allocated_bytes)
     return "statistics: buddy bytes handed out = " + to_string(b.limit->reserved) + " but ALLOCATED blocks hold " + to_string(allocated_bytes);

@@ -55,6 +55,10 @@ inline constexpr std::uint32_t node_chunk_tag = 4;
 //! offsets inside it are routed to the superbin's slots. Cleared with the state when the block
 //! goes back (free) and when the node is claimed again (claim and split write whole states).
 inline constexpr std::uint32_t node_superbin_tag = 8;
+//! Tag bit on an ALLOCATED node of the granule order of a growable heap (issue 14): no memory is
+//! behind the granule yet (or any more). `adopt` clears it and frees the granule into the tree;
+//! a quiescent trim (`withdraw_free_granules`) sets it again.
+inline constexpr std::uint32_t node_unmapped_tag = 16;
 inline constexpr std::uint32_t node_state_mask = 3;
 
 //! Bytes of TBuddy blocks handed out (UAlloc chunks and blocks above 1 KiB), with their
@@ -80,6 +84,10 @@ enum class tbuddy_bug : std::uint8_t {
   run_leftover_unsignalled,  //!< a carved run publishes its leftover nodes without signalling their units
   run_boundary_off_by_one,   //!< a carved run publishes its leftover from block g-1 on: the last lane's block is AVAILABLE too
   tile_free_keeps_leaves,    //!< a group free of a whole tile frees V but leaves the lanes' nodes ALLOCATED below it
+  // growable heaps (issue 14)
+  adopt_without_merge,       //!< adopt publishes the granule AVAILABLE without merging it with a free buddy
+  adopt_uncharges_limit,     //!< adopt frees the granule through the charging path: the byte count drops below zero
+  withdraw_used_granule,     //!< trim withdraws a granule that is a chunk or a superbin (UAlloc's, with live slots or not)
 };
 
 inline constexpr std::uint64_t no_block = ~std::uint64_t{0};
@@ -113,6 +121,138 @@ struct tbuddy {
   TOGA_HOST_DEVICE void init_after_zero() {
     state[1] = node_available;
     for (unsigned k = 0; k < levels; ++k) sem[k].init(k == top() ? 1 : 0);
+  }
+
+  //! Sequential initialisation of a growable heap (issue 14; the arrays must already be zero):
+  //! every node of height `granule_order` is an ALLOCATED frontier node tagged unmapped, the
+  //! nodes above them BUSY, every semaphore 0; nothing can be allocated until `adopt`.
+  TOGA_HOST_DEVICE void init_unmapped(unsigned granule_order) {
+    for (unsigned k = 0; k < levels; ++k) sem[k].init(0);
+    const std::uint64_t first = std::uint64_t{1} << (top() - granule_order);
+    for (std::uint64_t v = first; v < 2 * first; ++v) state[v] = node_allocated | node_unmapped_tag;
+  }
+
+  //! Adopts the granule of 4 KiB x 2^granule_order bytes at `off` (memory is now behind it):
+  //! clears its unmapped tag and frees it into the tree by the ordinary free-and-merge path
+  //! (promise, merges, delivery), without charging or uncharging the byte count. Safe while other
+  //! threads allocate and free. Returns false (changing nothing) if the granule is not unmapped.
+  TOGA_DEVICE bool adopt(std::uint64_t off, unsigned granule_order) const TOGA_NOEXCEPT(P) {
+    const std::uint64_t v = leaf_of(off) >> granule_order;
+    const std::uint64_t p = v == 1 ? 1 : v >> 1;
+    lock_node(p);
+    if (load_state(v) != (node_allocated | node_unmapped_tag)) {
+      unlock_node(p);
+      return false;
+    }
+    set_state(v, node_allocated);  // owned by us now, like a block being freed
+    unlock_node(p);
+    if constexpr (Bug == tbuddy_bug::adopt_without_merge) {
+      lock_node(p);
+      set_state(v, node_available);
+      sem[height(v)].signal(1, 0);
+      if (v == 1) unlock_node(1);
+      else propagate_up(p);
+      return true;
+    }
+    free_node(v, Bug == tbuddy_bug::adopt_uncharges_limit);
+    return true;
+  }
+  //! Whether the granule of `granule_order` holding heap offset `off` is unmapped (racy: exact
+  //! for a granule nobody adopts or withdraws meanwhile).
+  TOGA_DEVICE bool unmapped(std::uint64_t off, unsigned granule_order) const TOGA_NOEXCEPT(P) {
+    return (load_state(leaf_of(off) >> granule_order) & node_unmapped_tag) != 0;
+  }
+
+  //! Quiescent only (nothing else may run in the heap; one thread): merges every pair of AVAILABLE
+  //! buddies, then withdraws granules (4 KiB x 2^granule_order) that are wholly free, from the
+  //! highest address down, while more than `keep` granules are mapped: each becomes ALLOCATED |
+  //! unmapped again, the free blocks around it are split off in buddy form, and every semaphore is
+  //! recounted (C = the AVAILABLE nodes of its level, E = R = 0). Calls on_withdrawn(offset) for
+  //! each withdrawn granule (the backend unmaps it afterwards). Returns the granules still mapped.
+  //! A granule that holds anything (a chunk, a superbin, a block) is not wholly free and stays:
+  //! reclaim first. Relaxed Platform operations throughout (the caller's barrier publishes them).
+  //! (Issue 14: trim.)
+  template <class F>
+  TOGA_DEVICE std::uint64_t withdraw_free_granules(unsigned granule_order, std::uint64_t keep, F&& on_withdrawn) const
+      TOGA_NOEXCEPT(P) {
+    // 0. no units while the tree changes (recounted at the end): C never exceeds what exists
+    for (unsigned h = 0; h < levels; ++h) sem[h].store_quiescent(0);
+    // 1. merge free buddies, bottom-up (a pair of AVAILABLE children: their parent is split)
+    for (unsigned h = 1; h < levels; ++h) {
+      const std::uint64_t first = std::uint64_t{1} << (top() - h);
+      for (std::uint64_t v = first; v < 2 * first; ++v)
+        if (load_state(2 * v) == node_available && load_state(2 * v + 1) == node_available) {
+          set_state(2 * v, node_busy);
+          set_state(2 * v + 1, node_busy);
+          set_state(v, node_available);
+        }
+    }
+    // 2. withdraw, from the highest granule down
+    const std::uint64_t first_g = std::uint64_t{1} << (top() - granule_order);
+    std::uint64_t mapped = 0;
+    for (std::uint64_t g = first_g; g < 2 * first_g; ++g)
+      if (!(load_state(g) & node_unmapped_tag)) ++mapped;
+    for (std::uint64_t g = 2 * first_g; g-- > first_g && mapped > keep;) {
+      if (load_state(g) & node_unmapped_tag) continue;
+      if constexpr (Bug == tbuddy_bug::withdraw_used_granule) {
+        // the planted bug: a granule inside a chunk or a superbin counts as free (they are
+        // UAlloc's caches, "so nobody uses them"), live slots or not
+        bool in_cache = false;
+        for (std::uint64_t u = g; u != 0 && !in_cache; u >>= 1) {
+          const std::uint32_t su = load_state(u);
+          in_cache = (su & node_state_mask) == node_allocated && (su & (node_chunk_tag | node_superbin_tag));
+        }
+        if (in_cache) {
+          set_state(g, node_allocated | node_unmapped_tag);
+          --mapped;
+          on_withdrawn(offset_of(g));
+          continue;
+        }
+      }
+      std::uint64_t a = g;  // the AVAILABLE node covering g (g itself or an ancestor), if any
+      while (a != 0 && load_state(a) != node_available) {
+        if (a != g && load_state(a) != node_busy && load_state(a) != node_partial) break;  // under an ALLOCATED block
+        a >>= 1;
+      }
+      if (a == 0 || load_state(a) != node_available) continue;  // not wholly free
+      // split a down to g: every node on the path below a is split, its other child AVAILABLE
+      for (unsigned d = depth(g) - depth(a); d > 0; --d) {
+        const std::uint64_t x = g >> d, on = g >> (d - 1);
+        set_state(x, node_partial);  // (derived again below)
+        set_state(on ^ 1, node_available);
+        set_state(on, node_partial);
+      }
+      set_state(g, node_allocated | node_unmapped_tag);
+      --mapped;
+      on_withdrawn(offset_of(g));
+    }
+    // 3. derived states of the split nodes above the granules, bottom-up; then the semaphores
+    for (std::uint64_t v = first_g; v-- > 1;) {
+      const std::uint32_t sv = load_state(v) & node_state_mask;
+      if (sv == node_available || sv == node_allocated || covered(v)) continue;
+      set_state(v, derive(load_state(2 * v) & node_state_mask, load_state(2 * v + 1) & node_state_mask));
+    }
+    recount_semaphores();
+    return mapped;
+  }
+  //! Quiescent (one thread): sets every level's semaphore to C = its AVAILABLE (uncovered)
+  //! nodes, E = R = 0.
+  TOGA_DEVICE void recount_semaphores() const TOGA_NOEXCEPT(P) {
+    for (unsigned h = 0; h < levels; ++h) {
+      const std::uint64_t first = std::uint64_t{1} << (top() - h);
+      std::uint64_t n = 0;
+      for (std::uint64_t v = first; v < 2 * first; ++v)
+        if (load_state(v) == node_available && !covered(v)) ++n;
+      sem[h].store_quiescent(n);
+    }
+  }
+  //! Whether an ancestor of v is AVAILABLE or ALLOCATED (v is then BUSY: covered).
+  TOGA_DEVICE bool covered(std::uint64_t v) const TOGA_NOEXCEPT(P) {
+    for (std::uint64_t u = v >> 1; u != 0; u >>= 1) {
+      const std::uint32_t su = load_state(u) & node_state_mask;
+      if (su == node_available || su == node_allocated) return true;
+    }
+    return false;
   }
 
   //! A block of 4 KiB x 2^order, aligned to its size; its offset, or no_block when the heap
@@ -308,10 +448,11 @@ struct tbuddy {
     free_node(v);
   }
   //! Frees the ALLOCATED node v (found by allocated_node). Merges with free buddies upward.
-  TOGA_DEVICE void free_node(std::uint64_t v) const TOGA_NOEXCEPT(P) {
+  //! `charged`: the block was counted in the byte limit (false: an adopted granule).
+  TOGA_DEVICE void free_node(std::uint64_t v, bool charged = true) const TOGA_NOEXCEPT(P) {
     unsigned n = height(v);
     TOGA_PROFILE_COUNT(prof_tbuddy_free);
-    if (limit) uncharge(geom::page_bytes << n);
+    if (limit && charged) uncharge(geom::page_bytes << n);
     if (v == 1) {
       lock_node(1);
       set_state(1, node_available);
@@ -432,7 +573,7 @@ struct tbuddy {
   }
   TOGA_DEVICE void unlock_node(std::uint64_t v) const TOGA_NOEXCEPT(P) { P::store(&lock[v], 0u, release, device_scope); }
 
-  TOGA_DEVICE static std::uint32_t derive(std::uint32_t a, std::uint32_t b) {
+  TOGA_HOST_DEVICE static std::uint32_t derive(std::uint32_t a, std::uint32_t b) {
     return (a == node_available || a == node_partial || b == node_available || b == node_partial) ? node_partial : node_busy;
   }
   // Caller holds lock(p); p is split. Recomputes p and its ancestors; releases every lock.

@@ -105,6 +105,9 @@ enum class ualloc_bug : std::uint8_t {
   steal_searches_own_arena,       //!< a superbin group takes another arena's units but searches its own arena's bins for them
   resident_views_unpublished,     //!< init_after_zero leaves the views' resident copies unwritten (out-of-line members run on zeros)
   find_without_warp_barrier,      //!< find_reservation's leader uses a bin another lane acquired from a pin, without the __syncwarp
+  // growable heaps (issue 14)
+  free_into_unmapped,             //!< a free does not look at the granule's unmapped tag: it touches memory that is not there
+  trim_without_reclaim,           //!< a trim withdraws granules without reclaiming UAlloc's empty bins, chunks and superbins first
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
