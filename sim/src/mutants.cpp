@@ -263,6 +263,22 @@ std::vector<mutant> build() {
          "find_reservation's leader reserves in (and re-pins) a bin that another lane acquired from a pin, without the "
          "__syncwarp that gives the leader that lane's view: a later fast path reads the superbin's tag stale")
           .gpu().weak(),
+      // growable heaps (allocator.md §14)
+      mb("ualloc.free-into-unmapped", "routing", "grow-while-alloc", P{{"bug", 34}},
+         "a free of an address in an unmapped granule does not look at the tag and touches memory that is not there")
+          .depth(0),
+      mb("ualloc.trim-without-reclaim", "reclamation", "trim-after-churn", P{{"bug", 35}},
+         "a trim withdraws granules without reclaiming UAlloc's empty bins, chunks and superbins first: memory stays mapped")
+          .depth(0),
+      mb("tbuddy.adopt-without-merge", "liveness", "grow-while-alloc", P{{"bug", 36}},
+         "adopt publishes the granule AVAILABLE without merging it with its free buddy: larger blocks cannot be had")
+          .depth(0),
+      mb("tbuddy.adopt-uncharges-limit", "accounting", "grow-while-alloc", P{{"bug", 37}},
+         "adopt frees the granule through the charging path: the byte count of handed-out blocks drops below zero")
+          .depth(0),
+      mb("tbuddy.withdraw-used-granule", "reclamation", "trim-after-churn", P{{"bug", 38}},
+         "a trim withdraws a granule inside a chunk or a superbin, whose live slots are then unmapped under their owners")
+          .depth(0),
   };
   return c;
 }

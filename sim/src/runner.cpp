@@ -118,7 +118,19 @@ void on_crash(int sig) {
   const crash_context& c = this_thread_crash_context();
   put(2, "\ntoga-sim: the code under test crashed the simulator (signal ");
   put_u64(2, static_cast<std::uint64_t>(sig));
-  if (c.active) {
+  if (c.active && c.calibration) {
+    put(2, ", a wild memory access or the like) in the default-policy schedule that calibrates PCT (before schedule 0) of "
+           "scenario ");
+    put(2, c.scenario);
+    put(2, "; it runs again first in:\n  toga-sim explore --scenario ");
+    put(2, c.scenario);
+    put(2, " --strategy portfolio --schedules 1 --threads 1 (with the same --set, --memory and --faults options)\n");
+    if (crash_fd >= 0) {  // CRASH 0 0 255 (calibration) 0 0 signal
+      put(crash_fd, "CRASH 0 0 255 0 0 ");
+      put_u64(crash_fd, static_cast<std::uint64_t>(sig));
+      put(crash_fd, "\n");
+    }
+  } else if (c.active) {
     put(2, ", a wild memory access or the like) in schedule ");
     put_u64(2, c.index);
     put(2, " of scenario ");
@@ -173,7 +185,13 @@ namespace {
 // thread count).
 std::uint64_t calibrate_steps(const scenario& sc, const params& p, const run_limits& limits) {
   replay_strategy def({});
+  crash_context& cc = this_thread_crash_context();
+  const crash_context saved = cc;
+  cc.active = true;
+  cc.calibration = true;
+  cc.scenario = sc.name.c_str();
   const run_result r = run_one(sc, p, def, 0, limits);
+  cc = saved;
   return r.steps ? r.steps : 1;
 }
 

@@ -494,6 +494,33 @@ TEST(Allocator, SuperbinsServeEveryClassAndRecoverFromExhaustion) {
 TEST(Allocator, TBuddyGroupsPass100kSchedules) {
   passes_100k("exhaust-recover", {{"threads", 5}, {"size", 8192}, {"heap_kib", 256}}, "exhaust 5 lanes x 8 KiB");
 }
+// Growable heaps (allocator.md §14): the three scenarios pass, and each planted bug of the
+// growth path is caught (34 and 38 crash on the simulator's PROT_NONE memory: in a child process).
+TEST(Allocator, GrowableHeapAdoptsTrimsAndCatchesItsBugs) {
+  for (const char* sc : {"grow-while-alloc", "exhaust-grow-recover", "trim-after-churn"}) {
+    const auto r = explore(sc, {}, ts::strategy_kind::portfolio, 300);
+    EXPECT_FALSE(r.first_failure) << sc << ": " << failure_text(r);
+  }
+  const auto small = explore("grow-while-alloc", {{"granule_kib", 4}, {"heap_kib", 256}}, ts::strategy_kind::portfolio, 100);
+  EXPECT_FALSE(small.first_failure) << "4 KiB granules: " << failure_text(small);
+  struct planted {
+    std::int64_t bug;
+    const char* scenario;
+  };
+  for (const planted b : {planted{34, "grow-while-alloc"}, {35, "trim-after-churn"}, {36, "grow-while-alloc"}, {37, "grow-while-alloc"},
+                          {38, "trim-after-churn"}}) {
+    const auto k = explore_isolated(b.scenario, {{"bug", b.bug}}, ts::strategy_kind::portfolio, 1'000);
+    EXPECT_TRUE(k.crashed || k.first >= 0) << "growth bug " << b.bug << " survived 1,000 schedules of " << b.scenario;
+  }
+  // a granule larger than half the heap is a usage error naming the limit
+  const ts::scenario* sc = ts::find_scenario("grow-while-alloc");
+  ASSERT_NE(sc, nullptr);
+  ts::params p;
+  p.set("granule_kib", 1024);
+  p.set("heap_kib", 1024);
+  EXPECT_THROW(ts::validate_params(*sc, p), std::invalid_argument);
+}
+
 TEST(Allocator, TBuddyGroupsCarveRunsFreeTilesAndCatchTheirBugs) {
   for (std::int64_t lanes : {2, 3, 4, 7, 8}) {
     const auto e = explore("exhaust-recover", {{"threads", lanes}, {"size", 8192}, {"heap_kib", 256}}, ts::strategy_kind::portfolio, 1'000);

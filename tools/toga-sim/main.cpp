@@ -430,6 +430,16 @@ ts::mutant_result run_isolated(const ts::mutant& m, const mutants_args& a) {
     r.schedules = index + 1;
     r.verdict = ts::verdict_kind::crash;
     r.message = "the code under test crashed the simulator (signal " + std::to_string(sig) + ")";
+    if (kind == 255) {  // in the default-policy schedule that calibrates PCT, before schedule 0
+      r.schedules = 1;
+      r.message += " in the default-policy schedule (PCT's calibration)";
+      std::string cmd = "toga-sim explore --scenario " + m.scenario;
+      for (const auto& [k, v] : m.params) cmd += " --set " + k + "=" + std::to_string(v);
+      if (m.memory != ts::memory_model::sc) cmd += " --memory " + std::string(ts::to_string(m.memory));
+      if (m.faults) cmd += " --faults " + ts::faults_to_string(m.faults);
+      r.replay = cmd + " --strategy portfolio --schedules 1 --threads 1";
+      return r;
+    }
     const ts::scenario& sc = need_scenario(m.scenario);
     ts::params p;
     for (const auto& [k, v] : m.params) p.set(k, v);

@@ -37,6 +37,9 @@ struct crash_context {
   std::uint64_t index = 0, seed = 0, pct_steps = 0;
   unsigned pct_depth = 0;
   strategy_kind strategy = strategy_kind::random;
+  //! The default-policy schedule that calibrates PCT's k (run before schedule 0): it has no seed;
+  //! explore of one portfolio schedule on one thread runs it again.
+  bool calibration = false;
 };
 crash_context& this_thread_crash_context();
 //! Installs handlers for SIGSEGV, SIGBUS, SIGFPE and SIGILL that name the schedule being
