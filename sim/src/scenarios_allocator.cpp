@@ -631,7 +631,7 @@ struct heap_inst final : instance {
       if (auto e = check_quiescent(a)) return "after the trim to 0: " + *e;
       if (a.globals->growth.mapped_granules != 0)
         return "G7: " + str(a.globals->growth.mapped_granules) + " granules still mapped after freeing everything and trim_to(0)";
-      const std::uint64_t first = std::uint64_t{1} << (a.small.buddy.top() - (a.grow_granule - 1));
+      const std::uint64_t first = std::uint64_t{1} << (a.small.buddy.top() - (a.small.buddy.grow_granule - 1));
       for (std::uint64_t g = first; g < 2 * first; ++g)
         if (a.small.buddy.state[g] != (node_allocated | node_unmapped_tag))
           return "G7: granule " + str(g - first) + " is not unmapped after trim_to(0) (state " + str(a.small.buddy.state[g]) + ")";

@@ -170,9 +170,7 @@ struct allocator {
   //! This view's copy in the metadata (layout.view_off), on which out-of-line members run (see
   //! ualloc::resident); nullptr for views built by hand (the call site then copies the view).
   const allocator* resident = nullptr;
-  //! Growable heaps (issue 14): granule order + 1 (granules of 4 KiB x 2^order bytes), 0 for a
-  //! heap whose memory is all there from the start.
-  std::uint64_t grow_granule = 0;
+
 
   //! A view over `heap` (heap_bytes = 4 KiB x 2^(layout.levels-1) bytes, 4 KiB aligned) and
   //! `meta` (layout.bytes, zeroed).
@@ -243,7 +241,7 @@ struct allocator {
   //! The view must be made again afterwards (or copied from the resident copy): it carries the
   //! granule order.
   TOGA_HOST_DEVICE void init_growable(std::uint64_t limit_bytes, unsigned granule_order) {
-    grow_granule = granule_order + 1;
+    small.buddy.grow_granule = granule_order + 1;
     init_after_zero(limit_bytes);
     small.buddy.init_unmapped(granule_order);
     globals->growth.granule_order = granule_order;
@@ -252,7 +250,7 @@ struct allocator {
   //! memory behind it; frees it into the tree (tbuddy::adopt). Any thread, while others allocate
   //! and free. False if it was not unmapped (already adopted).
   TOGA_DEVICE bool adopt_granule(std::uint64_t off) const TOGA_NOEXCEPT(P) {
-    if (grow_granule == 0 || !small.buddy.adopt(off, static_cast<unsigned>(grow_granule - 1))) return false;
+    if (small.buddy.grow_granule == 0 || !small.buddy.adopt(off, static_cast<unsigned>(small.buddy.grow_granule - 1))) return false;
     P::fetch_add(&globals->growth.mapped_granules, std::uint64_t{1}, relaxed, device_scope);
     P::fetch_add(&globals->growth.adopted, std::uint64_t{1}, relaxed, device_scope);
     return true;
@@ -263,8 +261,8 @@ struct allocator {
   //! unmaps them afterwards). Returns the bytes still mapped.
   template <class F>
   TOGA_DEVICE std::uint64_t trim_granules(std::uint64_t keep_bytes, F&& on_withdrawn) const TOGA_NOEXCEPT(P) {
-    if (grow_granule == 0) return heap_bytes;
-    const unsigned go = static_cast<unsigned>(grow_granule - 1);
+    if (small.buddy.grow_granule == 0) return heap_bytes;
+    const unsigned go = static_cast<unsigned>(small.buddy.grow_granule - 1);
     const std::uint64_t gbytes = geom::page_bytes << go;
     if constexpr (UB != ualloc_bug::trim_without_reclaim) trim();
     std::uint64_t withdrawn = 0;
@@ -276,9 +274,16 @@ struct allocator {
     P::fetch_add(&globals->growth.withdrawn, withdrawn, relaxed, device_scope);
     return left * gbytes;
   }
+  //! Growable heaps: whether heap offset `off` lies in an unmapped granule; then a free of it
+  //! changes nothing (checked builds log an invalid pointer).
+  TOGA_DEVICE TOGA_NOINLINE bool free_of_unmapped(std::uint64_t off) const TOGA_NOEXCEPT(P) {
+    if (!in_unmapped_granule(off)) return false;
+    if constexpr (Checked) report(heap_error_kind::invalid_pointer, off);
+    return true;
+  }
   //! Whether heap offset `off` lies in an unmapped granule (growable heaps; racy).
   TOGA_DEVICE bool in_unmapped_granule(std::uint64_t off) const TOGA_NOEXCEPT(P) {
-    return grow_granule != 0 && small.buddy.unmapped(off, static_cast<unsigned>(grow_granule - 1));
+    return small.buddy.grow_granule != 0 && small.buddy.unmapped(off, static_cast<unsigned>(small.buddy.grow_granule - 1));
   }
 
   //! At least `bytes` bytes (see the file comment for size and alignment), or nullptr.
@@ -333,10 +338,9 @@ struct allocator {
     }
     // A growable heap's unmapped granule holds no block: the free changes nothing (checked builds
     // log it), and nothing there may be touched (issue 14).
-    if (grow_granule != 0 && UB != ualloc_bug::free_into_unmapped && in_unmapped_granule(off)) {
-      if constexpr (Checked) report(heap_error_kind::invalid_pointer, off);
-      return;
-    }
+    // (off the inline path: the check in line cost a third of T5's churn rate at 16 B on an H200)
+    if constexpr (UB != ualloc_bug::free_into_unmapped)
+      if (small.buddy.grow_granule != 0 && free_of_unmapped(off)) return;
     // Superbin slots start on 256 B boundaries (their TBuddy node's tag routes them), TBuddy
     // blocks on 4 KiB ones; UAlloc slots never start on 4 KiB boundaries (those of 16 B .. 128 B
     // on some 256 B ones: such lanes look at the tag and join the other lanes' slot free).
@@ -405,8 +409,8 @@ struct allocator {
   TOGA_DEVICE void count_failed(arena_stats& st, unsigned n, std::uint64_t block_bytes) const TOGA_NOEXCEPT(P) {
     const std::uint64_t lim = P::load(&globals->limit.limit, relaxed, device_scope);
     const bool by_limit = lim != 0 && P::load(&globals->limit.reserved, relaxed, device_scope) + block_bytes > lim;
-    if (!by_limit && grow_granule != 0 &&
-        P::load(&globals->growth.mapped_granules, relaxed, device_scope) < (heap_bytes >> (geom::page_shift + grow_granule - 1))) {
+    if (!by_limit && small.buddy.grow_granule != 0 &&
+        P::load(&globals->growth.mapped_granules, relaxed, device_scope) < (heap_bytes >> (geom::page_shift + small.buddy.grow_granule - 1))) {
       growth_state& g = globals->growth;
       P::fetch_add(&g.demand_requests, std::uint64_t{n}, relaxed, device_scope);
       P::fetch_add(&g.demand_bytes, std::uint64_t{n} * block_bytes, relaxed, device_scope);

@@ -161,7 +161,7 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
     const std::uint32_t k = s & node_state_mask;
     if (k == node_available) ++avail[b.height(v)];
     if (s & node_unmapped_tag) {  // a growable heap's unmapped granule (issue 14)
-      if (a.grow_granule == 0 || b.height(v) != a.grow_granule - 1 || s != (node_allocated | node_unmapped_tag))
+      if (a.small.buddy.grow_granule == 0 || b.height(v) != a.small.buddy.grow_granule - 1 || s != (node_allocated | node_unmapped_tag))
         return "G7: node " + to_string(v) + " has the unmapped tag in state " + to_string(s) + " at height " + to_string(b.height(v));
       ++Q.unmapped_granules;
       continue;
@@ -174,8 +174,8 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
     if (s != d) return "T2: split node " + to_string(v) + " has state " + to_string(s) + ", its children derive " + to_string(d);
     if (l == node_available && r == node_available) ++Q.unmerged_pairs;
   }
-  if (a.grow_granule != 0) {  // G7: the mapped-granule count matches the tree
-    const std::uint64_t granules = a.heap_bytes >> (geom::page_shift + a.grow_granule - 1);
+  if (a.small.buddy.grow_granule != 0) {  // G7: the mapped-granule count matches the tree
+    const std::uint64_t granules = a.heap_bytes >> (geom::page_shift + a.small.buddy.grow_granule - 1);
     if (a.globals->growth.mapped_granules != granules - Q.unmapped_granules)
       return "G7: " + to_string(a.globals->growth.mapped_granules) + " granules counted mapped, but the tree has " +
              to_string(granules - Q.unmapped_granules) + " without the unmapped tag";

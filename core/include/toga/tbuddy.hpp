@@ -102,6 +102,10 @@ struct tbuddy {
   sem_t* sem;            //!< [levels]
   byte_limit* limit;     //!< block accounting and the byte limit (nullptr: none kept)
   unsigned levels;       //!< heap = 4 KiB x 2^(levels-1)
+  //! Growable heaps (issue 14): granule order + 1 (granules of 4 KiB x 2^order bytes), 0 for a
+  //! heap whose memory is all there from the start. (In the padding after `levels`: the views
+  //! that kernels copy keep their size; 8 B more cost T5's churn at 16 B a third on an H200.)
+  unsigned grow_granule = 0;
 
   TOGA_HOST_DEVICE unsigned top() const { return levels - 1; }
   TOGA_HOST_DEVICE std::uint64_t heap_bytes() const { return geom::page_bytes << top(); }
