@@ -568,15 +568,6 @@ struct heap_inst final : instance {
     }
     meet(4);
   }
-  // After every lane exited: a trim to 0 in a one-lane launch; every granule must be unmapped.
-  std::optional<std::string> trim_all_at_quiescence() {
-    replay_strategy rs({});
-    rs.begin(1, 1);
-    world w({1, 1, 1}, rs, run_limits{1'000, 50'000'000});
-    const run_result r = w.run([this] { trim_to(0); });
-    if (r.failed()) return std::string(to_string(r.kind)) + ": " + r.message;
-    return std::nullopt;
-  }
 
   std::vector<std::pair<std::string, double>> metrics() const override {
     return {{"utilisation (peak live bytes / heap bytes)", double(peak_live_bytes) / double(a.heap_bytes)},
@@ -592,9 +583,19 @@ struct heap_inst final : instance {
   // does at quiescence).
   std::optional<std::string> trim_at_quiescence() {
     random_strategy rs;
+    return at_quiescence(rs, [this] { a.trim(); });
+  }
+  // Growable heaps, after every lane exited: a trim to 0 in a one-lane launch.
+  std::optional<std::string> trim_all_at_quiescence() {
+    replay_strategy rs({});
+    return at_quiescence(rs, [this] { trim_to(0); });
+  }
+  // Runs f as the one lane of a launch after every lane exited (strategy rs, seed 1).
+  template <class S, class F>
+  std::optional<std::string> at_quiescence(S& rs, F&& f) {
     rs.begin(1, 1);
     world w({1, 1, 1}, rs, run_limits{1'000, 50'000'000});
-    const run_result r = w.run([this] { a.trim(); });
+    const run_result r = w.run(std::forward<F>(f));
     if (r.failed()) return std::string(to_string(r.kind)) + ": " + r.message;
     return std::nullopt;
   }

@@ -70,16 +70,21 @@ constexpr unsigned block = 256;
 #define TOGA_FREE_MIN_BLOCKS 5
 #endif
 
+// The names of config.hpp's profiling events, in its order (the profile and the timeline print them).
+[[maybe_unused]] const char* const event_names[] = {
+    "tb_alloc",    "tb_climb",       "tb_visit",  "tb_restart", "tb_claim_lost", "tb_lock_spin", "tb_split",
+    "tb_propagate", "tb_free",       "tb_merge",  "tb_t_stage1", "tb_t_search",  "tb_t_split",   "ua_group",
+    "ua_fast",     "ua_take_failed", "ua_no_pin", "ua_short",   "ua_emptied",    "ua_lost_bits", "ua_find_step",
+    "ua_grow",     "ua_reconcile",   "ua_lock_spin", "ua_free_group", "ua_free_cold", "ua_retire", "ua_steal", "ua_reclaim"};
+static_assert(sizeof event_names / sizeof event_names[0] == toga::prof_event_count, "one name per profiling event");
+
 void print_profile(const char* what) {
 #ifdef FASTPATH_PROFILE
-  static const char* names[] = {"tb_alloc", "tb_climb", "tb_visit", "tb_restart", "tb_claim_lost", "tb_lock_spin", "tb_split",
-                                "tb_propagate", "tb_free", "tb_merge", "tb_t_stage1", "tb_t_search", "tb_t_split", "ua_group",
-                                "ua_fast", "ua_take_failed", "ua_no_pin", "ua_short", "ua_emptied", "ua_lost_bits", "ua_find_step",
-                                "ua_grow", "ua_reconcile", "ua_lock_spin", "ua_free_group", "ua_free_cold", "ua_retire"};
+  const char* const* names = event_names;
   unsigned long long h[64];
   CK(cudaMemcpyFromSymbol(h, toga_prof, sizeof h));
   std::printf("      profile %-12s", what);
-  for (unsigned i = 0; i < sizeof names / sizeof names[0]; ++i)
+  for (unsigned i = 0; i < toga::prof_ua_steal; ++i)
     if (h[i] && i != 10 && i != 11 && i != 12) std::printf(" %s=%llu", names[i], h[i]);
   std::printf("\n");
   std::memset(h, 0, sizeof h);
@@ -323,11 +328,13 @@ struct timeline {
     std::printf("    latency (cycles): 50%% %.0f  90%% %.0f  99%% %.0f  99.9%% %.0f  max %.0f\n", q(lat, .5), q(lat, .9), q(lat, .99),
                 q(lat, .999), q(lat, 1));
     // per warp: the OR of its lanes' event marks (the group leader's), its slowest lane
-    static const char* ev[] = {"tb_alloc", "tb_climb", "tb_visit", "tb_restart", "tb_claim_lost", "tb_lock_spin", "tb_split",
-                               "tb_propagate", "tb_free", "tb_merge", "", "", "", "ua_group", "ua_fast", "ua_take_failed",
-                               "ua_no_pin", "ua_short", "", "ua_lost_bits", "ua_find_step", "ua_grow", "ua_reconcile",
-                               "ua_lock_spin", "", "", "", "ua_steal", "ua_reclaim"};
-    const unsigned nev = sizeof ev / sizeof ev[0];
+    // the allocation path's events (not the phase clocks, the group counts, the unused one, the frees)
+    auto shown = [](unsigned b) {
+      return b < toga::prof_tbuddy_t_stage1 || (b > toga::prof_ua_fast && b != toga::prof_ua_emptied &&
+                                                (b < toga::prof_ua_free_group || b > toga::prof_ua_retire));
+    };
+    const char* const* ev = event_names;
+    const unsigned nev = toga::prof_event_count;
     std::vector<std::vector<double>> by(nev + 1);
     std::vector<std::vector<double>> endby(nev + 1);
     for (unsigned w = 0; w * 32 < n; ++w) {
@@ -337,7 +344,7 @@ struct timeline {
       const unsigned long long slow = m & ~((1ull << 13) | (1ull << 14));  // beyond ua_group / ua_fast
       if (slow == 0) by[nev].push_back(l), endby[nev].push_back(e);
       for (unsigned b = 0; b < nev; ++b)
-        if (*ev[b] && (m >> b & 1) && b != 13 && b != 14) by[b].push_back(l), endby[b].push_back(e);
+        if (shown(b) && (m >> b & 1)) by[b].push_back(l), endby[b].push_back(e);
     }
     std::printf("    per warp (slowest lane), by event: %-14s %7s %9s %9s %9s %11s\n", "event", "warps", "p50 cyc", "p99 cyc", "max cyc",
                 "p99 end us");

@@ -61,7 +61,6 @@ inline const char* to_string(heap_error_kind k) {
 //! A growable heap's state (issue 14): what is mapped, and the demand that growth would serve.
 //! Counters are relaxed; read them at quiescence.
 struct growth_state {
-  std::uint64_t granule_order;    //!< granules are 4 KiB x 2^granule_order bytes (meaningful when growable)
   std::uint64_t mapped_granules;  //!< granules adopted and not withdrawn
   std::uint64_t adopted;          //!< adoptions so far
   std::uint64_t withdrawn;        //!< granules withdrawn by trims so far
@@ -171,7 +170,6 @@ struct allocator {
   //! ualloc::resident); nullptr for views built by hand (the call site then copies the view).
   const allocator* resident = nullptr;
 
-
   //! A view over `heap` (heap_bytes = 4 KiB x 2^(layout.levels-1) bytes, 4 KiB aligned) and
   //! `meta` (layout.bytes, zeroed).
   TOGA_HOST_DEVICE static allocator make(char* heap, char* meta, const heap_layout& layout) {
@@ -244,7 +242,6 @@ struct allocator {
     small.buddy.grow_granule = granule_order + 1;
     init_after_zero(limit_bytes);
     small.buddy.init_unmapped(granule_order);
-    globals->growth.granule_order = granule_order;
   }
   //! Growable heaps: the granule at heap offset `off` (a multiple of the granule size) now has
   //! memory behind it; frees it into the tree (tbuddy::adopt). Any thread, while others allocate
