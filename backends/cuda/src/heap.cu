@@ -2,11 +2,16 @@
 // registry of default-heap slots (one per translation unit that includes heap.cuh).
 #include "toga/cuda/heap.cuh"
 
+#include <cuda.h>  // the VMM API of growable heaps (cuMemCreate, cuMemMap, ...): links libcuda
+
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <utility>
+
+#include <sys/mman.h>  // heap::check's host copy of the range
 
 namespace toga::cuda {
 namespace {
@@ -19,6 +24,20 @@ namespace {
 
 __global__ void init_kernel(device_allocator a, std::uint64_t limit) { a.init_after_zero(limit); }
 __global__ void trim_kernel(device_allocator a) { a.trim(); }
+__global__ void init_growable_kernel(device_allocator a, std::uint64_t limit, unsigned granule_order) {
+  a.init_growable(limit, granule_order);
+}
+// One thread per granule: adoption is safe while others adopt, allocate and free (allocator.md §14).
+__global__ void adopt_kernel(device_allocator a, const std::uint64_t* offsets, std::uint64_t n, unsigned long long* refused) {
+  const std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
+  if (i < n && !a.adopt_granule(offsets[i])) atomicAdd(refused, 1ull);
+}
+// Quiescent, one thread: reclaim, withdraw wholly free granules above keep_bytes; their offsets to out.
+__global__ void trim_granules_kernel(device_allocator a, std::uint64_t keep_bytes, std::uint64_t* out, std::uint64_t* count) {
+  std::uint64_t n = 0;
+  a.trim_granules(keep_bytes, [&](std::uint64_t off) { out[n++] = off; });
+  *count = n;
+}
 
 //! Makes `device` current for its lifetime and restores the caller's device afterwards, so that
 //! a program with heaps on several GPUs keeps launching where it meant to.
@@ -41,6 +60,76 @@ class device_guard {
   int previous_ = 0;
   bool changed_ = false;
 };
+
+//! The CUDA virtual memory management API as a toga growth provider (toga/growth.hpp): device
+//! memory handles of one device, read-write for that device. Needs the device current.
+struct vmm_provider {
+  using handle_type = CUmemGenericAllocationHandle;
+  int device = 0;
+  std::uint64_t gran = 0;  // cuMemGetAllocationGranularity (minimum)
+
+  static std::string describe(CUresult r) {
+    const char* name = nullptr;
+    const char* text = nullptr;
+    (void)cuGetErrorName(r, &name);
+    (void)cuGetErrorString(r, &text);
+    return std::string(name ? name : "CUDA driver error") + " (" + (text ? text : "?") + ")";
+  }
+  CUmemAllocationProp prop() const {
+    CUmemAllocationProp p{};
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = device;
+    return p;
+  }
+  std::uint64_t granularity() const { return gran; }
+  char* reserve(std::uint64_t bytes, std::uint64_t alignment, std::string& err) {
+    CUdeviceptr p = 0;
+    const CUresult r = cuMemAddressReserve(&p, bytes, alignment, 0, 0);
+    if (r != CUDA_SUCCESS) {
+      err = "cuMemAddressReserve: " + describe(r);
+      return nullptr;
+    }
+    return reinterpret_cast<char*>(p);
+  }
+  void unreserve(char* base, std::uint64_t bytes) noexcept { (void)cuMemAddressFree(reinterpret_cast<CUdeviceptr>(base), bytes); }
+  bool create(std::uint64_t bytes, handle_type& h, std::string& err) {
+    const CUmemAllocationProp p = prop();
+    const CUresult r = cuMemCreate(&h, bytes, &p, 0);
+    if (r != CUDA_SUCCESS) err = "cuMemCreate: " + describe(r);
+    return r == CUDA_SUCCESS;
+  }
+  bool map(char* at, std::uint64_t bytes, const handle_type& h, std::string& err) {
+    const CUresult r = cuMemMap(reinterpret_cast<CUdeviceptr>(at), bytes, 0, h, 0);
+    if (r != CUDA_SUCCESS) err = "cuMemMap: " + describe(r);
+    return r == CUDA_SUCCESS;
+  }
+  bool set_access(char* at, std::uint64_t bytes, std::string& err) {
+    CUmemAccessDesc d{};
+    d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    d.location.id = device;
+    d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    const CUresult r = cuMemSetAccess(reinterpret_cast<CUdeviceptr>(at), bytes, &d, 1);
+    if (r != CUDA_SUCCESS) err = "cuMemSetAccess: " + describe(r);
+    return r == CUDA_SUCCESS;
+  }
+  void unmap(char* at, std::uint64_t bytes) noexcept { (void)cuMemUnmap(reinterpret_cast<CUdeviceptr>(at), bytes); }
+  void release(const handle_type& h) noexcept { (void)cuMemRelease(h); }
+};
+
+}  // namespace
+
+//! A growable heap's host side: its VMM range and granules, and a device buffer of granule
+//! offsets (adopt's input, trim's output) with a count after it.
+struct growth_impl {
+  toga::growth_controller<vmm_provider> ctl;
+  std::uint64_t* scratch = nullptr;  // granules + 2 words of device memory
+  ~growth_impl() {
+    if (scratch) (void)cudaFree(scratch);
+  }
+};
+
+namespace {
 
 //! The default-heap slots of every translation unit (their host shadows), and which heap (by its
 //! metadata address, which a move does not change) is the default of each device.
@@ -82,39 +171,47 @@ stats_region fetch_stats(const device_allocator& dev, const toga::heap_layout& l
   return r;
 }
 
-}  // namespace
-
-heap::heap(std::uint64_t bytes, heap_options options) : options_(options) {
-  if (bytes == 0 || bytes > toga::heap_layout::max_heap_bytes)
-    throw std::invalid_argument("toga::cuda::heap: size " + std::to_string(bytes) + " B is not in [1, " +
-                                std::to_string(toga::heap_layout::max_heap_bytes) + "] (128 GiB); ask for a smaller heap");
-  if (options_.device < 0) TOGA_CUDA_TRY(cudaGetDevice(&options_.device));
-  device_ = options_.device;
-  device_guard guard(device_);
-  const unsigned levels = toga::heap_layout::levels_for(bytes);
-  unsigned arenas = options_.arenas;
+//! The layout of a heap of `levels` levels for `o` on `device` (arenas, superbins, sharing);
+//! std::invalid_argument for an option out of range.
+toga::heap_layout make_layout(const heap_options& o, unsigned levels, int device) {
+  unsigned arenas = o.arenas;
   if (arenas == 0) {
     // One arena per SM, but at most one per 4 chunks of heap: every arena must be able to hold
     // chunks (a 64 MiB heap has 128 chunks; 132 arenas would leave SMs with none).
     int sms = 0;
-    TOGA_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));
+    TOGA_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     const std::uint64_t by_size = (toga::geom::page_bytes << (levels - 1)) / (4 * toga::geom::chunk_bytes);
     arenas = static_cast<unsigned>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(static_cast<std::uint64_t>(sms), by_size)));
   }
   int sb_shift = -1;  // toga's choice
-  if (options_.superbin_bytes != 0) {
-    const std::uint64_t sb = options_.superbin_bytes;
+  if (o.superbin_bytes != 0) {
+    const std::uint64_t sb = o.superbin_bytes;
     const std::uint64_t lo = std::uint64_t{1} << 13, hi = std::uint64_t{1} << toga::geom::sb_max_shift;
     if ((sb & (sb - 1)) != 0 || sb < lo || sb > hi || sb >= (toga::geom::page_bytes << (levels - 1)))
       throw std::invalid_argument("toga::cuda::heap: superbin_bytes " + std::to_string(sb) +
                                   " is not a power of two in [8 KiB, 2 MiB] below the heap size; use 0 for toga's choice");
     sb_shift = static_cast<int>(toga::bits::ctz(sb));
   }
-  if (options_.superbin_sharing > 1024)
-    throw std::invalid_argument("toga::cuda::heap: superbin_sharing " + std::to_string(options_.superbin_sharing) +
+  if (o.superbin_sharing > 1024)
+    throw std::invalid_argument("toga::cuda::heap: superbin_sharing " + std::to_string(o.superbin_sharing) +
                                 " is not in [0, 1024] (SMs per superbin arena); use 0 for one superbin arena per SM");
-  const unsigned k = options_.superbin_sharing > 1 ? options_.superbin_sharing : 1;
-  layout_ = toga::heap_layout::make<platform>(levels, arenas, sb_shift, (arenas + k - 1) / k);
+  const unsigned k = o.superbin_sharing > 1 ? o.superbin_sharing : 1;
+  return toga::heap_layout::make<platform>(levels, arenas, sb_shift, (arenas + k - 1) / k);
+}
+
+}  // namespace
+
+heap::heap(std::uint64_t bytes, heap_options options) : options_(options) {
+  if (bytes == 0 || bytes > toga::heap_layout::max_heap_bytes)
+    throw std::invalid_argument("toga::cuda::heap: size " + std::to_string(bytes) + " B is not in [1, " +
+                                std::to_string(toga::heap_layout::max_heap_bytes) + "] (128 GiB); ask for a smaller heap");
+  if (options_.max_bytes != 0)
+    throw std::invalid_argument("toga::cuda::heap: max_bytes is set (a growable heap) but a size was given (a fixed heap); "
+                                "construct with heap(options) and options.initial_bytes instead");
+  if (options_.device < 0) TOGA_CUDA_TRY(cudaGetDevice(&options_.device));
+  device_ = options_.device;
+  device_guard guard(device_);
+  layout_ = make_layout(options_, toga::heap_layout::levels_for(bytes), device_);
   const std::uint64_t heap_bytes = toga::geom::page_bytes << (layout_.levels - 1);
   const std::uint64_t upstream = heap_bytes + toga::geom::page_bytes;  // room to align the base to 4 KiB
   cudaError_t e;
@@ -129,23 +226,88 @@ heap::heap(std::uint64_t bytes, heap_options options) : options_(options) {
     throw toga::bad_alloc("toga::cuda::heap: cannot obtain " + std::to_string(upstream) + " B of device memory for the heap (" +
                           cudaGetErrorName(e) + "); ask for a smaller heap or free device memory");
   }
-  e = options_.pool ? cudaMallocFromPoolAsync(reinterpret_cast<void**>(&meta_), layout_.bytes, options_.pool, options_.stream)
-                    : cudaMalloc(reinterpret_cast<void**>(&meta_), layout_.bytes);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    meta_ = nullptr;
-    release();
-    throw toga::bad_alloc("toga::cuda::heap: cannot obtain " + std::to_string(layout_.bytes) + " B of device memory for the heap's metadata (" +
-                          cudaGetErrorName(e) + ")");
-  }
   char* aligned = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(raw_heap_) + toga::geom::page_bytes - 1) &
                                           ~static_cast<std::uintptr_t>(toga::geom::page_bytes - 1));
-  view_ = device_allocator::make(aligned, meta_, layout_);
   try {
+    allocate_metadata();
+    view_ = device_allocator::make(aligned, meta_, layout_);
     initialise();
   } catch (...) {
     release();
     throw;
+  }
+}
+
+heap::heap(heap_options options) : options_(options) {
+  if (options_.max_bytes == 0)
+    throw std::invalid_argument("toga::cuda::heap: heap(options) makes a growable heap and needs options.max_bytes (its address "
+                                "range and capacity); for a fixed heap use heap(bytes, options)");
+  if (options_.pool)
+    throw std::invalid_argument("toga::cuda::heap: a growable heap maps its own memory (CUDA VMM) and cannot take a memory pool; "
+                                "leave options.pool null or make a fixed heap");
+  if (options_.device < 0) TOGA_CUDA_TRY(cudaGetDevice(&options_.device));
+  device_ = options_.device;
+  device_guard guard(device_);
+  const toga::growth_options go{options_.max_bytes, options_.initial_bytes, options_.headroom_bytes, options_.release_threshold,
+                                options_.granule_bytes};
+  const std::uint64_t capacity = toga::growth_capacity(go, toga::heap_layout::max_heap_bytes);
+  TOGA_CUDA_TRY(cudaFree(nullptr));  // the primary context, which the driver calls below use
+  {
+    CUdevice dev = 0;
+    int vmm = 0;
+    if (cuDeviceGet(&dev, device_) != CUDA_SUCCESS ||
+        cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) != CUDA_SUCCESS || !vmm)
+      throw std::invalid_argument("toga::cuda::heap: device " + std::to_string(device_) +
+                                  " does not support CUDA virtual memory management (growable heaps need it); make a fixed heap");
+  }
+  vmm_provider provider{device_, 0};
+  {
+    const CUmemAllocationProp p = provider.prop();
+    size_t g = 0;
+    const CUresult r = cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (r != CUDA_SUCCESS) throw std::runtime_error("toga::cuda::heap: cuMemGetAllocationGranularity failed: " + vmm_provider::describe(r));
+    provider.gran = g;
+  }
+  const std::uint64_t granule = toga::growth_granule_bytes(go, capacity, provider.granularity());
+  layout_ = make_layout(options_, toga::heap_layout::levels_for(capacity), device_);
+  try {
+    try {
+      growth_.reset(new growth_impl{toga::growth_controller<vmm_provider>(provider, go, capacity, granule)});
+    } catch (const std::runtime_error& e) {
+      throw toga::bad_alloc(std::string("toga::cuda::heap: ") + e.what() + "; ask for a smaller max_bytes");
+    }
+    const std::uint64_t n = capacity / granule + 2;
+    const cudaError_t e = cudaMalloc(reinterpret_cast<void**>(&growth_->scratch), n * sizeof(std::uint64_t));
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      growth_->scratch = nullptr;
+      throw toga::bad_alloc("toga::cuda::heap: cannot obtain " + std::to_string(n * 8) + " B of device memory for the granule list");
+    }
+    allocate_metadata();
+    view_ = device_allocator::make(growth_->ctl.granules().base(), meta_, layout_);
+    view_.small.buddy.grow_granule = toga::bits::ctz(granule) - toga::geom::page_shift + 1;  // as init_growable sets it
+    initialise();
+    std::vector<std::uint64_t> initial;
+    try {
+      initial = growth_->ctl.map_initial();
+    } catch (const std::runtime_error& e) {
+      throw toga::bad_alloc(std::string("toga::cuda::heap: ") + e.what());
+    }
+    adopt(initial);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+void heap::allocate_metadata() {
+  const cudaError_t e = options_.pool ? cudaMallocFromPoolAsync(reinterpret_cast<void**>(&meta_), layout_.bytes, options_.pool, options_.stream)
+                                      : cudaMalloc(reinterpret_cast<void**>(&meta_), layout_.bytes);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    meta_ = nullptr;
+    throw toga::bad_alloc("toga::cuda::heap: cannot obtain " + std::to_string(layout_.bytes) + " B of device memory for the heap's metadata (" +
+                          cudaGetErrorName(e) + ")");
   }
 }
 
@@ -155,7 +317,10 @@ void heap::initialise() {
   TOGA_CUDA_TRY(cudaEventCreate(&stop));
   TOGA_CUDA_TRY(cudaEventRecord(start, options_.stream));
   TOGA_CUDA_TRY(cudaMemsetAsync(meta_, 0, layout_.bytes, options_.stream));
-  init_kernel<<<1, 1, 0, options_.stream>>>(view_, options_.limit_bytes);
+  if (growth_)
+    init_growable_kernel<<<1, 1, 0, options_.stream>>>(view_, options_.limit_bytes, static_cast<unsigned>(view_.small.buddy.grow_granule - 1));
+  else
+    init_kernel<<<1, 1, 0, options_.stream>>>(view_, options_.limit_bytes);
   TOGA_CUDA_TRY(cudaGetLastError());
   TOGA_CUDA_TRY(cudaEventRecord(stop, options_.stream));
   TOGA_CUDA_TRY(cudaEventSynchronize(stop));
@@ -165,7 +330,7 @@ void heap::initialise() {
 }
 
 void heap::release() noexcept {
-  if (raw_heap_ == nullptr && meta_ == nullptr) return;
+  if (raw_heap_ == nullptr && meta_ == nullptr && growth_ == nullptr) return;
   int current = 0;
   (void)cudaGetDevice(&current);
   (void)cudaSetDevice(device_);
@@ -190,6 +355,10 @@ void heap::release() noexcept {
     else (void)cudaFree(p);
   }
   if (options_.pool) (void)cudaStreamSynchronize(options_.stream);
+  if (growth_) {
+    (void)cudaStreamSynchronize(options_.stream);  // no kernel may touch a granule being unmapped
+    growth_.reset();  // unmaps and releases every granule, frees the range (never throws)
+  }
   (void)cudaSetDevice(current);
   raw_heap_ = meta_ = nullptr;
 }
@@ -198,7 +367,7 @@ heap::~heap() { release(); }
 
 heap::heap(heap&& o) noexcept
     : view_(o.view_), layout_(o.layout_), options_(o.options_), raw_heap_(std::exchange(o.raw_heap_, nullptr)),
-      meta_(std::exchange(o.meta_, nullptr)), device_(o.device_), init_ms_(o.init_ms_) {
+      meta_(std::exchange(o.meta_, nullptr)), device_(o.device_), init_ms_(o.init_ms_), growth_(std::move(o.growth_)) {
   o.view_ = device_allocator{};
 }
 
@@ -212,6 +381,7 @@ heap& heap::operator=(heap&& o) noexcept {
     meta_ = std::exchange(o.meta_, nullptr);
     device_ = o.device_;
     init_ms_ = o.init_ms_;
+    growth_ = std::move(o.growth_);
     o.view_ = device_allocator{};
   }
   return *this;
@@ -231,10 +401,13 @@ toga::heap_statistics heap::stats() const {
 
 heap_attributes heap::attributes() const {
   if (!meta_) throw std::logic_error("toga::cuda::heap::attributes: the heap was moved from");
-  const toga::heap_statistics s = stats();
+  device_guard guard(device_);
+  stats_region r = fetch_stats(view_, layout_, meta_, options_.stream);
+  const toga::heap_statistics s = toga::collect_statistics(r.view);
   heap_attributes a;
   a.capacity = s.heap_bytes;
-  a.device_bytes = s.heap_bytes + toga::geom::page_bytes + layout_.bytes;
+  a.metadata_bytes = layout_.bytes;
+  a.device_bytes = growth_ ? growth_->ctl.mapped_bytes() + layout_.bytes : s.heap_bytes + toga::geom::page_bytes + layout_.bytes;
   a.limit_bytes = options_.limit_bytes;
   a.reserved_mem_current = s.buddy_bytes;
   a.reserved_mem_high = std::min(s.buddy_high_bytes, s.heap_bytes);
@@ -245,7 +418,134 @@ heap_attributes heap::attributes() const {
   a.failed_exhausted = s.failed_exhausted;
   a.failed_limit = s.failed_limit;
   a.failed_too_large = s.failed_too_large;
+  if (growth_) {
+    const toga::growth_counters& c = growth_->ctl.counters();
+    a.growable = true;
+    a.granule_bytes = growth_->ctl.granule_bytes();
+    a.mapped_mem_current = c.mapped_bytes;
+    a.mapped_mem_high = c.mapped_high_bytes;
+    a.failed_growable = c.demand_requests + r.view.globals->growth.demand_requests;
+    a.growth_requests = c.growth_requests;
+    a.growth_failures = c.growth_failures;
+    a.grown_bytes = c.grown_bytes;
+    a.trims = c.trims;
+    a.trimmed_bytes = c.trimmed_bytes;
+  }
   return a;
+}
+
+std::uint64_t heap::mapped_bytes() const noexcept {
+  if (!meta_) return 0;
+  return growth_ ? growth_->ctl.mapped_bytes() : view_.heap_bytes;
+}
+
+void heap::adopt(const std::vector<std::uint64_t>& offsets) {
+  if (offsets.empty()) return;
+  const std::uint64_t n = offsets.size();
+  std::uint64_t* d = growth_->scratch;
+  TOGA_CUDA_TRY(cudaMemcpyAsync(d, offsets.data(), n * sizeof(std::uint64_t), cudaMemcpyHostToDevice, options_.stream));
+  TOGA_CUDA_TRY(cudaMemsetAsync(d + n, 0, sizeof(std::uint64_t), options_.stream));
+  adopt_kernel<<<static_cast<unsigned>((n + 127) / 128), 128, 0, options_.stream>>>(view_, d, n, reinterpret_cast<unsigned long long*>(d + n));
+  TOGA_CUDA_TRY(cudaGetLastError());
+  std::uint64_t refused = 0;
+  TOGA_CUDA_TRY(cudaMemcpyAsync(&refused, d + n, sizeof refused, cudaMemcpyDeviceToHost, options_.stream));
+  TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
+  if (refused != 0)
+    throw std::logic_error("toga::cuda::heap: " + std::to_string(refused) + " of " + std::to_string(n) +
+                           " newly mapped granules were not unmapped in the buddy tree (a toga bug: please report it)");
+}
+
+std::uint64_t heap::trim_granules(std::uint64_t keep_bytes) {
+  const std::uint64_t n_max = growth_->ctl.granules().granules();
+  std::uint64_t* d = growth_->scratch;
+  trim_granules_kernel<<<1, 1, 0, options_.stream>>>(view_, keep_bytes, d, d + n_max);
+  TOGA_CUDA_TRY(cudaGetLastError());
+  std::uint64_t n = 0;
+  TOGA_CUDA_TRY(cudaMemcpyAsync(&n, d + n_max, sizeof n, cudaMemcpyDeviceToHost, options_.stream));
+  TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
+  std::vector<std::uint64_t> offsets(n);
+  if (n) {
+    TOGA_CUDA_TRY(cudaMemcpyAsync(offsets.data(), d, n * sizeof(std::uint64_t), cudaMemcpyDeviceToHost, options_.stream));
+    TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
+  }
+  return growth_->ctl.withdrawn(offsets);  // withdrawn from the tree first, unmapped now
+}
+
+void heap::apply_threshold() {
+  std::uint64_t keep = 0;
+  if (growth_ && growth_->ctl.threshold_trim(keep)) (void)trim_granules(keep);
+}
+
+std::uint64_t heap::grow_if_needed() {
+  if (!meta_) throw std::logic_error("toga::cuda::heap::grow_if_needed: the heap was moved from");
+  if (!growth_) return 0;
+  device_guard guard(device_);
+  TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
+  TOGA_CUDA_TRY(cudaDeviceSynchronize());  // kernels on other streams may have failed too
+  char* g = meta_ + layout_.globals_off + offsetof(toga::heap_globals, growth);
+  toga::growth_state st{};
+  TOGA_CUDA_TRY(cudaMemcpy(&st, g, sizeof st, cudaMemcpyDeviceToHost));
+  if (st.demand_requests == 0) {
+    apply_threshold();
+    return 0;
+  }
+  growth_->ctl.note_demand(st.demand_requests);
+  // the demand is served by this growth (or could not be): count anew from here
+  TOGA_CUDA_TRY(cudaMemset(g + offsetof(toga::growth_state, demand_requests), 0, 3 * sizeof(std::uint64_t)));
+  const std::vector<std::uint64_t> mapped =
+      growth_->ctl.grow(st.demand_requests, st.demand_bytes, static_cast<unsigned>(st.demand_max_order));
+  adopt(mapped);
+  return mapped.size() * growth_->ctl.granule_bytes();
+}
+
+std::uint64_t heap::trim_to(std::uint64_t min_bytes_to_keep) {
+  if (!meta_) throw std::logic_error("toga::cuda::heap::trim_to: the heap was moved from");
+  if (!growth_) {
+    trim();
+    return 0;
+  }
+  device_guard guard(device_);
+  TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
+  return trim_granules(min_bytes_to_keep);
+}
+
+void heap::synchronize() {
+  if (!meta_) throw std::logic_error("toga::cuda::heap::synchronize: the heap was moved from");
+  device_guard guard(device_);
+  TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
+  apply_threshold();
+}
+
+std::optional<std::string> heap::check(toga::heap_quality* quality) const {
+  if (!meta_) throw std::logic_error("toga::cuda::heap::check: the heap was moved from");
+  device_guard guard(device_);
+  TOGA_CUDA_TRY(cudaDeviceSynchronize());
+  const std::uint64_t hb = view_.heap_bytes;
+  void* h = mmap(nullptr, hb, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (h == MAP_FAILED) throw toga::bad_alloc("toga::cuda::heap::check: cannot reserve " + std::to_string(hb) + " B of host address space");
+  struct unmapper {
+    void* p;
+    std::uint64_t n;
+    ~unmapper() { munmap(p, n); }
+  } guard_h{h, hb};
+  std::vector<std::uint64_t> meta(layout_.bytes / 8 + 1);
+  TOGA_CUDA_TRY(cudaMemcpy(meta.data(), meta_, layout_.bytes, cudaMemcpyDeviceToHost));
+  char* host = static_cast<char*>(h);
+  if (growth_) {
+    const auto& m = growth_->ctl.granules();
+    for (std::uint64_t i = 0; i < m.granules(); ++i)
+      if (m.is_mapped(i))
+        TOGA_CUDA_TRY(cudaMemcpy(host + i * m.granule_bytes(), m.base() + i * m.granule_bytes(), m.granule_bytes(), cudaMemcpyDeviceToHost));
+  } else {
+    TOGA_CUDA_TRY(cudaMemcpy(host, view_.small.base, hb, cudaMemcpyDeviceToHost));
+  }
+  device_allocator v = device_allocator::make(host, reinterpret_cast<char*>(meta.data()), layout_);
+  v.small.buddy.grow_granule = view_.small.buddy.grow_granule;
+  return toga::check_quiescent(v, quality);
+}
+
+void heap::inject_growth_failure(toga::growth_step step, std::uint64_t k) noexcept {
+  if (growth_) growth_->ctl.granules().inject_failure(step, k);
 }
 
 void heap::reset_high_water() {
@@ -258,6 +558,7 @@ void heap::reset_high_water() {
   TOGA_CUDA_TRY(cudaMemcpyAsync(meta_ + layout_.arena_off, r.bytes.data(), layout_.bytes - layout_.arena_off, cudaMemcpyHostToDevice,
                                 options_.stream));
   TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
+  if (growth_) growth_->ctl.reset_high_water();
 }
 
 void heap::trim() {
@@ -266,12 +567,21 @@ void heap::trim() {
   trim_kernel<<<1, 1, 0, options_.stream>>>(view_);
   TOGA_CUDA_TRY(cudaGetLastError());
   TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
+  apply_threshold();
 }
 
 void heap::reset() {
   if (!meta_) throw std::logic_error("toga::cuda::heap::reset: the heap was moved from");
   device_guard guard(device_);
   initialise();
+  if (growth_) {  // every granule still mapped goes back into the fresh tree
+    std::vector<std::uint64_t> mapped;
+    const auto& m = growth_->ctl.granules();
+    for (std::uint64_t i = 0; i < m.granules(); ++i)
+      if (m.is_mapped(i)) mapped.push_back(i * m.granule_bytes());
+    adopt(mapped);
+    apply_threshold();
+  }
 }
 
 std::vector<heap_error> heap::errors() const {

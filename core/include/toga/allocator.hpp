@@ -65,7 +65,7 @@ struct growth_state {
   std::uint64_t adopted;          //!< adoptions so far
   std::uint64_t withdrawn;        //!< granules withdrawn by trims so far
   std::uint64_t demand_requests;  //!< failed requests that growth could serve (unmapped granules remained)
-  std::uint64_t demand_bytes;     //!< their bytes (the TBuddy block or chunk each needed)
+  std::uint64_t demand_bytes;     //!< their bytes, each at its served size (size class or TBuddy block)
   std::uint64_t demand_max_order; //!< the largest order of 4 KiB pages among them
 };
 
@@ -402,15 +402,17 @@ struct allocator {
   // Counts n failed requests that needed a TBuddy block of `block_bytes` (a chunk for UAlloc):
   // refused by the byte limit if charging that block would exceed it now, else exhaustion.
   // Growable heaps: a failure that growth could serve (a granule is still unmapped, and the
-  // limit did not refuse) is counted as demand instead, with its bytes and order (issue 14).
-  TOGA_DEVICE void count_failed(arena_stats& st, unsigned n, std::uint64_t block_bytes) const TOGA_NOEXCEPT(P) {
+  // limit did not refuse) is counted as demand instead (issue 14): the bytes the n lanes asked
+  // for at their served size (`bytes` each: a class of 16 B counts 16 B, not the 512 KiB chunk
+  // every failing group would otherwise claim), and the order of the block they needed.
+  TOGA_DEVICE void count_failed(arena_stats& st, unsigned n, std::uint64_t bytes, std::uint64_t block_bytes) const TOGA_NOEXCEPT(P) {
     const std::uint64_t lim = P::load(&globals->limit.limit, relaxed, device_scope);
     const bool by_limit = lim != 0 && P::load(&globals->limit.reserved, relaxed, device_scope) + block_bytes > lim;
     if (!by_limit && small.buddy.grow_granule != 0 &&
         P::load(&globals->growth.mapped_granules, relaxed, device_scope) < (heap_bytes >> (geom::page_shift + small.buddy.grow_granule - 1))) {
       growth_state& g = globals->growth;
       P::fetch_add(&g.demand_requests, std::uint64_t{n}, relaxed, device_scope);
-      P::fetch_add(&g.demand_bytes, std::uint64_t{n} * block_bytes, relaxed, device_scope);
+      P::fetch_add(&g.demand_bytes, std::uint64_t{n} * bytes, relaxed, device_scope);
       P::fetch_max(&g.demand_max_order, std::uint64_t{geom::order_of(block_bytes)}, relaxed, device_scope);
       return;
     }
@@ -534,7 +536,7 @@ struct allocator {
     if (g.is_leader()) {
       const unsigned n_ok = bits::popc(ok);
       if (n_ok) count_alloc(st, n_ok, bytes * n_ok);
-      if (n_ok < g.size) count_failed(st, g.size - n_ok, block_bytes);
+      if (n_ok < g.size) count_failed(st, g.size - n_ok, bytes, block_bytes);
     }
   }
   // The successes only (a path that may still serve the failed lanes counts nothing for them).

@@ -29,6 +29,9 @@ struct heap_quality {
   std::uint64_t live_blocks = 0, live_bytes = 0;
   std::uint64_t chunks = 0, bins = 0, superbins = 0;
   std::uint64_t unmapped_granules = 0;  //!< growable heaps: granules without memory behind them
+  //! Growable heaps: mapped granules that hold nothing (no ALLOCATED node covers or lies below
+  //! them): what a trim to 0 after a reclaim (allocator::trim) withdraws.
+  std::uint64_t free_granules = 0;
 };
 
 namespace detail {
@@ -176,6 +179,18 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
   }
   if (a.small.buddy.grow_granule != 0) {  // G7: the mapped-granule count matches the tree
     const std::uint64_t granules = a.heap_bytes >> (geom::page_shift + a.small.buddy.grow_granule - 1);
+    // wholly free granules: mapped, and no ALLOCATED block covers or lies below them
+    const unsigned gh = static_cast<unsigned>(a.small.buddy.grow_granule - 1);
+    std::vector<std::uint8_t> used(granules, 0);
+    for (std::uint64_t v = 1; v < nodes; ++v) {
+      if (covered[v] || (b.state[v] & node_state_mask) != node_allocated || (b.state[v] & node_unmapped_tag)) continue;
+      const unsigned h = b.height(v);
+      if (h <= gh) used[(v >> (gh - h)) - granules] = 1;
+      else
+        for (std::uint64_t g = v << (h - gh); g < (v + 1) << (h - gh); ++g) used[g - granules] = 1;
+    }
+    for (std::uint64_t g = 0; g < granules; ++g)
+      if (!used[g] && !(b.state[granules + g] & node_unmapped_tag)) ++Q.free_granules;
     if (a.globals->growth.mapped_granules != granules - Q.unmapped_granules)
       return "G7: " + to_string(a.globals->growth.mapped_granules) + " granules counted mapped, but the tree has " +
              to_string(granules - Q.unmapped_granules) + " without the unmapped tag";

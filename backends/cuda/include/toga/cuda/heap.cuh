@@ -45,7 +45,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -53,6 +55,8 @@
 
 #include "toga/allocator.hpp"
 #include "toga/cuda/platform.cuh"
+#include "toga/growth.hpp"
+#include "toga/heap_walk.hpp"
 
 namespace toga {
 
@@ -101,6 +105,24 @@ struct heap_options {
                                   //!< fewer partly used superbins (a more compact address range: T9's range
                                   //!< ratio at 4 KiB 1.35 -> 1.16 with 4 on an H100) at the price of more
                                   //!< contention (T1 4 KiB +24 %, 64 KiB 10x slower with 4): docs/usage.md.
+  // ---- growable heaps (issue 14; docs/usage.md "Growable heaps"): used by heap(heap_options) ----
+  //! The reserved address range and capacity of a growable heap (rounded up to a power of two,
+  //! at most 128 GiB): required by heap(heap_options), refused by heap(bytes, options). The
+  //! buddy tree's metadata (about max_bytes / 256 + 0.7 KiB per arena) is allocated up front.
+  std::uint64_t max_bytes = 0;
+  //! Mapped at construction (rounded up to granules); 0 is allowed: the first allocations then
+  //! fail with nullptr and record their demand for grow_if_needed().
+  std::uint64_t initial_bytes = 0;
+  //! Mapped beyond the recorded demand at each grow_if_needed() (plus a quarter of the demand).
+  std::uint64_t headroom_bytes = 0;
+  //! Mapped bytes kept at the heap's synchronising calls (synchronize, trim, grow_if_needed and
+  //! reset): wholly free granules above it are unmapped, highest address first. Default: keep
+  //! everything (cudaMemPoolAttrReleaseThreshold's default is 0, which releases at every sync).
+  std::uint64_t release_threshold = ~std::uint64_t{0};
+  //! Bytes of one granule, each one cuMemCreate handle: a power of two and a multiple of the
+  //! device's VMM granularity (2 MiB on an H100/H200). 0: toga's choice, 32 MiB (or less on a
+  //! smaller max_bytes): docs/benchmarks.md "Issue 14: what the CUDA VMM API costs".
+  std::uint64_t granule_bytes = 0;
 };
 
 using device_allocator = toga::allocator<platform>;
@@ -187,8 +209,24 @@ struct heap_attributes {
   std::uint64_t failed_exhausted = 0;  //!< nullptr: the heap had no block for the request
   std::uint64_t failed_limit = 0;      //!< nullptr: limit_bytes refused the TBuddy block it needed
   std::uint64_t failed_too_large = 0;  //!< nullptr: larger than the capacity
-  std::uint64_t failed() const noexcept { return failed_exhausted + failed_limit + failed_too_large; }
+  std::uint64_t failed() const noexcept { return failed_exhausted + failed_limit + failed_too_large + failed_growable; }
+  // ---- growable heaps (0 on a fixed heap) ----
+  bool growable = false;                 //!< heap(heap_options) with max_bytes
+  std::uint64_t granule_bytes = 0;       //!< the unit mapped and unmapped
+  //! Physical memory mapped into the range now: what cudaMemPoolAttrReservedMemCurrent measures
+  //! for a pool (its backing memory). Whole granules; every one adopted by the buddy tree.
+  std::uint64_t mapped_mem_current = 0;
+  std::uint64_t mapped_mem_high = 0;     //!< the highest mapped_mem_current (reset_high_water resets it)
+  std::uint64_t metadata_bytes = 0;      //!< device memory of the buddy tree, arenas and statistics
+  std::uint64_t failed_growable = 0;     //!< nullptr that growth can serve: a granule was unmapped (demand)
+  std::uint64_t growth_requests = 0;     //!< grow_if_needed calls that found demand
+  std::uint64_t growth_failures = 0;     //!< granules whose mapping failed (rolled back, nothing half mapped)
+  std::uint64_t grown_bytes = 0;         //!< bytes mapped by grow_if_needed
+  std::uint64_t trims = 0;               //!< trims that gave memory back or tried to (trim_to, the threshold)
+  std::uint64_t trimmed_bytes = 0;       //!< bytes they unmapped
 };
+
+struct growth_impl;
 
 //! Owning host object: the heap's memory and metadata on one device. Move-only. No member is
 //! thread-safe with respect to another, and none may run while a kernel uses the heap. Every
@@ -202,6 +240,14 @@ class heap {
   //! or its metadata: about 2 x 4 B per 4 KiB of heap and 0.7 KiB per arena) cannot be had,
   //! toga::cuda_error on any other CUDA failure (an invalid device, a failed launch).
   explicit heap(std::uint64_t bytes, heap_options options = {});
+  //! A growable heap (docs/usage.md "Growable heaps"): reserves an address range of
+  //! `options.max_bytes` (its capacity) with the CUDA VMM API and maps `options.initial_bytes`
+  //! of it, granule by granule. Kernels get nullptr when the mapped part cannot serve them (the
+  //! device never waits for the host); the heap records what they asked for, and
+  //! grow_if_needed() maps it. Throws std::invalid_argument (max_bytes 0 or above 128 GiB, a bad
+  //! granule size, initial_bytes above max_bytes, a memory pool given: VMM memory comes from no
+  //! pool), toga::bad_alloc (metadata or initial granules), toga::cuda_error.
+  explicit heap(heap_options options);
   //! Frees the memory (upstream: cudaFree, or cudaFreeAsync on the stream and a synchronisation);
   //! clears the default heap of its device if it is this one. Never throws.
   ~heap();
@@ -252,6 +298,42 @@ class heap {
   //! The checked-mode error log: the first heap_globals::max_errors invalid frees, in order
   //! (empty in unchecked builds). Throws toga::cuda_error, std::logic_error (moved from).
   std::vector<heap_error> errors() const;
+  // ---- growable heaps (heap(heap_options)); on a fixed heap these do nothing and return 0 ----
+  //! Whether this heap grows (made by heap(heap_options)).
+  bool growable() const noexcept { return growth_ != nullptr; }
+  //! Bytes mapped now (whole granules); capacity() for a fixed heap.
+  std::uint64_t mapped_bytes() const noexcept;
+  //! Maps what kernels asked for and did not get since the last call (their requests at their
+  //! served sizes, a quarter more, headroom_bytes; the largest block as one aligned run) and
+  //! adopts it into the heap with a small kernel; then applies the release threshold if there
+  //! was no demand. Returns the bytes newly mapped: 0 when nothing failed for want of mapped
+  //! memory, or when nothing more could be mapped (max_bytes reached, or the driver refused:
+  //! attributes().growth_failures counts it; the granule that failed is rolled back and the heap
+  //! works on). The retry protocol: a kernel's allocation returns nullptr; the host calls
+  //! grow_if_needed() and, when it returned more than 0, launches the failed work again.
+  //! Synchronises the heap's stream. Throws toga::cuda_error.
+  std::uint64_t grow_if_needed();
+  //! Gives back mapped memory: UAlloc's caches are reclaimed (as trim()), then wholly free
+  //! granules are unmapped from the highest address down until at most `min_bytes_to_keep`
+  //! (rounded up to granules) stay mapped, or no more granule is wholly free. Returns the bytes
+  //! unmapped (cudaMemGetInfo's free memory rises by them). Synchronises the stream; call at
+  //! quiescence (no kernel uses the heap). Throws toga::cuda_error.
+  std::uint64_t trim_to(std::uint64_t min_bytes_to_keep);
+  //! Waits for the heap's stream, then applies the release threshold (trim_to(release_threshold)
+  //! when more is mapped). Throws toga::cuda_error.
+  void synchronize();
+  //! Tests of the rollback: the k-th (1-based, from now) cuMemCreate / cuMemMap / cuMemSetAccess
+  //! of this heap fails as if the driver had refused it. No effect on a fixed heap.
+  void inject_growth_failure(toga::growth_step step, std::uint64_t k) noexcept;
+
+  //! Copies the heap's metadata and its (mapped) memory back to the host and runs the heap walk
+  //! (toga/heap_walk.hpp: the invariants of allocator-spec §8 and allocator.md §14's G7);
+  //! returns the first one violated, or nothing. Fills `quality` (live blocks, bins, chunks,
+  //! unmapped and wholly free granules) when given. Call at quiescence: it synchronises the
+  //! device; it needs host address space for the capacity (reserved, only mapped granules are
+  //! touched) and takes about a second per 8 GiB. Throws toga::cuda_error, std::logic_error (moved from).
+  std::optional<std::string> check(toga::heap_quality* quality = nullptr) const;
+
   //! The device the heap lives on.
   int device() const noexcept { return device_; }
   //! Milliseconds the last initialisation (constructor or reset) took on the stream.
@@ -261,6 +343,10 @@ class heap {
   friend void set_default_heap(const heap& h);
   void release() noexcept;
   void initialise();
+  void allocate_metadata();
+  void adopt(const std::vector<std::uint64_t>& offsets);
+  std::uint64_t trim_granules(std::uint64_t keep_bytes);
+  void apply_threshold();
 
   device_allocator view_{};
   toga::heap_layout layout_{};
@@ -269,6 +355,7 @@ class heap {
   char* meta_ = nullptr;
   int device_ = 0;
   float init_ms_ = 0;
+  std::unique_ptr<growth_impl> growth_;  // growable heaps: the VMM range and its granules
 };
 
 // ---- the default heap: allocate / deallocate without a handle ---------------------------------

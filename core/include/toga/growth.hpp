@@ -1,0 +1,373 @@
+//! @file toga/growth.hpp
+//! Host side of a growable heap (issue 14; docs/allocator.md §14, docs/usage.md "Growable
+//! heaps"): one reserved address range of `max_bytes`, physical memory mapped into it granule by
+//! granule on demand, and given back at quiescence. Backend-agnostic: the physical memory comes
+//! from a *provider* (the CUDA virtual memory management API in toga::cuda::heap; `mmap` and
+//! `memfd_create` in toga::cpu::growable_heap, so that this policy runs in CI without a GPU).
+//!
+//! What lives here:
+//!  * `growth_options`: the knobs (max_bytes, initial_bytes, headroom_bytes, release_threshold,
+//!    granule_bytes) and their validation;
+//!  * `granule_map<Provider>`: the reserved range and which granules have memory behind them.
+//!    A granule is mapped by three provider calls (create a handle, map it, grant read-write
+//!    access) and counts as mapped only when all three succeeded; a failure undoes exactly the
+//!    calls that succeeded, so no granule is ever half mapped. Failures can be injected at the
+//!    k-th call of each step (tests);
+//!  * `plan_growth`: which granules a growth maps, from the demand the device recorded;
+//!  * `growth_counters`: what the policy did (statistics).
+//!
+//! The device side (adopting mapped granules into the buddy tree, withdrawing free ones) is
+//! toga::allocator's `adopt_granule` / `trim_granules`; the heaps of each backend run those
+//! and this policy in the order the protocol needs: map, then adopt; withdraw, then unmap.
+//!
+//! A *provider* is a class with
+//!  * `using handle_type = ...;` (what create returns: a CUDA allocation handle, a file descriptor),
+//!  * `std::uint64_t granularity() const` (bytes every granule must be a multiple of),
+//!  * `char* reserve(std::uint64_t bytes, std::uint64_t alignment, std::string& error)`
+//!    (an address range with no access; nullptr and a message on failure),
+//!  * `void unreserve(char* base, std::uint64_t bytes) noexcept`,
+//!  * `bool create(std::uint64_t bytes, handle_type& h, std::string& error)`,
+//!  * `bool map(char* at, std::uint64_t bytes, const handle_type& h, std::string& error)`,
+//!  * `bool set_access(char* at, std::uint64_t bytes, std::string& error)`,
+//!  * `void unmap(char* at, std::uint64_t bytes) noexcept` (back to reserved, no access),
+//!  * `void release(const handle_type& h) noexcept`.
+//!
+//! Thread-safety: none; a granule_map belongs to one heap object, whose host calls are not
+//! thread-safe with respect to each other. Units: bytes throughout.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "toga/bits.hpp"
+#include "toga/geometry.hpp"
+
+namespace toga {
+
+//! The options of a growable heap. Sizes in bytes.
+struct growth_options {
+  //! The reserved address range and the heap's capacity (rounded up to a power of two, at most
+  //! heap_layout::max_heap_bytes). Required: the buddy tree's metadata (about max_bytes / 256 B
+  //! on a GPU heap, 2 x 4 B per 4 KiB page) is allocated for it up front.
+  std::uint64_t max_bytes = 0;
+  //! Mapped (and adopted) at construction, rounded up to granules; may be 0.
+  std::uint64_t initial_bytes = 0;
+  //! Mapped beyond the recorded demand at each growth (rounded up to granules with it). Toga adds
+  //! a quarter of the demand on its own, for the blocks the demand's failed requests did not
+  //! count (each arena's own chunks and superbins).
+  std::uint64_t headroom_bytes = 0;
+  //! Mapped bytes a synchronising call keeps: above it, wholly free granules are given back
+  //! (highest address first) until at most max(release_threshold, the granules that hold live
+  //! blocks) stay mapped. The default keeps everything (CUDA's pools: cudaMemPoolAttrReleaseThreshold).
+  std::uint64_t release_threshold = std::numeric_limits<std::uint64_t>::max();
+  //! Bytes of one granule: the unit mapped, adopted and given back, each granule one physical
+  //! handle. A power of two, a multiple of the provider's granularity (2 MiB on current NVIDIA
+  //! GPUs), at most max_bytes. 0: toga's choice, 32 MiB (docs/benchmarks.md "Issue 14: what the
+  //! CUDA VMM API costs": a handle's calls cost about 30 us from 2 to 32 MiB) or less on a small range.
+  std::uint64_t granule_bytes = 0;
+};
+
+//! The provider calls that map a granule, in their order; failures can be injected at each.
+enum class growth_step : unsigned { create = 0, map = 1, set_access = 2 };
+inline constexpr unsigned growth_step_count = 3;
+inline const char* to_string(growth_step s) noexcept {
+  switch (s) {
+    case growth_step::create: return "create";
+    case growth_step::map: return "map";
+    case growth_step::set_access: return "set_access";
+  }
+  return "?";
+}
+
+//! What a growable heap's host side did (statistics; all monotonic but the mapped figures).
+struct growth_counters {
+  std::uint64_t mapped_bytes = 0;       //!< bytes mapped now (whole granules)
+  std::uint64_t mapped_high_bytes = 0;  //!< the highest mapped_bytes since construction or reset_high_water
+  std::uint64_t growth_requests = 0;    //!< growths that found demand and tried to map
+  std::uint64_t growth_failures = 0;    //!< granules whose mapping failed (each rolled back)
+  std::uint64_t grown_bytes = 0;        //!< bytes mapped by growths (initial_bytes excluded)
+  std::uint64_t trims = 0;              //!< trims that ran (trim_to and the release threshold)
+  std::uint64_t trimmed_bytes = 0;      //!< bytes given back by them
+  std::uint64_t demand_requests = 0;    //!< failed requests that growth could serve (nullptr, then grow)
+};
+
+//! The granule size for `o` on a provider of `granularity` bytes, after validating `o`;
+//! std::invalid_argument (naming the option and what to do) if anything is out of range.
+//! `capacity` is max_bytes rounded up to a power of two (see growth_capacity).
+inline std::uint64_t growth_granule_bytes(const growth_options& o, std::uint64_t capacity, std::uint64_t granularity) {
+  if (o.granule_bytes != 0) {
+    const std::uint64_t g = o.granule_bytes;
+    if ((g & (g - 1)) != 0 || g % granularity != 0 || g > capacity || g < geom::page_bytes)
+      throw std::invalid_argument("toga: granule_bytes " + std::to_string(g) + " is not a power of two, a multiple of " +
+                                  std::to_string(granularity) + " B (the memory provider's granularity), at most the capacity " +
+                                  std::to_string(capacity) + " B; use 0 for toga's choice");
+    return g;
+  }
+  std::uint64_t g = std::uint64_t{32} << 20;
+  while (g > capacity && g > granularity) g >>= 1;
+  if (g < granularity || g % granularity != 0 || g < geom::page_bytes)
+    throw std::invalid_argument("toga: max_bytes " + std::to_string(o.max_bytes) + " is smaller than the memory provider's granularity " +
+                                std::to_string(granularity) + " B; ask for a larger max_bytes");
+  return g;
+}
+
+//! max_bytes rounded up to a power of two (>= 4 KiB), after validating it against `max_capacity`.
+inline std::uint64_t growth_capacity(const growth_options& o, std::uint64_t max_capacity) {
+  if (o.max_bytes == 0 || o.max_bytes > max_capacity)
+    throw std::invalid_argument("toga: max_bytes " + std::to_string(o.max_bytes) + " is not in [1, " + std::to_string(max_capacity) +
+                                "]; a growable heap needs max_bytes (its reserved range and capacity)");
+  std::uint64_t c = geom::page_bytes;
+  while (c < o.max_bytes) c <<= 1;
+  if (o.initial_bytes > c)
+    throw std::invalid_argument("toga: initial_bytes " + std::to_string(o.initial_bytes) + " exceeds max_bytes (" + std::to_string(c) +
+                                " B after rounding up to a power of two); lower initial_bytes or raise max_bytes");
+  return c;
+}
+
+//! A reserved range of `granules` x `granule_bytes` bytes and the granules mapped in it.
+//! Move-only; the destructor unmaps and releases every granule, then the range (never throws).
+template <class Provider>
+class granule_map {
+ public:
+  using handle_type = typename Provider::handle_type;
+
+  //! Reserves the range (aligned to `alignment`, a power of two); std::runtime_error naming the
+  //! provider's message when it cannot.
+  granule_map(Provider provider, std::uint64_t granule_bytes, std::uint64_t granules, std::uint64_t alignment)
+      : provider_(std::move(provider)), granule_(granule_bytes), slots_(granules) {
+    std::string err;
+    base_ = provider_.reserve(granule_bytes * granules, alignment, err);
+    if (base_ == nullptr)
+      throw std::runtime_error("toga: cannot reserve " + std::to_string(granule_bytes * granules) + " B of address space: " + err);
+  }
+  granule_map(granule_map&& o) noexcept
+      : provider_(std::move(o.provider_)), granule_(o.granule_), slots_(std::move(o.slots_)), base_(std::exchange(o.base_, nullptr)),
+        mapped_(o.mapped_), inject_(o.inject_), calls_(o.calls_), error_(std::move(o.error_)) {}
+  granule_map& operator=(granule_map&&) = delete;
+  granule_map(const granule_map&) = delete;
+  granule_map& operator=(const granule_map&) = delete;
+  ~granule_map() {
+    if (base_ == nullptr) return;
+    for (std::uint64_t i = 0; i < slots_.size(); ++i) unmap(i);
+    provider_.unreserve(base_, granule_ * slots_.size());
+  }
+
+  char* base() const noexcept { return base_; }
+  std::uint64_t granule_bytes() const noexcept { return granule_; }
+  std::uint64_t granules() const noexcept { return slots_.size(); }
+  std::uint64_t mapped_granules() const noexcept { return mapped_; }
+  bool is_mapped(std::uint64_t i) const noexcept { return slots_[i].mapped; }
+  //! The message of the last failed provider call (empty if none failed).
+  const std::string& last_error() const noexcept { return error_; }
+  Provider& provider() noexcept { return provider_; }
+
+  //! Maps granule i (create, map, set access). True when all three succeeded; otherwise the
+  //! calls that did succeed are undone (unmap, release), the granule stays unmapped, last_error()
+  //! says which call failed and why, and false is returned. True at once if already mapped.
+  bool map(std::uint64_t i) {
+    slot& s = slots_[i];
+    if (s.mapped) return true;
+    char* at = base_ + i * granule_;
+    handle_type h{};
+    if (!call(growth_step::create, [&](std::string& e) { return provider_.create(granule_, h, e); })) return false;
+    if (!call(growth_step::map, [&](std::string& e) { return provider_.map(at, granule_, h, e); })) {
+      provider_.release(h);
+      return false;
+    }
+    if (!call(growth_step::set_access, [&](std::string& e) { return provider_.set_access(at, granule_, e); })) {
+      provider_.unmap(at, granule_);
+      provider_.release(h);
+      return false;
+    }
+    s.handle = h;
+    s.mapped = true;
+    ++mapped_;
+    return true;
+  }
+  //! Unmaps and releases granule i (nothing if it is not mapped). Never throws.
+  void unmap(std::uint64_t i) noexcept {
+    slot& s = slots_[i];
+    if (!s.mapped) return;
+    provider_.unmap(base_ + i * granule_, granule_);
+    provider_.release(s.handle);
+    s.mapped = false;
+    --mapped_;
+  }
+
+  //! Tests: the k-th call (1-based, counted from now) of `step` fails as if the provider had
+  //! refused it ("injected failure"); k = 0 cancels.
+  void inject_failure(growth_step step, std::uint64_t k) noexcept {
+    inject_[static_cast<unsigned>(step)] = k;
+    calls_[static_cast<unsigned>(step)] = 0;
+  }
+
+ private:
+  struct slot {
+    handle_type handle{};
+    bool mapped = false;
+  };
+  template <class F>
+  bool call(growth_step step, F&& f) {
+    const unsigned k = static_cast<unsigned>(step);
+    error_.clear();
+    if (inject_[k] != 0 && ++calls_[k] == inject_[k]) {
+      inject_[k] = 0;
+      error_ = std::string(to_string(step)) + ": injected failure";
+      return false;
+    }
+    std::string e;
+    if (f(e)) return true;
+    error_ = std::string(to_string(step)) + ": " + e;
+    return false;
+  }
+
+  Provider provider_;
+  std::uint64_t granule_;
+  std::vector<slot> slots_;
+  char* base_ = nullptr;
+  std::uint64_t mapped_ = 0;
+  std::array<std::uint64_t, growth_step_count> inject_{};
+  std::array<std::uint64_t, growth_step_count> calls_{};
+  std::string error_;
+};
+
+//! The granules (indices, ascending) a growth maps for a recorded demand of `demand_bytes`
+//! (failed requests, each at its served size) whose largest block was 4 KiB x 2^`demand_order`:
+//! `demand_bytes` + a quarter of it + `headroom_bytes`, rounded up to granules (at least one);
+//! the lowest unmapped granules first. A block larger than a granule needs an aligned run of
+//! granules that are all unmapped now (mapped ones may hold blocks): the lowest such run is
+//! mapped first, and counts towards the total. Returns no granule when none is unmapped.
+//! `mapped(i)` tells whether granule i has memory now; `granules` granules of `granule_bytes`.
+template <class Mapped>
+std::vector<std::uint64_t> plan_growth(std::uint64_t demand_bytes, unsigned demand_order, std::uint64_t headroom_bytes,
+                                       std::uint64_t granule_bytes, std::uint64_t granules, Mapped&& mapped) {
+  std::vector<std::uint64_t> out;
+  const std::uint64_t want_bytes = demand_bytes + demand_bytes / 4 + headroom_bytes;
+  std::uint64_t want = want_bytes / granule_bytes + (want_bytes % granule_bytes != 0);
+  if (want == 0) want = 1;
+  std::vector<bool> chosen(granules, false);
+  const std::uint64_t block = demand_order < 63 - geom::page_shift ? geom::page_bytes << demand_order : ~std::uint64_t{0};
+  if (block > granule_bytes && block / granule_bytes <= granules) {
+    const std::uint64_t run = block / granule_bytes;
+    for (std::uint64_t r = 0; r + run <= granules; r += run) {
+      bool all_unmapped = true;
+      for (std::uint64_t i = r; i < r + run && all_unmapped; ++i) all_unmapped = !mapped(i);
+      if (!all_unmapped) continue;
+      for (std::uint64_t i = r; i < r + run; ++i) chosen[i] = true;
+      want = want > run ? want - run : 0;
+      break;
+    }
+  }
+  for (std::uint64_t i = 0; i < granules && want > 0; ++i)
+    if (!chosen[i] && !mapped(i)) {
+      chosen[i] = true;
+      --want;
+    }
+  for (std::uint64_t i = 0; i < granules; ++i)
+    if (chosen[i]) out.push_back(i);
+  return out;
+}
+
+//! The host side of one growable heap: its granule map, options and counters, and the two
+//! halves of the protocol that run on the host (the heaps of each backend run the device
+//! halves in between). Not thread-safe; call at quiescence (no kernel uses the heap).
+//!  * grow: `plan(demand)` maps granules for the demand the device recorded and returns their
+//!    offsets; the heap adopts them on the device (allocator::adopt_granule), and the device's
+//!    demand counters are reset.
+//!  * trim: the heap withdraws wholly free granules on the device (allocator::trim_granules);
+//!    `withdrawn(offsets)` unmaps them. Withdraw first, then unmap: a granule is never without
+//!    memory while the tree can hand it out.
+template <class Provider>
+class growth_controller {
+ public:
+  //! Reserves the range of `capacity` bytes (see growth_capacity) in granules of `granule_bytes`
+  //! (see growth_granule_bytes), aligned to a granule. Maps nothing yet (see map_initial).
+  growth_controller(Provider provider, const growth_options& o, std::uint64_t capacity, std::uint64_t granule_bytes)
+      : options_(o), map_(std::move(provider), granule_bytes, capacity / granule_bytes, granule_bytes) {}
+
+  granule_map<Provider>& granules() noexcept { return map_; }
+  const granule_map<Provider>& granules() const noexcept { return map_; }
+  const growth_options& options() const noexcept { return options_; }
+  const growth_counters& counters() const noexcept { return counters_; }
+  std::uint64_t granule_bytes() const noexcept { return map_.granule_bytes(); }
+  std::uint64_t mapped_bytes() const noexcept { return map_.mapped_granules() * map_.granule_bytes(); }
+  //! Sets mapped_high_bytes to mapped_bytes.
+  void reset_high_water() noexcept { counters_.mapped_high_bytes = mapped_bytes(); }
+  //! Counts `requests` failed requests growth could serve (read from the device before it is reset).
+  void note_demand(std::uint64_t requests) noexcept { counters_.demand_requests += requests; }
+
+  //! Maps options().initial_bytes (rounded up to granules) from the lowest address up; returns
+  //! the offsets to adopt. std::runtime_error naming the failed call when a granule cannot be
+  //! mapped (the granules mapped before it stay mapped and are returned by the destructor).
+  std::vector<std::uint64_t> map_initial() {
+    const std::uint64_t g = map_.granule_bytes();
+    const std::uint64_t n = (options_.initial_bytes + g - 1) / g;
+    std::vector<std::uint64_t> out;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      if (!map_.map(i))
+        throw std::runtime_error("toga: cannot map granule " + std::to_string(i) + " of the initial " + std::to_string(n * g) +
+                                 " B (" + map_.last_error() + "); lower initial_bytes or free memory");
+      out.push_back(i * g);
+    }
+    note_mapped();
+    return out;
+  }
+
+  //! A growth for the demand the device recorded since the last growth (failed requests that
+  //! growth could serve: `requests`, `bytes` at their served sizes, the largest order): maps the
+  //! granules plan_growth chooses, stopping at the first that cannot be mapped (counted in
+  //! growth_failures; it is rolled back, the ones before it stay). Returns the offsets mapped
+  //! (empty when there was no demand or nothing could be mapped); the caller adopts them.
+  std::vector<std::uint64_t> grow(std::uint64_t requests, std::uint64_t bytes, unsigned order) {
+    std::vector<std::uint64_t> out;
+    if (requests == 0) return out;
+    ++counters_.growth_requests;
+    const std::uint64_t g = map_.granule_bytes();
+    for (const std::uint64_t i : plan_growth(bytes, order, options_.headroom_bytes, g, map_.granules(),
+                                             [this](std::uint64_t j) { return map_.is_mapped(j); })) {
+      if (!map_.map(i)) {
+        ++counters_.growth_failures;
+        break;
+      }
+      out.push_back(i * g);
+    }
+    counters_.grown_bytes += out.size() * g;
+    note_mapped();
+    return out;
+  }
+
+  //! The bytes a trim for the release threshold keeps (the threshold; all when it is the default),
+  //! or nothing to do (false) when no more than that is mapped.
+  bool threshold_trim(std::uint64_t& keep_bytes) const noexcept {
+    keep_bytes = options_.release_threshold;
+    return mapped_bytes() > keep_bytes;
+  }
+
+  //! After a device trim withdrew the granules at `offsets` (heap offsets): unmaps them and
+  //! counts the trim. Returns the bytes given back.
+  std::uint64_t withdrawn(const std::vector<std::uint64_t>& offsets) noexcept {
+    const std::uint64_t g = map_.granule_bytes();
+    for (const std::uint64_t off : offsets) map_.unmap(off / g);
+    ++counters_.trims;
+    counters_.trimmed_bytes += offsets.size() * g;
+    note_mapped();
+    return offsets.size() * g;
+  }
+
+ private:
+  void note_mapped() noexcept {
+    counters_.mapped_bytes = mapped_bytes();
+    if (counters_.mapped_bytes > counters_.mapped_high_bytes) counters_.mapped_high_bytes = counters_.mapped_bytes;
+  }
+
+  growth_options options_;
+  granule_map<Provider> map_;
+  growth_counters counters_{};
+};
+
+}  // namespace toga
