@@ -72,6 +72,16 @@ struct growth_options {
   std::uint64_t granule_bytes = 0;
 };
 
+//! Planted bugs of the host growth policy (tests/unit/growable_cpu_test.cpp kills each; the
+//! simulator's mutant suite holds the device side's: bugs 34-38). `none` in every real build.
+enum class growth_bug : unsigned {
+  none = 0,
+  rollback_leaks_handle,   //!< a granule whose map or set-access failed keeps its handle
+  counted_before_access,   //!< a granule counts as mapped once map succeeded, before set-access
+  plan_ignores_alignment,  //!< a block larger than a granule gets the lowest unmapped granules, not an aligned run
+  threshold_releases_all,  //!< the release threshold trims to 0 instead of to the threshold
+};
+
 //! The provider calls that map a granule, in their order; failures can be injected at each.
 enum class growth_step : unsigned { create = 0, map = 1, set_access = 2 };
 inline constexpr unsigned growth_step_count = 3;
@@ -131,7 +141,7 @@ inline std::uint64_t growth_capacity(const growth_options& o, std::uint64_t max_
 
 //! A reserved range of `granules` x `granule_bytes` bytes and the granules mapped in it.
 //! Move-only; the destructor unmaps and releases every granule, then the range (never throws).
-template <class Provider>
+template <class Provider, growth_bug Bug = growth_bug::none>
 class granule_map {
  public:
   using handle_type = typename Provider::handle_type;
@@ -176,14 +186,21 @@ class granule_map {
     handle_type h{};
     if (!call(growth_step::create, [&](std::string& e) { return provider_.create(granule_, h, e); })) return false;
     if (!call(growth_step::map, [&](std::string& e) { return provider_.map(at, granule_, h, e); })) {
-      provider_.release(h);
+      if constexpr (Bug != growth_bug::rollback_leaks_handle) provider_.release(h);
       return false;
+    }
+    if constexpr (Bug == growth_bug::counted_before_access) {
+      s.handle = h;
+      s.mapped = true;
+      ++mapped_;
     }
     if (!call(growth_step::set_access, [&](std::string& e) { return provider_.set_access(at, granule_, e); })) {
+      if constexpr (Bug == growth_bug::counted_before_access) return false;
       provider_.unmap(at, granule_);
-      provider_.release(h);
+      if constexpr (Bug != growth_bug::rollback_leaks_handle) provider_.release(h);
       return false;
     }
+    if constexpr (Bug == growth_bug::counted_before_access) return true;
     s.handle = h;
     s.mapped = true;
     ++mapped_;
@@ -243,7 +260,7 @@ class granule_map {
 //! granules that are all unmapped now (mapped ones may hold blocks): the lowest such run is
 //! mapped first, and counts towards the total. Returns no granule when none is unmapped.
 //! `mapped(i)` tells whether granule i has memory now; `granules` granules of `granule_bytes`.
-template <class Mapped>
+template <growth_bug Bug = growth_bug::none, class Mapped>
 std::vector<std::uint64_t> plan_growth(std::uint64_t demand_bytes, unsigned demand_order, std::uint64_t headroom_bytes,
                                        std::uint64_t granule_bytes, std::uint64_t granules, Mapped&& mapped) {
   std::vector<std::uint64_t> out;
@@ -252,7 +269,7 @@ std::vector<std::uint64_t> plan_growth(std::uint64_t demand_bytes, unsigned dema
   if (want == 0) want = 1;
   std::vector<bool> chosen(granules, false);
   const std::uint64_t block = demand_order < 63 - geom::page_shift ? geom::page_bytes << demand_order : ~std::uint64_t{0};
-  if (block > granule_bytes && block / granule_bytes <= granules) {
+  if (Bug != growth_bug::plan_ignores_alignment && block > granule_bytes && block / granule_bytes <= granules) {
     const std::uint64_t run = block / granule_bytes;
     for (std::uint64_t r = 0; r + run <= granules; r += run) {
       bool all_unmapped = true;
@@ -282,7 +299,7 @@ std::vector<std::uint64_t> plan_growth(std::uint64_t demand_bytes, unsigned dema
 //!  * trim: the heap withdraws wholly free granules on the device (allocator::trim_granules);
 //!    `withdrawn(offsets)` unmaps them. Withdraw first, then unmap: a granule is never without
 //!    memory while the tree can hand it out.
-template <class Provider>
+template <class Provider, growth_bug Bug = growth_bug::none>
 class growth_controller {
  public:
   //! Reserves the range of `capacity` bytes (see growth_capacity) in granules of `granule_bytes`
@@ -290,8 +307,8 @@ class growth_controller {
   growth_controller(Provider provider, const growth_options& o, std::uint64_t capacity, std::uint64_t granule_bytes)
       : options_(o), map_(std::move(provider), granule_bytes, capacity / granule_bytes, granule_bytes) {}
 
-  granule_map<Provider>& granules() noexcept { return map_; }
-  const granule_map<Provider>& granules() const noexcept { return map_; }
+  granule_map<Provider, Bug>& granules() noexcept { return map_; }
+  const granule_map<Provider, Bug>& granules() const noexcept { return map_; }
   const growth_options& options() const noexcept { return options_; }
   const growth_counters& counters() const noexcept { return counters_; }
   std::uint64_t granule_bytes() const noexcept { return map_.granule_bytes(); }
@@ -328,7 +345,7 @@ class growth_controller {
     if (requests == 0) return out;
     ++counters_.growth_requests;
     const std::uint64_t g = map_.granule_bytes();
-    for (const std::uint64_t i : plan_growth(bytes, order, options_.headroom_bytes, g, map_.granules(),
+    for (const std::uint64_t i : plan_growth<Bug>(bytes, order, options_.headroom_bytes, g, map_.granules(),
                                              [this](std::uint64_t j) { return map_.is_mapped(j); })) {
       if (!map_.map(i)) {
         ++counters_.growth_failures;
@@ -344,7 +361,7 @@ class growth_controller {
   //! The bytes a trim for the release threshold keeps (the threshold; all when it is the default),
   //! or nothing to do (false) when no more than that is mapped.
   bool threshold_trim(std::uint64_t& keep_bytes) const noexcept {
-    keep_bytes = options_.release_threshold;
+    keep_bytes = Bug == growth_bug::threshold_releases_all ? 0 : options_.release_threshold;
     return mapped_bytes() > keep_bytes;
   }
 
@@ -366,7 +383,7 @@ class growth_controller {
   }
 
   growth_options options_;
-  granule_map<Provider> map_;
+  granule_map<Provider, Bug> map_;
   growth_counters counters_{};
 };
 

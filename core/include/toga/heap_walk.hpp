@@ -144,6 +144,7 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
   using std::to_string;
   heap_quality local;
   heap_quality& Q = q ? *q : local;
+  Q = heap_quality{};  // counts start at 0 on every walk
   const auto& b = a.small.buddy;
   const std::uint64_t nodes = std::uint64_t{1} << b.levels;
   std::vector<std::uint64_t> avail(b.levels, 0);

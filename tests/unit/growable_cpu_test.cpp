@@ -1,0 +1,389 @@
+// The host growth policy of growable heaps (issue 14, done-when 7) against toga::cpu's
+// memfd/mmap provider, without a GPU: plan_growth's choices; granule_map's exact rollback of a
+// failed create / map / set-access (injected at the k-th granule: the handle count and the
+// range's access say nothing is half mapped); a heap that grows from 0 bytes by the retry
+// protocol with threads allocating; headroom; trim_to returning exactly the wholly free granules
+// the heap walk counts (and their memory: unmapped granules fault, EFAULT here); the release
+// threshold at synchronising calls; option errors. Label `unit`.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "toga/cpu/growable_heap.hpp"
+
+namespace {
+
+using toga::cpu::growable_heap;
+using P = toga::cpu::platform;
+constexpr std::uint64_t KiB = 1024, MiB = 1024 * KiB;
+
+//! Whether `p` can be read (write() from an unreadable address fails with EFAULT, no signal).
+bool readable(const void* p) {
+  int fd[2];
+  if (pipe(fd) != 0) return false;
+  const bool ok = write(fd[1], p, 1) == 1;
+  close(fd[0]);
+  close(fd[1]);
+  return ok;
+}
+
+//! Threads per block: 16 (blocks spread over 4 SMs, hence arenas), or all of a smaller launch.
+unsigned tpb(unsigned threads) { return threads % 16 == 0 ? 16 : threads; }
+
+//! `threads` launched threads (4 SMs) each allocate `bytes` into out[first + t] and write their
+//! index into the block's first and last words. Returns the failures.
+unsigned alloc_round(growable_heap& h, std::vector<void*>& out, std::uint64_t first, unsigned threads, std::size_t bytes) {
+  std::atomic<unsigned> failed{0};
+  toga::cpu::launch(threads, tpb(threads), 4, [&] {
+    const std::uint64_t i = first + P::block_id() * P::block_dim() + P::thread_id();
+    void* p = h.view().allocate(bytes);
+    out[i] = p;
+    if (p == nullptr) {
+      failed.fetch_add(1);
+      return;
+    }
+    static_cast<std::uint64_t*>(p)[0] = i;
+    static_cast<std::uint64_t*>(p)[(bytes - 8) / 8] = i;
+  });
+  return failed.load();
+}
+//! Frees out[first .. first + n) (nullptr: nothing) on `n` threads; returns blocks whose words
+//! another owner overwrote.
+unsigned free_round(growable_heap& h, std::vector<void*>& out, std::uint64_t first, unsigned n, std::size_t bytes,
+                    const std::vector<bool>* only = nullptr) {
+  std::atomic<unsigned> wrong{0};
+  toga::cpu::launch(n, tpb(n), 4, [&] {
+    const std::uint64_t i = first + P::block_id() * P::block_dim() + P::thread_id();
+    void* p = out[i];
+    if (p == nullptr || (only && !(*only)[i])) return;
+    if (static_cast<std::uint64_t*>(p)[0] != i || static_cast<std::uint64_t*>(p)[(bytes - 8) / 8] != i) wrong.fetch_add(1);
+    h.view().deallocate(p);
+    out[i] = nullptr;
+  });
+  return wrong.load();
+}
+//! The retry protocol: launch; while something failed, free this launch's blocks, grow, launch
+//! again. Returns the launches (0: growth gave nothing while requests still failed).
+int with_growth(growable_heap& h, std::vector<void*>& out, std::uint64_t first, unsigned threads, std::size_t bytes) {
+  for (int launch = 1; launch <= 8; ++launch) {
+    if (alloc_round(h, out, first, threads, bytes) == 0) return launch;
+    EXPECT_EQ(free_round(h, out, first, threads, bytes), 0u);
+    if (h.grow_if_needed() == 0) return 0;
+  }
+  return 0;
+}
+
+toga::growth_options opts(std::uint64_t max, std::uint64_t granule, std::uint64_t initial = 0) {
+  toga::growth_options o;
+  o.max_bytes = max;
+  o.granule_bytes = granule;
+  o.initial_bytes = initial;
+  return o;
+}
+
+}  // namespace
+
+TEST(GrowthPolicy, PlanTakesTheLowestUnmappedGranulesAndAlignedRunsForLargeBlocks) {
+  std::vector<bool> mapped(16, false);
+  auto is = [&](std::uint64_t i) { return static_cast<bool>(mapped[i]); };
+  // 100 KiB of demand + a quarter + 0 headroom, in 64 KiB granules: 2
+  EXPECT_EQ(toga::plan_growth(100 * KiB, 0, 0, 64 * KiB, 16, is), (std::vector<std::uint64_t>{0, 1}));
+  // headroom adds granules; mapped ones are skipped
+  mapped[0] = mapped[2] = true;
+  EXPECT_EQ(toga::plan_growth(100 * KiB, 0, 128 * KiB, 64 * KiB, 16, is), (std::vector<std::uint64_t>{1, 3, 4, 5}));
+  // a 256 KiB block (order 6) needs 4 aligned unmapped granules: granules 4-7 (0-3 hold mapped ones)
+  EXPECT_EQ(toga::plan_growth(256 * KiB, 6, 0, 64 * KiB, 16, is), (std::vector<std::uint64_t>{1, 4, 5, 6, 7}));
+  // no demand still maps one granule; nothing unmapped: nothing
+  EXPECT_EQ(toga::plan_growth(0, 0, 0, 64 * KiB, 16, is), (std::vector<std::uint64_t>{1}));
+  std::fill(mapped.begin(), mapped.end(), true);
+  EXPECT_TRUE(toga::plan_growth(MiB, 0, 0, 64 * KiB, 16, is).empty());
+  // a block larger than the whole range: the granules there are, no run
+  std::fill(mapped.begin(), mapped.end(), false);
+  EXPECT_EQ(toga::plan_growth(64 * KiB, 30, 0, 64 * KiB, 16, is).size(), 2u);
+}
+
+TEST(GrowthPolicy, GranuleMapRollsBackExactlyWhatSucceeded) {
+  for (toga::growth_step step : {toga::growth_step::create, toga::growth_step::map, toga::growth_step::set_access}) {
+    toga::granule_map<toga::cpu::memfd_provider> m(toga::cpu::memfd_provider{}, 64 * KiB, 8, 64 * KiB);
+    m.inject_failure(step, 3);
+    EXPECT_TRUE(m.map(0));
+    EXPECT_TRUE(m.map(1));
+    EXPECT_FALSE(m.map(2)) << toga::to_string(step);
+    EXPECT_NE(m.last_error().find("injected"), std::string::npos) << m.last_error();
+    EXPECT_NE(m.last_error().find(toga::to_string(step)), std::string::npos) << m.last_error();
+    EXPECT_EQ(m.mapped_granules(), 2u);
+    EXPECT_EQ(m.provider().live_handles, 2) << "the failed granule's handle was not released";
+    EXPECT_FALSE(m.is_mapped(2));
+    EXPECT_TRUE(readable(m.base() + 64 * KiB));
+    EXPECT_FALSE(readable(m.base() + 2 * 64 * KiB)) << "a half-mapped granule is accessible";
+    EXPECT_TRUE(m.map(2));  // the next try succeeds
+    EXPECT_EQ(m.provider().live_handles, 3);
+    m.unmap(1);
+    EXPECT_FALSE(readable(m.base() + 64 * KiB));
+    EXPECT_EQ(m.provider().live_handles, 2);
+  }
+}
+
+TEST(GrowableCpuHeap, GrowsFromZeroByTheRetryProtocol) {
+  growable_heap h(opts(256 * MiB, 256 * KiB));
+  EXPECT_EQ(h.mapped_bytes(), 0u);
+  struct round {
+    std::size_t bytes;
+    unsigned threads;
+  };
+  const std::vector<round> rounds = {{16, 256}, {3000, 128}, {40 * KiB, 64}, {MiB, 16}, {200, 256}, {4 * MiB, 4}};
+  std::uint64_t total = 0;
+  for (const round& r : rounds) total += r.threads;
+  std::vector<void*> out(total, nullptr);
+  std::uint64_t first = 0;
+  for (const round& r : rounds) {
+    const int launches = with_growth(h, out, first, r.threads, r.bytes);
+    ASSERT_GT(launches, 0) << r.bytes << " B: growth stopped while requests still failed";
+    if (first == 0) {
+      EXPECT_GT(launches, 1) << "a heap of 0 bytes served a request";
+    }
+    first += r.threads;
+  }
+  const toga::growth_counters c = h.counters();
+  const toga::growth_state d = h.device_state();
+  EXPECT_EQ(c.mapped_bytes, h.mapped_bytes());
+  EXPECT_EQ(c.grown_bytes, c.mapped_bytes);
+  EXPECT_EQ(d.mapped_granules * h.granule_bytes(), h.mapped_bytes());
+  EXPECT_EQ(d.adopted, d.mapped_granules) << "every granule adopted once";
+  EXPECT_EQ(h.granules().provider().live_handles, static_cast<long>(d.mapped_granules)) << "reserved equals mapped";
+  EXPECT_GT(c.demand_requests, 0u);
+  EXPECT_EQ(c.growth_failures, 0u);
+  toga::heap_quality q;
+  const auto err = h.check(&q);
+  ASSERT_FALSE(err.has_value()) << *err;
+  EXPECT_EQ(q.live_blocks, total);
+  first = 0;
+  for (const round& r : rounds) {
+    EXPECT_EQ(free_round(h, out, first, r.threads, r.bytes), 0u);
+    first += r.threads;
+  }
+  // trim_to(0): every granule back, every handle released, nothing accessible
+  EXPECT_EQ(h.trim_to(0), c.mapped_bytes);
+  EXPECT_EQ(h.mapped_bytes(), 0u);
+  EXPECT_EQ(h.granules().provider().live_handles, 0);
+  EXPECT_FALSE(readable(h.granules().base()));
+  const auto err2 = h.check(&q);
+  ASSERT_FALSE(err2.has_value()) << *err2;
+  EXPECT_EQ(q.unmapped_granules, h.capacity() / h.granule_bytes());
+}
+
+TEST(GrowableCpuHeap, HeadroomAndInitialBytes) {
+  toga::growth_options o = opts(64 * MiB, 64 * KiB, 100 * KiB);
+  o.headroom_bytes = MiB;
+  growable_heap h(o);
+  EXPECT_EQ(h.mapped_bytes(), 128 * KiB);  // initial, rounded up to granules
+  std::vector<void*> out(64, nullptr);
+  ASSERT_GT(with_growth(h, out, 0, 64, 64 * KiB), 0);
+  // the first growth mapped the demand (the 62 blocks 128 KiB could not serve), a quarter more and 1 MiB
+  EXPECT_GE(h.counters().grown_bytes, 62 * 64 * KiB * 5 / 4 + MiB);
+  EXPECT_LE(h.counters().growth_requests, 2u);
+  EXPECT_EQ(free_round(h, out, 0, 64, 64 * KiB), 0u);
+}
+
+TEST(GrowableCpuHeap, TrimUnmapsExactlyTheWhollyFreeGranulesTheWalkCounts) {
+  for (std::uint64_t granule : {64 * KiB, MiB}) {
+    growable_heap h(opts(128 * MiB, granule, 64 * MiB));
+    const unsigned n = 512;  // 512 x 64 KiB = 32 MiB
+    std::vector<void*> out(n, nullptr);
+    ASSERT_EQ(alloc_round(h, out, 0, n, 64 * KiB), 0u);
+    std::vector<bool> half(n);
+    std::mt19937_64 rng(granule);
+    for (unsigned i = 0; i < n; ++i) half[i] = rng() & 1;
+    EXPECT_EQ(free_round(h, out, 0, n, 64 * KiB, &half), 0u);
+    h.trim();  // reclaim first, as trim_to does
+    toga::heap_quality q;
+    auto err = h.check(&q);
+    ASSERT_FALSE(err.has_value()) << *err;
+    const std::uint64_t mapped = h.mapped_bytes();
+    const long handles = h.granules().provider().live_handles;
+    const std::uint64_t back = h.trim_to(0);
+    EXPECT_EQ(back, q.free_granules * granule) << "granule " << granule;
+    EXPECT_GT(back, 0u) << "half of the initial mapping was never touched";
+    EXPECT_EQ(h.mapped_bytes(), mapped - back);
+    EXPECT_EQ(h.granules().provider().live_handles, handles - static_cast<long>(back / granule));
+    toga::heap_quality q2;
+    err = h.check(&q2);
+    ASSERT_FALSE(err.has_value()) << *err;
+    EXPECT_EQ(q2.free_granules, 0u);
+    // every live block is still intact and readable; the trimmed granules are not
+    EXPECT_EQ(free_round(h, out, 0, n, 64 * KiB), 0u);
+    std::uint64_t unreadable = 0;
+    for (std::uint64_t g = 0; g < h.capacity() / granule; ++g) unreadable += !readable(h.granules().base() + g * granule);
+    EXPECT_EQ(unreadable, h.capacity() / granule - h.mapped_bytes() / granule);
+  }
+}
+
+TEST(GrowableCpuHeap, ReleaseThresholdAtSynchronisingCalls) {
+  toga::growth_options o = opts(64 * MiB, 64 * KiB);
+  o.release_threshold = 2 * MiB;
+  growable_heap h(o);
+  const unsigned n = 256;  // 256 x 64 KiB = 16 MiB
+  std::vector<void*> out(n, nullptr);
+  ASSERT_GT(with_growth(h, out, 0, n, 64 * KiB), 0);
+  EXPECT_GE(h.mapped_bytes(), 16 * MiB);
+  for (unsigned keep_every : {1u, 16u, 0u}) {  // free all but every k-th block (0: all)
+    std::vector<bool> sel(n);
+    for (unsigned i = 0; i < n; ++i) sel[i] = keep_every == 0 || i % keep_every != 0;
+    EXPECT_EQ(free_round(h, out, 0, n, 64 * KiB, &sel), 0u);
+    h.synchronize();
+    toga::heap_quality q;
+    const auto err = h.check(&q);
+    ASSERT_FALSE(err.has_value()) << *err;
+    const std::uint64_t live_granules = h.mapped_bytes() / h.granule_bytes() - q.free_granules;
+    EXPECT_LE(h.mapped_bytes(), std::max(o.release_threshold, live_granules * h.granule_bytes())) << keep_every;
+    EXPECT_TRUE(h.mapped_bytes() <= o.release_threshold || q.free_granules == 0) << keep_every;
+  }
+  EXPECT_LE(h.mapped_bytes(), o.release_threshold);
+  EXPECT_GT(h.counters().trims, 0u);
+}
+
+TEST(GrowableCpuHeap, InjectedFailuresAtTheKthGranule) {
+  for (toga::growth_step step : {toga::growth_step::create, toga::growth_step::map, toga::growth_step::set_access}) {
+    growable_heap h(opts(64 * MiB, 64 * KiB));
+    const unsigned n = 32;  // 32 x 64 KiB = 2 MiB: 32 granules and more
+    std::vector<void*> out(n, nullptr);
+    EXPECT_EQ(alloc_round(h, out, 0, n, 64 * KiB), n);
+    h.granules().inject_failure(step, 3);
+    EXPECT_EQ(h.grow_if_needed(), 2 * 64 * KiB) << toga::to_string(step);
+    EXPECT_EQ(h.counters().growth_failures, 1u);
+    EXPECT_EQ(h.granules().provider().live_handles, 2);
+    EXPECT_FALSE(readable(h.granules().base() + 2 * 64 * KiB));
+    toga::heap_quality q;
+    auto err = h.check(&q);
+    ASSERT_FALSE(err.has_value()) << *err;
+    EXPECT_EQ(q.unmapped_granules, h.capacity() / h.granule_bytes() - 2);
+    EXPECT_EQ(h.device_state().mapped_granules, 2u);
+    // the heap works on
+    EXPECT_EQ(free_round(h, out, 0, n, 64 * KiB), 0u);
+    ASSERT_GT(with_growth(h, out, 0, n, 64 * KiB), 0);
+    EXPECT_EQ(free_round(h, out, 0, n, 64 * KiB), 0u);
+    EXPECT_EQ(h.counters().growth_failures, 1u);
+    err = h.check(&q);
+    ASSERT_FALSE(err.has_value()) << *err;
+  }
+}
+
+TEST(GrowableCpuHeap, ExhaustionAtMaxBytesIsAFailureNotDemand) {
+  growable_heap h(opts(4 * MiB, 256 * KiB, 4 * MiB));
+  std::vector<void*> out(8, nullptr);
+  EXPECT_EQ(alloc_round(h, out, 0, 8, 4 * MiB), 7u);  // one 4 MiB block fills the heap
+  EXPECT_EQ(h.device_state().demand_requests, 0u) << "nothing left to map: exhaustion, not demand";
+  EXPECT_EQ(h.stats().failed_exhausted, 7u);
+  EXPECT_EQ(h.grow_if_needed(), 0u);
+  EXPECT_EQ(free_round(h, out, 0, 8, 4 * MiB), 0u);
+}
+
+TEST(GrowableCpuHeap, OptionErrorsNameTheOption) {
+  auto message = [](const toga::growth_options& o) -> std::string {
+    try {
+      growable_heap h(o);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_NE(message(opts(0, 0)).find("max_bytes"), std::string::npos);
+  EXPECT_NE(message(opts(1ull << 40, 0)).find("max_bytes"), std::string::npos);
+  EXPECT_NE(message(opts(64 * MiB, 3 * 64 * KiB)).find("granule_bytes"), std::string::npos);
+  EXPECT_NE(message(opts(64 * MiB, 128 * MiB)).find("granule_bytes"), std::string::npos);
+  EXPECT_NE(message(opts(64 * MiB, 0, 128 * MiB)).find("initial_bytes"), std::string::npos);
+  // toga's choice: 32 MiB granules, less on a small range
+  EXPECT_EQ(growable_heap(opts(1ull << 30, 0)).granule_bytes(), 32 * MiB);
+  EXPECT_EQ(growable_heap(opts(8 * MiB, 0)).granule_bytes(), 8 * MiB);
+}
+
+// ---- planted bugs of the host policy (toga::growth_bug): each scenario returns its violations;
+// the unmutated policy has none, and every planted bug is caught by at least one scenario.
+namespace {
+
+template <toga::growth_bug B>
+std::string rollback_scenario(toga::growth_step step) {
+  toga::granule_map<toga::cpu::memfd_provider, B> m(toga::cpu::memfd_provider{}, 64 * KiB, 8, 64 * KiB);
+  m.inject_failure(step, 3);
+  std::string v;
+  if (!m.map(0) || !m.map(1)) v += "granules 0 and 1 were not mapped; ";
+  if (m.map(2)) v += "the injected failure was not reported; ";
+  if (m.mapped_granules() != 2) v += "granules counted mapped: " + std::to_string(m.mapped_granules()) + " (2 are); ";
+  if (m.provider().live_handles != 2) v += "live handles: " + std::to_string(m.provider().live_handles) + " (2 granules); ";
+  if (readable(m.base() + 2 * 64 * KiB)) v += "the failed granule is accessible; ";
+  return v;
+}
+
+template <toga::growth_bug B>
+std::string large_block_scenario() {
+  toga::cpu::basic_growable_heap<B> h(opts(64 * MiB, 64 * KiB));
+  std::string v;
+  // a small block first (a 512 KiB chunk in the lowest granules), then one 4 MiB block: one
+  // growth must make an aligned run of 64 granules for it
+  std::atomic<int> failed{0};
+  void* small = nullptr;
+  for (int i = 0; i < 4 && !small; ++i) {
+    toga::cpu::launch(1, 1, 1, [&] { small = h.view().allocate(16); });
+    if (!small) h.grow_if_needed();
+  }
+  if (!small) return "the 16 B block was never served; ";
+  int launches = 0;
+  void* big = nullptr;
+  for (; launches < 8 && !big; ++launches) {
+    toga::cpu::launch(1, 1, 1, [&] { big = h.view().allocate(4 * MiB); });
+    if (!big && h.grow_if_needed() == 0) break;
+  }
+  if (!big) v += "the 4 MiB block was never served; ";
+  else if (launches != 2) v += "the 4 MiB block took " + std::to_string(launches) + " launches (one growth must serve it); ";
+  toga::cpu::launch(1, 1, 1, [&] {
+    h.view().deallocate(small);
+    h.view().deallocate(big);
+  });
+  (void)failed;
+  return v;
+}
+
+template <toga::growth_bug B>
+std::string threshold_scenario() {
+  toga::growth_options o = opts(64 * MiB, 64 * KiB, 16 * MiB);
+  o.release_threshold = 2 * MiB;
+  toga::cpu::basic_growable_heap<B> h(o);
+  h.synchronize();  // every granule wholly free: exactly the threshold stays
+  std::string v;
+  if (h.mapped_bytes() != 2 * MiB) v += "after a synchronising call " + std::to_string(h.mapped_bytes()) + " B stay mapped (threshold 2 MiB); ";
+  return v;
+}
+
+template <toga::growth_bug B>
+std::string all_scenarios() {
+  std::string v;
+  for (toga::growth_step s : {toga::growth_step::create, toga::growth_step::map, toga::growth_step::set_access}) {
+    const std::string r = rollback_scenario<B>(s);
+    if (!r.empty()) v += std::string("[rollback at ") + toga::to_string(s) + "] " + r;
+  }
+  if (const std::string r = large_block_scenario<B>(); !r.empty()) v += "[large block] " + r;
+  if (const std::string r = threshold_scenario<B>(); !r.empty()) v += "[threshold] " + r;
+  return v;
+}
+
+}  // namespace
+
+TEST(GrowthPolicy, PlantedBugsAreCaught) {
+  EXPECT_EQ(all_scenarios<toga::growth_bug::none>(), "") << "the unmutated policy";
+  const std::pair<const char*, std::string> kills[] = {
+      {"rollback_leaks_handle", all_scenarios<toga::growth_bug::rollback_leaks_handle>()},
+      {"counted_before_access", all_scenarios<toga::growth_bug::counted_before_access>()},
+      {"plan_ignores_alignment", all_scenarios<toga::growth_bug::plan_ignores_alignment>()},
+      {"threshold_releases_all", all_scenarios<toga::growth_bug::threshold_releases_all>()},
+  };
+  for (const auto& [name, violations] : kills) {
+    std::printf("[ mutant   ] growth.%s: %s\n", name, violations.empty() ? "SURVIVED" : ("killed: " + violations).c_str());
+    EXPECT_FALSE(violations.empty()) << "planted bug growth." << name << " survived every scenario";
+  }
+}
