@@ -491,9 +491,9 @@ std::uint64_t heap::grow_if_needed() {
   }
   growth_->ctl.note_demand(st.demand_requests);
   // the demand is served by this growth (or could not be): count anew from here
-  TOGA_CUDA_TRY(cudaMemset(g + offsetof(toga::growth_state, demand_requests), 0, 3 * sizeof(std::uint64_t)));
+  TOGA_CUDA_TRY(cudaMemset(g + offsetof(toga::growth_state, demand_requests), 0, toga::growth_state::demand_words * sizeof(std::uint64_t)));
   const std::vector<std::uint64_t> mapped =
-      growth_->ctl.grow(st.demand_requests, st.demand_bytes, static_cast<unsigned>(st.demand_max_order));
+      growth_->ctl.grow(st.demand_requests, st.demand_bytes, static_cast<unsigned>(st.demand_max_order), st.demand_chunks);
   adopt(mapped);
   return mapped.size() * growth_->ctl.granule_bytes();
 }

@@ -23,6 +23,7 @@
 //! allocated by one thread (or kernel) may be freed by any other.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -67,7 +68,16 @@ struct growth_state {
   std::uint64_t demand_requests;  //!< failed requests that growth could serve (unmapped granules remained)
   std::uint64_t demand_bytes;     //!< their bytes, each at its served size (size class or TBuddy block)
   std::uint64_t demand_max_order; //!< the largest order of 4 KiB pages among them
+  //! Arenas whose small requests (<= 1 KiB) failed for want of a chunk: each needs a chunk of its
+  //! own (512 KiB) whatever its requests add up to, so the growth policy maps one per such arena.
+  std::uint64_t demand_chunks;
+  static constexpr unsigned arena_bit_words = 16;  //!< arenas beyond 1,024 share bits (a ≤ count)
+  std::uint64_t demand_arena_bits[arena_bit_words];  //!< which arenas demand_chunks counted
+  //! Words from demand_requests to the end: what the backend clears after a growth.
+  static constexpr unsigned demand_words = 4 + arena_bit_words;
 };
+static_assert(sizeof(growth_state) == offsetof(growth_state, demand_requests) + growth_state::demand_words * sizeof(std::uint64_t),
+              "growth_state: the demand words run from demand_requests to the end");
 
 //! Global metadata: the error log and the byte limit.
 struct heap_globals {
@@ -414,6 +424,12 @@ struct allocator {
       P::fetch_add(&g.demand_requests, std::uint64_t{n}, relaxed, device_scope);
       P::fetch_add(&g.demand_bytes, std::uint64_t{n} * bytes, relaxed, device_scope);
       P::fetch_max(&g.demand_max_order, std::uint64_t{geom::order_of(block_bytes)}, relaxed, device_scope);
+      if (block_bytes == geom::chunk_bytes) {  // UAlloc: this arena needs a chunk of its own (counted once)
+        const unsigned a = (P::sm_id() % small.num_arenas) % (64 * growth_state::arena_bit_words);
+        const std::uint64_t bit = std::uint64_t{1} << (a % 64);
+        if (!(P::fetch_or(&g.demand_arena_bits[a / 64], bit, relaxed, device_scope) & bit))
+          P::fetch_add(&g.demand_chunks, std::uint64_t{1}, relaxed, device_scope);
+      }
       return;
     }
     P::fetch_add(by_limit ? &st.failed_limit : &st.failed, std::uint64_t{n}, relaxed, device_scope);

@@ -336,13 +336,15 @@ class growth_controller {
   }
 
   //! A growth for the demand the device recorded since the last growth (failed requests that
-  //! growth could serve: `requests`, `bytes` at their served sizes, the largest order): maps the
+  //! growth could serve: `requests`, `bytes` at their served sizes, the largest order, and the
+  //! arenas that need a chunk of their own, `chunks`, 512 KiB each added to the bytes): maps the
   //! granules plan_growth chooses, stopping at the first that cannot be mapped (counted in
   //! growth_failures; it is rolled back, the ones before it stay). Returns the offsets mapped
   //! (empty when there was no demand or nothing could be mapped); the caller adopts them.
-  std::vector<std::uint64_t> grow(std::uint64_t requests, std::uint64_t bytes, unsigned order) {
+  std::vector<std::uint64_t> grow(std::uint64_t requests, std::uint64_t bytes, unsigned order, std::uint64_t chunks = 0) {
     std::vector<std::uint64_t> out;
     if (requests == 0) return out;
+    bytes += chunks * geom::chunk_bytes;  // every arena that failed for want of a chunk gets one
     ++counters_.growth_requests;
     const std::uint64_t g = map_.granule_bytes();
     for (const std::uint64_t i : plan_growth<Bug>(bytes, order, options_.headroom_bytes, g, map_.granules(),

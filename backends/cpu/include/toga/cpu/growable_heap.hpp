@@ -137,8 +137,10 @@ class basic_growable_heap {
       return 0;
     }
     ctl_.note_demand(g.demand_requests);
-    const std::vector<std::uint64_t> mapped = ctl_.grow(g.demand_requests, g.demand_bytes, static_cast<unsigned>(g.demand_max_order));
-    g.demand_requests = g.demand_bytes = g.demand_max_order = 0;
+    const std::vector<std::uint64_t> mapped =
+        ctl_.grow(g.demand_requests, g.demand_bytes, static_cast<unsigned>(g.demand_max_order), g.demand_chunks);
+    g.demand_requests = g.demand_bytes = g.demand_max_order = g.demand_chunks = 0;
+    for (std::uint64_t& w : g.demand_arena_bits) w = 0;
     adopt(mapped);
     return mapped.size() * ctl_.granule_bytes();
   }
