@@ -348,20 +348,41 @@ TEST(GrowableHeap, InjectedDriverFailuresRollBackExactly) {
 
 TEST(GrowableHeap, OptionErrors) {
   TOGA_TEST_REQUIRE_GPU();
+  // each error names the option that was wrong
+  auto message = [](const toga::cuda::heap_options& o, std::uint64_t fixed_bytes = 0) -> std::string {
+    try {
+      if (fixed_bytes) toga::cuda::heap h(fixed_bytes, o);
+      else toga::cuda::heap h(o);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "no std::invalid_argument";
+  };
   toga::cuda::heap_options o;
-  EXPECT_THROW(toga::cuda::heap h(o), std::invalid_argument);  // no max_bytes
+  EXPECT_NE(message(o).find("max_bytes"), std::string::npos);  // heap(options) needs max_bytes
   o.max_bytes = 1 * GiB;
-  EXPECT_THROW(toga::cuda::heap h(64 * MiB, o), std::invalid_argument);  // size and max_bytes
+  EXPECT_NE(message(o, 64 * MiB).find("max_bytes"), std::string::npos);  // size and max_bytes
   o.granule_bytes = 3 * MiB;
-  EXPECT_THROW(toga::cuda::heap h(o), std::invalid_argument);
+  EXPECT_NE(message(o).find("granule_bytes"), std::string::npos);
   o.granule_bytes = 4096;  // below the VMM granularity
-  EXPECT_THROW(toga::cuda::heap h(o), std::invalid_argument);
+  EXPECT_NE(message(o).find("granule_bytes"), std::string::npos);
   o.granule_bytes = 0;
   o.initial_bytes = 2 * GiB;
-  EXPECT_THROW(toga::cuda::heap h(o), std::invalid_argument);
+  EXPECT_NE(message(o).find("initial_bytes"), std::string::npos);
   o.initial_bytes = 0;
   o.max_bytes = 256ull * GiB;
-  EXPECT_THROW(toga::cuda::heap h(o), std::invalid_argument);
+  EXPECT_NE(message(o).find("max_bytes"), std::string::npos);
+  toga::cuda::heap_options f;
+  f.release_threshold = 0;  // a growth option on a fixed heap
+  EXPECT_NE(message(f, 64 * MiB).find("release_threshold"), std::string::npos);
+  o.max_bytes = 1 * GiB;
+  cudaStream_t st = nullptr;
+  cudaMemPool_t pool = nullptr;
+  TOGA_TEST_CUDA(cudaDeviceGetDefaultMemPool(&pool, 0));
+  o.pool = pool;
+  o.stream = st;
+  EXPECT_NE(message(o).find("pool"), std::string::npos);
+  o.pool = nullptr;
   // a fixed heap's growth calls do nothing
   toga::cuda::heap f(64 * MiB);
   EXPECT_FALSE(f.growable());

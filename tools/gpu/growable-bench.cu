@@ -9,7 +9,7 @@
 //
 // Build (device machine): nvcc -std=c++20 -O3 -arch=sm_90 -Icore/include -Ibackends/cuda/include
 //   tools/gpu/growable-bench.cu backends/cuda/src/heap.cu -lcuda -o growable-bench
-// Usage: growable-bench [--reps N] [--heap-gib G] [--sizes 16,4096]
+// Usage: growable-bench [--reps N (9)] [--heap-gib G (16)] [--sizes 16,4096]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -30,13 +30,14 @@ namespace {
     }                                                                                                   \
   } while (0)
 
-__global__ void alloc_k(toga::cuda::heap_ref h, void** out, std::size_t bytes, unsigned* failed) {
+// The launch bounds of toga-bench's T1 kernels (gpu_backend.cu): the same registers as its T13.
+__global__ void __launch_bounds__(256, 4) alloc_k(toga::cuda::heap_ref h, void** out, std::size_t bytes, unsigned* failed) {
   const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
   void* p = h.allocate(bytes);
   out[t] = p;
   if (p == nullptr) atomicAdd(failed, 1u);
 }
-__global__ void free_k(toga::cuda::heap_ref h, void** in) {
+__global__ void __launch_bounds__(256, 5) free_k(toga::cuda::heap_ref h, void** in) {
   const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
   h.deallocate(in[t]);
 }
@@ -70,8 +71,8 @@ unsigned run_once(toga::cuda::heap& h, void** d, unsigned* failed, std::size_t b
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 7;
-  std::uint64_t heap_gib = 4;
+  int reps = 9;
+  std::uint64_t heap_gib = 16;  // toga-bench's T1 heap
   std::vector<std::size_t> sizes = {16, 4096};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

@@ -2,7 +2,7 @@
 # On the GPU machine, with binaries carried in build/gpubin (tools/gpu/build-carried.sh): the GPU
 # checks of issue 14 (growable heaps), as docs/benchmarks.md "Issue 14: the growable heap on the
 # GPU" reports them. Results in $OUT/r and $OUT/run.tgz.
-# Environment: FULL=1 also runs the whole GPU test suite; REPS (default 7) for growable-bench.
+# Environment: FULL=1 also runs the whole GPU test suite; REPS (default 9) for growable-bench.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp/toga-issue14}"; mkdir -p "$out/r"
@@ -20,7 +20,7 @@ timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/toga_gpu_
   > "$out/r/memcheck-growable.log" 2>&1
 echo "memcheck exit $? ($(grep -E 'ERROR SUMMARY' "$out/r/memcheck-growable.log" | tail -1))"
 step "growable-bench"
-timeout 240 "$bin/growable-bench" --reps "${REPS:-7}" > "$out/r/growable-bench.txt" 2>&1; echo "exit $?"
+timeout 300 "$bin/growable-bench" --reps "${REPS:-9}" > "$out/r/growable-bench.txt" 2>&1; echo "exit $?"
 cat "$out/r/growable-bench.txt"
 if [ "${FULL:-0}" = 1 ]; then
   step "toga_gpu_tests (all)"

@@ -208,6 +208,9 @@ heap::heap(std::uint64_t bytes, heap_options options) : options_(options) {
   if (options_.max_bytes != 0)
     throw std::invalid_argument("toga::cuda::heap: max_bytes is set (a growable heap) but a size was given (a fixed heap); "
                                 "construct with heap(options) and options.initial_bytes instead");
+  if (options_.initial_bytes != 0 || options_.headroom_bytes != 0 || options_.granule_bytes != 0 || options_.release_threshold != ~std::uint64_t{0})
+    throw std::invalid_argument("toga::cuda::heap: initial_bytes, headroom_bytes, granule_bytes and release_threshold apply to growable "
+                                "heaps only; set max_bytes and construct with heap(options), or leave them at their defaults");
   if (options_.device < 0) TOGA_CUDA_TRY(cudaGetDevice(&options_.device));
   device_ = options_.device;
   device_guard guard(device_);
@@ -312,15 +315,20 @@ void heap::allocate_metadata() {
 }
 
 void heap::initialise() {
+  const std::uint64_t usable = growth_ ? growth_->ctl.usable_granules() : 0;  // read by the copy below until the sync
   cudaEvent_t start, stop;
   TOGA_CUDA_TRY(cudaEventCreate(&start));
   TOGA_CUDA_TRY(cudaEventCreate(&stop));
   TOGA_CUDA_TRY(cudaEventRecord(start, options_.stream));
   TOGA_CUDA_TRY(cudaMemsetAsync(meta_, 0, layout_.bytes, options_.stream));
-  if (growth_)
+  if (growth_) {
     init_growable_kernel<<<1, 1, 0, options_.stream>>>(view_, options_.limit_bytes, static_cast<unsigned>(view_.small.buddy.grow_granule - 1));
-  else
+    // granules beyond max_bytes (the range is the power of two above) are never mapped
+    TOGA_CUDA_TRY(cudaMemcpyAsync(meta_ + layout_.globals_off + offsetof(toga::heap_globals, growth) + offsetof(toga::growth_state, max_granules),
+                                  &usable, sizeof usable, cudaMemcpyHostToDevice, options_.stream));
+  } else {
     init_kernel<<<1, 1, 0, options_.stream>>>(view_, options_.limit_bytes);
+  }
   TOGA_CUDA_TRY(cudaGetLastError());
   TOGA_CUDA_TRY(cudaEventRecord(stop, options_.stream));
   TOGA_CUDA_TRY(cudaEventSynchronize(stop));
@@ -458,6 +466,7 @@ void heap::adopt(const std::vector<std::uint64_t>& offsets) {
 std::uint64_t heap::trim_granules(std::uint64_t keep_bytes) {
   const std::uint64_t n_max = growth_->ctl.granules().granules();
   std::uint64_t* d = growth_->scratch;
+  TOGA_CUDA_TRY(cudaDeviceSynchronize());  // no kernel on any stream may use a granule as it is withdrawn
   trim_granules_kernel<<<1, 1, 0, options_.stream>>>(view_, keep_bytes, d, d + n_max);
   TOGA_CUDA_TRY(cudaGetLastError());
   std::uint64_t n = 0;
@@ -473,7 +482,19 @@ std::uint64_t heap::trim_granules(std::uint64_t keep_bytes) {
 
 void heap::apply_threshold() {
   std::uint64_t keep = 0;
-  if (growth_ && growth_->ctl.threshold_trim(keep)) (void)trim_granules(keep);
+  if (!growth_ || !growth_->ctl.threshold_trim(growth_->ctl.granule_bytes(), keep)) return;  // not above the threshold
+  // Reclaim UAlloc's caches, then see whether a granule's worth is not handed out as TBuddy
+  // blocks: otherwise no granule is wholly free, and the withdrawal's walk of the whole tree (one
+  // thread) is skipped.
+  TOGA_CUDA_TRY(cudaDeviceSynchronize());
+  trim_kernel<<<1, 1, 0, options_.stream>>>(view_);
+  TOGA_CUDA_TRY(cudaGetLastError());
+  std::uint64_t allocated = 0;
+  TOGA_CUDA_TRY(cudaMemcpyAsync(&allocated, meta_ + layout_.globals_off + offsetof(toga::heap_globals, limit) + offsetof(toga::byte_limit, reserved),
+                                sizeof allocated, cudaMemcpyDeviceToHost, options_.stream));
+  TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
+  const std::uint64_t mapped = growth_->ctl.mapped_bytes();
+  if (growth_->ctl.threshold_trim(mapped > allocated ? mapped - allocated : 0, keep)) (void)trim_granules(keep);
 }
 
 std::uint64_t heap::grow_if_needed() {
@@ -484,17 +505,20 @@ std::uint64_t heap::grow_if_needed() {
   TOGA_CUDA_TRY(cudaDeviceSynchronize());  // kernels on other streams may have failed too
   char* g = meta_ + layout_.globals_off + offsetof(toga::heap_globals, growth);
   toga::growth_state st{};
-  TOGA_CUDA_TRY(cudaMemcpy(&st, g, sizeof st, cudaMemcpyDeviceToHost));
+  TOGA_CUDA_TRY(cudaMemcpyAsync(&st, g, sizeof st, cudaMemcpyDeviceToHost, options_.stream));
+  TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
   if (st.demand_requests == 0) {
     apply_threshold();
     return 0;
   }
   growth_->ctl.note_demand(st.demand_requests);
-  // the demand is served by this growth (or could not be): count anew from here
-  TOGA_CUDA_TRY(cudaMemset(g + offsetof(toga::growth_state, demand_requests), 0, toga::growth_state::demand_words * sizeof(std::uint64_t)));
   const std::vector<std::uint64_t> mapped =
       growth_->ctl.grow(st.demand_requests, st.demand_bytes, static_cast<unsigned>(st.demand_max_order), st.demand_chunks);
   adopt(mapped);
+  // the demand is served by this growth (or could not be): count anew from here, in stream order
+  TOGA_CUDA_TRY(cudaMemsetAsync(g + offsetof(toga::growth_state, demand_requests), 0, toga::growth_state::demand_words * sizeof(std::uint64_t),
+                                options_.stream));
+  TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
   return mapped.size() * growth_->ctl.granule_bytes();
 }
 
@@ -573,6 +597,8 @@ void heap::trim() {
 void heap::reset() {
   if (!meta_) throw std::logic_error("toga::cuda::heap::reset: the heap was moved from");
   device_guard guard(device_);
+  TOGA_CUDA_TRY(cudaDeviceSynchronize());
+  if (growth_) growth_->ctl.reset_counters();
   initialise();
   if (growth_) {  // every granule still mapped goes back into the fresh tree
     std::vector<std::uint64_t> mapped;

@@ -65,6 +65,9 @@ struct growth_state {
   std::uint64_t mapped_granules;  //!< granules adopted and not withdrawn
   std::uint64_t adopted;          //!< adoptions so far
   std::uint64_t withdrawn;        //!< granules withdrawn by trims so far
+  //! Granules growth may ever map (init_growable: all of them; a backend whose max_bytes is below
+  //! the power-of-two range sets fewer): a failure while all of them are mapped is exhaustion.
+  std::uint64_t max_granules;
   std::uint64_t demand_requests;  //!< failed requests that growth could serve (unmapped granules remained)
   std::uint64_t demand_bytes;     //!< their bytes, each at its served size (size class or TBuddy block)
   std::uint64_t demand_max_order; //!< the largest order of 4 KiB pages among them
@@ -252,6 +255,7 @@ struct allocator {
     small.buddy.grow_granule = granule_order + 1;
     init_after_zero(limit_bytes);
     small.buddy.init_unmapped(granule_order);
+    globals->growth.max_granules = heap_bytes >> (geom::page_shift + granule_order);
   }
   //! Growable heaps: the granule at heap offset `off` (a multiple of the granule size) now has
   //! memory behind it; frees it into the tree (tbuddy::adopt). Any thread, while others allocate
@@ -419,7 +423,7 @@ struct allocator {
     const std::uint64_t lim = P::load(&globals->limit.limit, relaxed, device_scope);
     const bool by_limit = lim != 0 && P::load(&globals->limit.reserved, relaxed, device_scope) + block_bytes > lim;
     if (!by_limit && small.buddy.grow_granule != 0 &&
-        P::load(&globals->growth.mapped_granules, relaxed, device_scope) < (heap_bytes >> (geom::page_shift + small.buddy.grow_granule - 1))) {
+        P::load(&globals->growth.mapped_granules, relaxed, device_scope) < P::load(&globals->growth.max_granules, relaxed, device_scope)) {
       growth_state& g = globals->growth;
       P::fetch_add(&g.demand_requests, std::uint64_t{n}, relaxed, device_scope);
       P::fetch_add(&g.demand_bytes, std::uint64_t{n} * bytes, relaxed, device_scope);

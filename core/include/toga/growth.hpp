@@ -29,13 +29,15 @@
 //!  * `bool create(std::uint64_t bytes, handle_type& h, std::string& error)`,
 //!  * `bool map(char* at, std::uint64_t bytes, const handle_type& h, std::string& error)`,
 //!  * `bool set_access(char* at, std::uint64_t bytes, std::string& error)`,
-//!  * `void unmap(char* at, std::uint64_t bytes) noexcept` (back to reserved, no access),
+//!  * `void unmap(char* at, std::uint64_t bytes) noexcept` (back to reserved, no access; also
+//!    called after a failed map, so it must accept a range that is not mapped),
 //!  * `void release(const handle_type& h) noexcept`.
 //!
 //! Thread-safety: none; a granule_map belongs to one heap object, whose host calls are not
 //! thread-safe with respect to each other. Units: bytes throughout.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -133,9 +135,9 @@ inline std::uint64_t growth_capacity(const growth_options& o, std::uint64_t max_
                                 "]; a growable heap needs max_bytes (its reserved range and capacity)");
   std::uint64_t c = geom::page_bytes;
   while (c < o.max_bytes) c <<= 1;
-  if (o.initial_bytes > c)
-    throw std::invalid_argument("toga: initial_bytes " + std::to_string(o.initial_bytes) + " exceeds max_bytes (" + std::to_string(c) +
-                                " B after rounding up to a power of two); lower initial_bytes or raise max_bytes");
+  if (o.initial_bytes > o.max_bytes)
+    throw std::invalid_argument("toga: initial_bytes " + std::to_string(o.initial_bytes) + " exceeds max_bytes " + std::to_string(o.max_bytes) +
+                                "; lower initial_bytes or raise max_bytes");
   return c;
 }
 
@@ -186,6 +188,7 @@ class granule_map {
     handle_type h{};
     if (!call(growth_step::create, [&](std::string& e) { return provider_.create(granule_, h, e); })) return false;
     if (!call(growth_step::map, [&](std::string& e) { return provider_.map(at, granule_, h, e); })) {
+      provider_.unmap(at, granule_);  // a failed map may have changed the range: back to reserved
       if constexpr (Bug != growth_bug::rollback_leaks_handle) provider_.release(h);
       return false;
     }
@@ -264,7 +267,8 @@ template <growth_bug Bug = growth_bug::none, class Mapped>
 std::vector<std::uint64_t> plan_growth(std::uint64_t demand_bytes, unsigned demand_order, std::uint64_t headroom_bytes,
                                        std::uint64_t granule_bytes, std::uint64_t granules, Mapped&& mapped) {
   std::vector<std::uint64_t> out;
-  const std::uint64_t want_bytes = demand_bytes + demand_bytes / 4 + headroom_bytes;
+  const auto sat_add = [](std::uint64_t a, std::uint64_t b) { return a > ~b ? ~std::uint64_t{0} : a + b; };
+  const std::uint64_t want_bytes = sat_add(sat_add(demand_bytes, demand_bytes / 4), headroom_bytes);
   std::uint64_t want = want_bytes / granule_bytes + (want_bytes % granule_bytes != 0);
   if (want == 0) want = 1;
   std::vector<bool> chosen(granules, false);
@@ -305,7 +309,8 @@ class growth_controller {
   //! Reserves the range of `capacity` bytes (see growth_capacity) in granules of `granule_bytes`
   //! (see growth_granule_bytes), aligned to a granule. Maps nothing yet (see map_initial).
   growth_controller(Provider provider, const growth_options& o, std::uint64_t capacity, std::uint64_t granule_bytes)
-      : options_(o), map_(std::move(provider), granule_bytes, capacity / granule_bytes, granule_bytes) {}
+      : options_(o), map_(std::move(provider), granule_bytes, capacity / granule_bytes, capacity),
+        usable_((o.max_bytes + granule_bytes - 1) / granule_bytes) {}
 
   granule_map<Provider, Bug>& granules() noexcept { return map_; }
   const granule_map<Provider, Bug>& granules() const noexcept { return map_; }
@@ -315,6 +320,13 @@ class growth_controller {
   std::uint64_t mapped_bytes() const noexcept { return map_.mapped_granules() * map_.granule_bytes(); }
   //! Sets mapped_high_bytes to mapped_bytes.
   void reset_high_water() noexcept { counters_.mapped_high_bytes = mapped_bytes(); }
+  //! The heap was reset: every count starts again (the mapped memory stays).
+  void reset_counters() noexcept {
+    counters_ = growth_counters{};
+    note_mapped();
+  }
+  //! Granules growth may map: max_bytes rounded up to granules (the range is the power of two above).
+  std::uint64_t usable_granules() const noexcept { return usable_; }
   //! Counts `requests` failed requests growth could serve (read from the device before it is reset).
   void note_demand(std::uint64_t requests) noexcept { counters_.demand_requests += requests; }
 
@@ -323,7 +335,7 @@ class growth_controller {
   //! mapped (the granules mapped before it stay mapped and are returned by the destructor).
   std::vector<std::uint64_t> map_initial() {
     const std::uint64_t g = map_.granule_bytes();
-    const std::uint64_t n = (options_.initial_bytes + g - 1) / g;
+    const std::uint64_t n = std::min((options_.initial_bytes + g - 1) / g, usable_);
     std::vector<std::uint64_t> out;
     for (std::uint64_t i = 0; i < n; ++i) {
       if (!map_.map(i))
@@ -347,7 +359,7 @@ class growth_controller {
     bytes += chunks * geom::chunk_bytes;  // every arena that failed for want of a chunk gets one
     ++counters_.growth_requests;
     const std::uint64_t g = map_.granule_bytes();
-    for (const std::uint64_t i : plan_growth<Bug>(bytes, order, options_.headroom_bytes, g, map_.granules(),
+    for (const std::uint64_t i : plan_growth<Bug>(bytes, order, options_.headroom_bytes, g, usable_,
                                              [this](std::uint64_t j) { return map_.is_mapped(j); })) {
       if (!map_.map(i)) {
         ++counters_.growth_failures;
@@ -360,11 +372,17 @@ class growth_controller {
     return out;
   }
 
-  //! The bytes a trim for the release threshold keeps (the threshold; all when it is the default),
-  //! or nothing to do (false) when no more than that is mapped.
-  bool threshold_trim(std::uint64_t& keep_bytes) const noexcept {
-    keep_bytes = Bug == growth_bug::threshold_releases_all ? 0 : options_.release_threshold;
-    return mapped_bytes() > keep_bytes;
+  //! Whether a synchronising call should trim for the release threshold, and to what
+  //! (`keep_bytes`: the threshold rounded up to granules): only when more is mapped than that, and
+  //! at least a granule of the mapped memory is not handed out as TBuddy blocks
+  //! (`unallocated_bytes`: mapped minus the tree's allocated bytes, after UAlloc's caches were
+  //! reclaimed), since otherwise no granule can be wholly free and the trim's walk of the whole
+  //! tree (one thread) would find nothing.
+  bool threshold_trim(std::uint64_t unallocated_bytes, std::uint64_t& keep_bytes) const noexcept {
+    const std::uint64_t g = map_.granule_bytes(), t = options_.release_threshold;
+    keep_bytes = Bug == growth_bug::threshold_releases_all ? 0 : (t / g + (t % g != 0)) * g;
+    if (t > ~std::uint64_t{0} - g) keep_bytes = ~std::uint64_t{0};
+    return mapped_bytes() > keep_bytes && unallocated_bytes >= g;
   }
 
   //! After a device trim withdrew the granules at `offsets` (heap offsets): unmaps them and
@@ -386,6 +404,7 @@ class growth_controller {
 
   growth_options options_;
   granule_map<Provider, Bug> map_;
+  std::uint64_t usable_;
   growth_counters counters_{};
 };
 

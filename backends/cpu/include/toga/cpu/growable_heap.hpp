@@ -21,7 +21,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <set>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -73,8 +75,12 @@ class memfd_provider {
   }
   bool map(char* at, std::uint64_t bytes, const handle_type& h, std::string& err) {
     void* p = mmap(at, bytes, PROT_NONE, MAP_SHARED | MAP_FIXED, h, 0);
-    if (p == MAP_FAILED) err = std::string("mmap(MAP_FIXED): ") + std::strerror(errno);
-    return p != MAP_FAILED;
+    if (p == MAP_FAILED) {
+      err = std::string("mmap(MAP_FIXED): ") + std::strerror(errno);
+      return false;
+    }
+    mapped.insert(at);
+    return true;
   }
   bool set_access(char* at, std::uint64_t bytes, std::string& err) {
     if (mprotect(at, bytes, PROT_READ | PROT_WRITE) == 0) return true;
@@ -83,13 +89,15 @@ class memfd_provider {
   }
   void unmap(char* at, std::uint64_t bytes) noexcept {
     (void)mmap(at, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    mapped.erase(at);
   }
   void release(const handle_type& h) noexcept {
     close(h);
     --live_handles;
   }
 
-  long live_handles = 0;  //!< handles created and not released (tests: nothing leaks)
+  long live_handles = 0;     //!< handles created and not released (tests: nothing leaks)
+  std::set<char*> mapped;  //!< granules whose memfd is mapped now (tests: nothing stays mapped)
 };
 
 //! A growable heap on the CPU (see the file comment). Move-less: keep it where it was made.
@@ -160,6 +168,7 @@ class basic_growable_heap {
   }
   //! Frees every block: a fresh tree into which every mapped granule is adopted again.
   void reset() {
+    ctl_.reset_counters();
     std::fill(meta_.begin(), meta_.end(), 0);
     initialise();
     std::vector<std::uint64_t> mapped;
@@ -180,6 +189,7 @@ class basic_growable_heap {
     const unsigned go = static_cast<unsigned>(bits::ctz(ctl_.granule_bytes()) - geom::page_shift);
     view_ = allocator_type::make(ctl_.granules().base(), reinterpret_cast<char*>(meta_.data()), layout_);
     view_.init_growable(limit_, go);
+    view_.globals->growth.max_granules = ctl_.usable_granules();
   }
   void adopt(const std::vector<std::uint64_t>& offsets) {
     std::uint64_t refused = 0;
@@ -191,7 +201,10 @@ class basic_growable_heap {
   }
   void apply_threshold() {
     std::uint64_t keep = 0;
-    if (ctl_.threshold_trim(keep)) (void)trim_to(keep);
+    if (!ctl_.threshold_trim(ctl_.granule_bytes(), keep)) return;  // nothing above the threshold
+    on_one_thread([&] { view_.trim(); });                          // reclaim, then look: anything free?
+    const std::uint64_t allocated = view_.globals->limit.reserved;
+    if (ctl_.threshold_trim(mapped_bytes() > allocated ? mapped_bytes() - allocated : 0, keep)) (void)trim_to(keep);
   }
 
   std::uint64_t capacity_;
