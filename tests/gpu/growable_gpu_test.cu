@@ -372,9 +372,9 @@ TEST(GrowableHeap, OptionErrors) {
   o.initial_bytes = 0;
   o.max_bytes = 256ull * GiB;
   EXPECT_NE(message(o).find("max_bytes"), std::string::npos);
-  toga::cuda::heap_options f;
-  f.release_threshold = 0;  // a growth option on a fixed heap
-  EXPECT_NE(message(f, 64 * MiB).find("release_threshold"), std::string::npos);
+  toga::cuda::heap_options fixed_o;
+  fixed_o.release_threshold = 0;  // a growth option on a fixed heap
+  EXPECT_NE(message(fixed_o, 64 * MiB).find("release_threshold"), std::string::npos);
   o.max_bytes = 1 * GiB;
   cudaStream_t st = nullptr;
   cudaMemPool_t pool = nullptr;

@@ -11,6 +11,7 @@
 //   tools/gpu/growable-bench.cu backends/cuda/src/heap.cu -lcuda -o growable-bench
 // Usage: growable-bench [--reps N (9)] [--heap-gib G (16)] [--sizes 16,4096]
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -150,6 +151,29 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(heaps[k]->mapped_bytes() >> 20),
                   k == 2 ? (" (" + std::to_string(launches) + " launches to grow)").c_str() : "");
     }
+  }
+  // What growth and trims cost on the host (wall clock, one each): T1 at 4 KiB on a heap from 0
+  // bytes: the failing launch, grow_if_needed (map + adopt), then after the frees trim_to(0)
+  // (reclaim, the one-thread withdrawal walk of the tree, unmap).
+  for (const std::uint64_t granule : {std::uint64_t{2} << 20, std::uint64_t{32} << 20}) {
+    toga::cuda::heap_options o;
+    o.max_bytes = cap;
+    o.granule_bytes = granule;
+    toga::cuda::heap h(o);
+    (void)run_once(h, d, failed, 4096, e, nullptr, nullptr);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::uint64_t grown = h.grow_if_needed();
+    const auto t1 = std::chrono::steady_clock::now();
+    const unsigned f = run_once(h, d, failed, 4096, e, nullptr, nullptr);
+    const auto t2 = std::chrono::steady_clock::now();
+    const std::uint64_t back = h.trim_to(0);
+    const auto t3 = std::chrono::steady_clock::now();
+    const auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+    std::printf("growth, %llu MiB granules, %llu GiB range: grow_if_needed mapped %llu MiB in %.1f ms (%.1f us per granule); relaunch "
+                "failures %u; trim_to(0) unmapped %llu MiB in %.1f ms\n",
+                static_cast<unsigned long long>(granule >> 20), static_cast<unsigned long long>(cap >> 30),
+                static_cast<unsigned long long>(grown >> 20), ms(t0, t1), 1000.0 * ms(t0, t1) / static_cast<double>(grown / granule), f,
+                static_cast<unsigned long long>(back >> 20), ms(t2, t3));
   }
   return 0;
 }

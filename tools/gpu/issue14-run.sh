@@ -22,6 +22,10 @@ echo "memcheck exit $? ($(grep -E 'ERROR SUMMARY' "$out/r/memcheck-growable.log"
 step "growable-bench"
 timeout 300 "$bin/growable-bench" --reps "${REPS:-9}" > "$out/r/growable-bench.txt" 2>&1; echo "exit $?"
 cat "$out/r/growable-bench.txt"
+step "toga-bench T1/T13 (registers of the core's kernels: growable heaps use the same)"
+timeout 200 "$bin/toga-bench" run --allocators toga,bump-warp --cases T1,T13 --sizes 16,4096 --reps 5 --no-progress \
+  --json "$out/r/toga-bench-t1-t13.json" > "$out/r/toga-bench-t1-t13.txt" 2>&1; echo "exit $?"
+grep -E "^ *T1(3)? " "$out/r/toga-bench-t1-t13.txt" | head -20
 if [ "${FULL:-0}" = 1 ]; then
   step "toga_gpu_tests (all)"
   timeout 300 "$bin/toga_gpu_tests" > "$out/r/gtest-gpu.log" 2>&1; echo "toga_gpu_tests exit $?"
