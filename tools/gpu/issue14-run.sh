@@ -6,7 +6,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp/toga-issue14}"; mkdir -p "$out/r"
-bin=build/gpubin
+bin="${BIN:-build/gpubin}"
 export PATH=/usr/local/cuda/bin:$PATH
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/r/gpu.txt"
 cat "$bin/commit.txt" 2>/dev/null | tee "$out/r/commit.txt"
