@@ -32,11 +32,33 @@ __global__ void adopt_kernel(device_allocator a, const std::uint64_t* offsets, s
   const std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
   if (i < n && !a.adopt_granule(offsets[i])) atomicAdd(refused, 1ull);
 }
-// Quiescent, one thread: reclaim, withdraw wholly free granules above keep_bytes; their offsets to out.
-__global__ void trim_granules_kernel(device_allocator a, std::uint64_t keep_bytes, std::uint64_t* out, std::uint64_t* count) {
+// A quiescent trim (allocator::trim_granules) in phases (tbuddy::withdraw_free_granules): the
+// phases over every node of one height run one thread per node, a kernel per height; a single
+// thread walking the whole tree took minutes on a 16 GiB heap.
+__global__ void trim_begin_kernel(device_allocator a) {  // reclaim, phase 0 (one thread)
+  a.trim();
+  a.small.buddy.zero_semaphores_quiescent();
+}
+__global__ void merge_height_kernel(device_allocator a, std::uint64_t first) {  // phase 1, one height
+  const std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
+  if (i < first) a.small.buddy.merge_free_children(first + i);
+}
+__global__ void withdraw_kernel(device_allocator a, std::uint64_t keep_bytes, std::uint64_t* out, std::uint64_t* count) {  // phase 2
   std::uint64_t n = 0;
-  a.trim_granules(keep_bytes, [&](std::uint64_t off) { out[n++] = off; });
+  a.withdraw_granules_phase(keep_bytes, [&](std::uint64_t off) { out[n++] = off; });
   *count = n;
+}
+__global__ void derive_height_kernel(device_allocator a, std::uint64_t first) {  // phase 3, one height
+  const std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
+  if (i < first) a.small.buddy.derive_split(first + i);
+}
+__global__ void count_height_kernel(device_allocator a, std::uint64_t first, unsigned long long* count) {  // the recount, one height
+  const std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
+  const int n = __syncthreads_count(i < first && a.small.buddy.load_state(first + i) == toga::node_available);
+  if (threadIdx.x == 0 && n) atomicAdd(count, static_cast<unsigned long long>(n));
+}
+__global__ void store_counts_kernel(device_allocator a, const unsigned long long* counts) {
+  for (unsigned h = 0; h < a.small.buddy.levels; ++h) a.small.buddy.sem[h].store_quiescent(counts[h]);
 }
 
 //! Makes `device` current for its lifetime and restores the caller's device afterwards, so that
@@ -279,7 +301,7 @@ heap::heap(heap_options options) : options_(options) {
     } catch (const std::runtime_error& e) {
       throw toga::bad_alloc(std::string("toga::cuda::heap: ") + e.what() + "; ask for a smaller max_bytes");
     }
-    const std::uint64_t n = capacity / granule + 2;
+    const std::uint64_t n = capacity / granule + 2 + toga::heap_layout::max_levels;  // offsets, count, per-height counts
     const cudaError_t e = cudaMalloc(reinterpret_cast<void**>(&growth_->scratch), n * sizeof(std::uint64_t));
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
@@ -467,7 +489,27 @@ std::uint64_t heap::trim_granules(std::uint64_t keep_bytes) {
   const std::uint64_t n_max = growth_->ctl.granules().granules();
   std::uint64_t* d = growth_->scratch;
   TOGA_CUDA_TRY(cudaDeviceSynchronize());  // no kernel on any stream may use a granule as it is withdrawn
-  trim_granules_kernel<<<1, 1, 0, options_.stream>>>(view_, keep_bytes, d, d + n_max);
+  const unsigned levels = layout_.levels, top = levels - 1;
+  const unsigned go = static_cast<unsigned>(view_.small.buddy.grow_granule - 1);
+  const auto blocks = [](std::uint64_t n) { return static_cast<unsigned>((n + 255) / 256); };
+  cudaStream_t st = options_.stream;
+  trim_begin_kernel<<<1, 1, 0, st>>>(view_);
+  for (unsigned h = 1; h < levels; ++h) {
+    const std::uint64_t first = std::uint64_t{1} << (top - h);  // nodes of height h: [first, 2 first)
+    merge_height_kernel<<<blocks(first), 256, 0, st>>>(view_, first);
+  }
+  withdraw_kernel<<<1, 1, 0, st>>>(view_, keep_bytes, d, d + n_max);
+  for (unsigned h = go + 1; h < levels; ++h) {
+    const std::uint64_t first = std::uint64_t{1} << (top - h);
+    derive_height_kernel<<<blocks(first), 256, 0, st>>>(view_, first);
+  }
+  unsigned long long* counts = reinterpret_cast<unsigned long long*>(d + n_max + 1);  // levels words after the count
+  TOGA_CUDA_TRY(cudaMemsetAsync(counts, 0, levels * sizeof(unsigned long long), st));
+  for (unsigned h = 0; h < levels; ++h) {
+    const std::uint64_t first = std::uint64_t{1} << (top - h);
+    count_height_kernel<<<blocks(first), 256, 0, st>>>(view_, first, counts + h);
+  }
+  store_counts_kernel<<<1, 1, 0, st>>>(view_, counts);
   TOGA_CUDA_TRY(cudaGetLastError());
   std::uint64_t n = 0;
   TOGA_CUDA_TRY(cudaMemcpyAsync(&n, d + n_max, sizeof n, cudaMemcpyDeviceToHost, options_.stream));

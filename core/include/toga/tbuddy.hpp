@@ -180,18 +180,38 @@ struct tbuddy {
   TOGA_DEVICE std::uint64_t withdraw_free_granules(unsigned granule_order, std::uint64_t keep, F&& on_withdrawn) const
       TOGA_NOEXCEPT(P) {
     // 0. no units while the tree changes (recounted at the end): C never exceeds what exists
-    for (unsigned h = 0; h < levels; ++h) sem[h].store_quiescent(0);
+    zero_semaphores_quiescent();
     // 1. merge free buddies, bottom-up (a pair of AVAILABLE children: their parent is split)
     for (unsigned h = 1; h < levels; ++h) {
       const std::uint64_t first = std::uint64_t{1} << (top() - h);
-      for (std::uint64_t v = first; v < 2 * first; ++v)
-        if (load_state(2 * v) == node_available && load_state(2 * v + 1) == node_available) {
-          set_state(2 * v, node_busy);
-          set_state(2 * v + 1, node_busy);
-          set_state(v, node_available);
-        }
+      for (std::uint64_t v = first; v < 2 * first; ++v) merge_free_children(v);
     }
     // 2. withdraw, from the highest granule down
+    const std::uint64_t mapped = withdraw_granules(granule_order, keep, on_withdrawn);
+    // 3. derived states of the split nodes above the granules, bottom-up; then the semaphores
+    for (std::uint64_t v = std::uint64_t{1} << (top() - granule_order); v-- > 1;) derive_split(v);
+    recount_semaphores();
+    return mapped;
+  }
+  // The phases of withdraw_free_granules, for backends that run them in parallel (the CUDA heap:
+  // one kernel per height for phases 1, 3 and the recount, whose nodes of one height are
+  // independent; one thread for phase 2). Quiescent only, like the whole.
+  //! Phase 0: every semaphore 0 (C never exceeds what exists while the tree changes).
+  TOGA_DEVICE void zero_semaphores_quiescent() const TOGA_NOEXCEPT(P) {
+    for (unsigned h = 0; h < levels; ++h) sem[h].store_quiescent(0);
+  }
+  //! Phase 1, node v of height >= 1 (heights bottom-up): both children AVAILABLE -> v AVAILABLE.
+  TOGA_DEVICE void merge_free_children(std::uint64_t v) const TOGA_NOEXCEPT(P) {
+    if (load_state(2 * v) == node_available && load_state(2 * v + 1) == node_available) {
+      set_state(2 * v, node_busy);
+      set_state(2 * v + 1, node_busy);
+      set_state(v, node_available);
+    }
+  }
+  //! Phase 2 (one thread): withdraws wholly free granules from the highest down while more than
+  //! `keep` are mapped (see withdraw_free_granules); returns the granules still mapped.
+  template <class F>
+  TOGA_DEVICE std::uint64_t withdraw_granules(unsigned granule_order, std::uint64_t keep, F&& on_withdrawn) const TOGA_NOEXCEPT(P) {
     const std::uint64_t first_g = std::uint64_t{1} << (top() - granule_order);
     std::uint64_t mapped = 0;
     for (std::uint64_t g = first_g; g < 2 * first_g; ++g)
@@ -230,33 +250,25 @@ struct tbuddy {
       --mapped;
       on_withdrawn(offset_of(g));
     }
-    // 3. derived states of the split nodes above the granules, bottom-up; then the semaphores
-    for (std::uint64_t v = first_g; v-- > 1;) {
-      const std::uint32_t sv = load_state(v) & node_state_mask;
-      if (sv == node_available || sv == node_allocated || covered(v)) continue;
-      set_state(v, derive(load_state(2 * v) & node_state_mask, load_state(2 * v + 1) & node_state_mask));
-    }
-    recount_semaphores();
     return mapped;
   }
-  //! Quiescent (one thread): sets every level's semaphore to C = its AVAILABLE (uncovered)
-  //! nodes, E = R = 0.
+  //! Phase 3, node v above the granules (heights bottom-up): a split node's state derived again
+  //! from its children. (A covered node is BUSY with BUSY children, which derive BUSY: the walk
+  //! needs no test of its ancestors.)
+  TOGA_DEVICE void derive_split(std::uint64_t v) const TOGA_NOEXCEPT(P) {
+    const std::uint32_t sv = load_state(v) & node_state_mask;
+    if (sv == node_available || sv == node_allocated) return;
+    set_state(v, derive(load_state(2 * v) & node_state_mask, load_state(2 * v + 1) & node_state_mask));
+  }
+  //! Quiescent (one thread): sets every level's semaphore to C = its AVAILABLE nodes, E = R = 0.
+  //! (A covered node is BUSY, allocator-spec T1, so every AVAILABLE node counts.)
   TOGA_DEVICE void recount_semaphores() const TOGA_NOEXCEPT(P) {
     for (unsigned h = 0; h < levels; ++h) {
       const std::uint64_t first = std::uint64_t{1} << (top() - h);
       std::uint64_t n = 0;
-      for (std::uint64_t v = first; v < 2 * first; ++v)
-        if (load_state(v) == node_available && !covered(v)) ++n;
+      for (std::uint64_t v = first; v < 2 * first; ++v) n += load_state(v) == node_available;
       sem[h].store_quiescent(n);
     }
-  }
-  //! Whether an ancestor of v is AVAILABLE or ALLOCATED (v is then BUSY: covered).
-  TOGA_DEVICE bool covered(std::uint64_t v) const TOGA_NOEXCEPT(P) {
-    for (std::uint64_t u = v >> 1; u != 0; u >>= 1) {
-      const std::uint32_t su = load_state(u) & node_state_mask;
-      if (su == node_available || su == node_allocated) return true;
-    }
-    return false;
   }
 
   //! A block of 4 KiB x 2^order, aligned to its size; its offset, or no_block when the heap
