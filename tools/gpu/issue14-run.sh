@@ -20,7 +20,7 @@ timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/toga_gpu_
   > "$out/r/memcheck-growable.log" 2>&1
 echo "memcheck exit $? ($(grep -E 'ERROR SUMMARY' "$out/r/memcheck-growable.log" | tail -1))"
 step "growable-bench"
-timeout 300 "$bin/growable-bench" --reps "${REPS:-9}" > "$out/r/growable-bench.txt" 2>&1; echo "exit $?"
+timeout 300 stdbuf -oL "$bin/growable-bench" --reps "${REPS:-9}" > "$out/r/growable-bench.txt" 2>&1; echo "exit $?"
 cat "$out/r/growable-bench.txt"
 step "toga-bench T1/T13 (registers of the core's kernels: growable heaps use the same)"
 timeout 200 "$bin/toga-bench" run --allocators toga,bump-warp --cases T1,T13 --sizes 16,4096 --reps 5 --no-progress \
