@@ -75,15 +75,21 @@ int main(int argc, char** argv) {
   int reps = 9;
   std::uint64_t heap_gib = 16;  // toga-bench's T1 heap
   std::vector<std::size_t> sizes = {16, 4096};
+  std::vector<std::uint64_t> granules_mib = {2, 32};
+  bool skip_t1 = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (a == "--heap-gib" && i + 1 < argc) heap_gib = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--sizes" && i + 1 < argc) {
+    else if (a == "--skip-t1") skip_t1 = true;
+    else if (a == "--granules-mib" && i + 1 < argc) {
+      granules_mib.clear();
+      for (char* tok = std::strtok(argv[++i], ","); tok; tok = std::strtok(nullptr, ",")) granules_mib.push_back(std::strtoull(tok, nullptr, 10));
+    } else if (a == "--sizes" && i + 1 < argc) {
       sizes.clear();
       for (char* tok = std::strtok(argv[++i], ","); tok; tok = std::strtok(nullptr, ",")) sizes.push_back(std::strtoull(tok, nullptr, 10));
     } else {
-      std::fprintf(stderr, "growable-bench: unknown or incomplete option '%s'\nusage: growable-bench [--reps N>=1] [--heap-gib G] [--sizes B,B,...]\n", a.c_str());
+      std::fprintf(stderr, "growable-bench: unknown or incomplete option '%s'\nusage: growable-bench [--reps N>=1] [--heap-gib G] [--sizes B,B,...] [--granules-mib M,M] [--skip-t1]\n", a.c_str());
       return 2;
     }
   }
@@ -105,7 +111,8 @@ int main(int argc, char** argv) {
   cudaEvent_t e[3];
   for (auto& x : e) CK(cudaEventCreate(&x));
   const std::uint64_t cap = heap_gib << 30;
-  for (const std::size_t bytes : sizes) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  for (const std::size_t bytes : skip_t1 ? std::vector<std::size_t>{} : sizes) {
     toga::cuda::heap fixed(cap);
     toga::cuda::heap_options full;
     full.max_bytes = cap;
@@ -155,25 +162,33 @@ int main(int argc, char** argv) {
   // What growth and trims cost on the host (wall clock, one each): T1 at 4 KiB on a heap from 0
   // bytes: the failing launch, grow_if_needed (map + adopt), then after the frees trim_to(0)
   // (reclaim, the one-thread withdrawal walk of the tree, unmap).
-  for (const std::uint64_t granule : {std::uint64_t{2} << 20, std::uint64_t{32} << 20}) {
+  const auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  for (const std::uint64_t gm : granules_mib) {
+    const std::uint64_t granule = gm << 20;
     toga::cuda::heap_options o;
     o.max_bytes = cap;
     o.granule_bytes = granule;
     toga::cuda::heap h(o);
-    (void)run_once(h, d, failed, 4096, e, nullptr, nullptr);
-    const auto t0 = std::chrono::steady_clock::now();
-    const std::uint64_t grown = h.grow_if_needed();
-    const auto t1 = std::chrono::steady_clock::now();
-    const unsigned f = run_once(h, d, failed, 4096, e, nullptr, nullptr);
-    const auto t2 = std::chrono::steady_clock::now();
+    std::printf("growth, %llu MiB granules, %llu GiB range:\n", static_cast<unsigned long long>(gm), static_cast<unsigned long long>(cap >> 30));
+    for (const std::size_t bytes : sizes) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const unsigned f0 = run_once(h, d, failed, bytes, e, nullptr, nullptr);
+      const auto t1 = std::chrono::steady_clock::now();
+      const std::uint64_t grown = h.grow_if_needed();
+      const auto t2 = std::chrono::steady_clock::now();
+      std::printf("  T1 %zu B: launch with %llu MiB mapped: %u failures (%.1f ms); grow_if_needed mapped %llu MiB in %.1f ms (%.1f us per granule)\n",
+                  bytes, static_cast<unsigned long long>((h.mapped_bytes() - grown) >> 20), f0, ms(t0, t1),
+                  static_cast<unsigned long long>(grown >> 20), ms(t1, t2), grown ? 1000.0 * ms(t1, t2) / static_cast<double>(grown / granule) : 0.0);
+      for (int r = 0; r < 3; ++r) {
+        float a_ms = 0;
+        const auto t3 = std::chrono::steady_clock::now();
+        const unsigned f = run_once(h, d, failed, bytes, e, &a_ms, nullptr);
+        std::printf("    relaunch %d: %u failures, alloc kernel %.3f ms (%.1f ms wall)\n", r + 1, f, a_ms, ms(t3, std::chrono::steady_clock::now()));
+      }
+    }
+    const auto t4 = std::chrono::steady_clock::now();
     const std::uint64_t back = h.trim_to(0);
-    const auto t3 = std::chrono::steady_clock::now();
-    const auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
-    std::printf("growth, %llu MiB granules, %llu GiB range: grow_if_needed mapped %llu MiB in %.1f ms (%.1f us per granule); relaunch "
-                "failures %u; trim_to(0) unmapped %llu MiB in %.1f ms\n",
-                static_cast<unsigned long long>(granule >> 20), static_cast<unsigned long long>(cap >> 30),
-                static_cast<unsigned long long>(grown >> 20), ms(t0, t1), 1000.0 * ms(t0, t1) / static_cast<double>(grown / granule), f,
-                static_cast<unsigned long long>(back >> 20), ms(t2, t3));
+    std::printf("  trim_to(0) unmapped %llu MiB in %.1f ms\n", static_cast<unsigned long long>(back >> 20), ms(t4, std::chrono::steady_clock::now()));
   }
   return 0;
 }
