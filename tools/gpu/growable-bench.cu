@@ -76,12 +76,13 @@ int main(int argc, char** argv) {
   std::uint64_t heap_gib = 16;  // toga-bench's T1 heap
   std::vector<std::size_t> sizes = {16, 4096};
   std::vector<std::uint64_t> granules_mib = {2, 32};
-  bool skip_t1 = false;
+  bool skip_t1 = false, skip_growth = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (a == "--heap-gib" && i + 1 < argc) heap_gib = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--skip-t1") skip_t1 = true;
+    else if (a == "--skip-growth") skip_growth = true;
     else if (a == "--granules-mib" && i + 1 < argc) {
       granules_mib.clear();
       for (char* tok = std::strtok(argv[++i], ","); tok; tok = std::strtok(nullptr, ",")) granules_mib.push_back(std::strtoull(tok, nullptr, 10));
@@ -89,7 +90,7 @@ int main(int argc, char** argv) {
       sizes.clear();
       for (char* tok = std::strtok(argv[++i], ","); tok; tok = std::strtok(nullptr, ",")) sizes.push_back(std::strtoull(tok, nullptr, 10));
     } else {
-      std::fprintf(stderr, "growable-bench: unknown or incomplete option '%s'\nusage: growable-bench [--reps N>=1] [--heap-gib G] [--sizes B,B,...] [--granules-mib M,M] [--skip-t1]\n", a.c_str());
+      std::fprintf(stderr, "growable-bench: unknown or incomplete option '%s'\nusage: growable-bench [--reps N>=1] [--heap-gib G] [--sizes B,B,...] [--granules-mib M,M] [--skip-t1] [--skip-growth]\n", a.c_str());
       return 2;
     }
   }
@@ -163,7 +164,7 @@ int main(int argc, char** argv) {
   // bytes: the failing launch, grow_if_needed (map + adopt), then after the frees trim_to(0)
   // (reclaim, the one-thread withdrawal walk of the tree, unmap).
   const auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
-  for (const std::uint64_t gm : granules_mib) {
+  for (const std::uint64_t gm : skip_growth ? std::vector<std::uint64_t>{} : granules_mib) {
     const std::uint64_t granule = gm << 20;
     toga::cuda::heap_options o;
     o.max_bytes = cap;
