@@ -10,11 +10,11 @@ ninja -C build/gpu tests/toga_gpu_tests tools/toga-bench
 mkdir -p build/gpubin
 cp build/gpu/tests/toga_gpu_tests build/gpu/tools/toga-bench build/gpubin/
 nvcc -std=c++20 -O3 -gencode=arch=compute_90,code=sm_90 -Xptxas -v -Icore/include -Ibackends/cuda/include \
-  tools/gpu/fastpath-bench.cu backends/cuda/src/heap.cu -lcuda -o build/gpubin/fastpath-bench > build/gpubin/fastpath-ptxas.txt 2>&1
+  tools/gpu/fastpath-bench.cu backends/cuda/src/heap.cu -o build/gpubin/fastpath-bench > build/gpubin/fastpath-ptxas.txt 2>&1
 nvcc -std=c++20 -O3 -gencode=arch=compute_90,code=sm_90 -Icore/include -Ibackends/cuda/include \
-  tools/gpu/stats-probe.cu backends/cuda/src/heap.cu -lcuda -o build/gpubin/stats-probe
+  tools/gpu/stats-probe.cu backends/cuda/src/heap.cu -o build/gpubin/stats-probe
 nvcc -std=c++20 -O3 -gencode=arch=compute_90,code=sm_90 -Icore/include -Ibackends/cuda/include \
-  tools/gpu/growable-bench.cu backends/cuda/src/heap.cu -lcuda -o build/gpubin/growable-bench
+  tools/gpu/growable-bench.cu backends/cuda/src/heap.cu -o build/gpubin/growable-bench
 strip build/gpubin/toga_gpu_tests build/gpubin/toga-bench 2>/dev/null || true
 ( git rev-parse HEAD; git status --short -- core backends tools tests | head -20 ) > build/gpubin/commit.txt
 du -sh build/gpubin

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/../.."
 out="${OUT:-fastpath-out}"; mkdir -p "$out"
 export PATH=/usr/local/cuda/bin:$PATH
 nvcc -std=c++20 -O3 -gencode=arch=compute_90,code=sm_90 -Xptxas -v -Icore/include -Ibackends/cuda/include \
-  tools/gpu/fastpath-bench.cu backends/cuda/src/heap.cu -lcuda -o "$out/fastpath-bench" > "$out/ptxas.txt" 2>&1 || { tail -30 "$out/ptxas.txt"; exit 1; }
+  tools/gpu/fastpath-bench.cu backends/cuda/src/heap.cu -o "$out/fastpath-bench" > "$out/ptxas.txt" 2>&1 || { tail -30 "$out/ptxas.txt"; exit 1; }
 grep -A2 "Function properties for .*toga_\(alloc\|free\|churn\)E" "$out/ptxas.txt" | grep -v "^--"
 cuobjdump -sass "$out/fastpath-bench" > /tmp/sass.txt 2>/dev/null
 python3 - /tmp/sass.txt <<'PY'
@@ -21,5 +21,5 @@ PY
 "$out/fastpath-bench" "$@" 2>&1 | tee "$out/fastpath.txt"
 if [ -n "${FASTPATH_PROFILE:-}" ]; then
   nvcc -std=c++20 -O3 -gencode=arch=compute_90,code=sm_90 -DFASTPATH_PROFILE -Icore/include -Ibackends/cuda/include \
-    tools/gpu/fastpath-bench.cu backends/cuda/src/heap.cu -lcuda -o "$out/fastpath-profile" && "$out/fastpath-profile" "$@" --reps 1 2>&1 | tee "$out/profile.txt"
+    tools/gpu/fastpath-bench.cu backends/cuda/src/heap.cu -o "$out/fastpath-profile" && "$out/fastpath-profile" "$@" --reps 1 2>&1 | tee "$out/profile.txt"
 fi

@@ -13,7 +13,7 @@ timeout 280 ./build/cuda/tools/toga-bench run --profile quick --no-progress --js
 echo "toga-bench quick: exit $?"; tail -5 "$out/r/bench-quick.err"
 python3 tools/plot/toga-plot.py "$out/r/bench-quick.json" --out "$out/r/plots" > "$out/r/plot.log" 2>&1; tail -2 "$out/r/plot.log"
 nvcc -std=c++20 -O3 -gencode=arch=compute_90,code=sm_90 -Xptxas -v -Icore/include -Ibackends/cuda/include \
-  tools/gpu/fastpath-bench.cu backends/cuda/src/heap.cu -lcuda -o "$out/fb" > "$out/r/fastpath-ptxas.txt" 2>&1
+  tools/gpu/fastpath-bench.cu backends/cuda/src/heap.cu -o "$out/fb" > "$out/r/fastpath-ptxas.txt" 2>&1
 timeout 150 "$out/fb" --reps 5 --watchdog-s 20 --churn-sizes 16,64,256 > "$out/r/fastpath.txt" 2>&1; echo "fastpath-bench exit $?"
 # registers (toga-bench kernels, from cudaFuncGetAttributes in T13) and barriers per kernel in the SASS
 cuobjdump -sass "$out/fb" > /tmp/fb.sass 2>/dev/null
@@ -24,7 +24,7 @@ echo "ncu exit $?"
 timeout 120 ncu --kernel-name regex:toga_free --launch-skip 1 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
   "$out/fb" --sizes 16 --reps 1 --churn-sizes 16 > "$out/r/ncu-free16.txt" 2>&1
 rm -f "$out/fb"
-nvcc -std=c++20 -O3 -gencode=arch=compute_90,code=sm_90 -Icore/include -Ibackends/cuda/include tools/gpu/stats-probe.cu backends/cuda/src/heap.cu -lcuda -o /tmp/sp && timeout 60 /tmp/sp > "$out/r/stats-probe.txt" 2>&1; cat "$out/r/stats-probe.txt"
+nvcc -std=c++20 -O3 -gencode=arch=compute_90,code=sm_90 -Icore/include -Ibackends/cuda/include tools/gpu/stats-probe.cu backends/cuda/src/heap.cu -o /tmp/sp && timeout 60 /tmp/sp > "$out/r/stats-probe.txt" 2>&1; cat "$out/r/stats-probe.txt"
 tar czf "$out/bench.tgz" -C "$out" r
 grep -E "T1 |T5 |T13|T8 " "$out/r/bench-quick.txt" | head -40
 cat "$out/r/fastpath.txt" | tail -14

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A/B on the GPU machine: fastpath-bench with heap_ref by value against const __grid_constant__
 export PATH=/usr/local/cuda/bin:$PATH
-F="-std=c++20 -O3 -gencode=arch=compute_90,code=sm_90 -Xptxas -v -Icore/include -Ibackends/cuda/include tools/gpu/fastpath-bench.cu backends/cuda/src/heap.cu -lcuda"
+F="-std=c++20 -O3 -gencode=arch=compute_90,code=sm_90 -Xptxas -v -Icore/include -Ibackends/cuda/include tools/gpu/fastpath-bench.cu backends/cuda/src/heap.cu"
 nvcc $F -o /tmp/fb-value > $OUT/ptxas-value.txt 2>&1 &
 nvcc $F "-DTOGA_HEAP_PARAM=const __grid_constant__ toga::cuda::heap_ref" -o /tmp/fb-gc > $OUT/ptxas-gc.txt 2>&1 &
 wait; echo "built $SECONDS s"

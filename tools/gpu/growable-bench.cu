@@ -8,7 +8,7 @@
 // kernel serves every heap type, so they are equal by construction.
 //
 // Build (device machine): nvcc -std=c++20 -O3 -arch=sm_90 -Icore/include -Ibackends/cuda/include
-//   tools/gpu/growable-bench.cu backends/cuda/src/heap.cu -lcuda -o growable-bench
+//   tools/gpu/growable-bench.cu backends/cuda/src/heap.cu -o growable-bench
 // Usage: growable-bench [--reps N (9)] [--heap-gib G (16)] [--sizes 16,4096]
 #include <algorithm>
 #include <chrono>

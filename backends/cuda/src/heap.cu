@@ -2,7 +2,9 @@
 // registry of default-heap slots (one per translation unit that includes heap.cuh).
 #include "toga/cuda/heap.cuh"
 
-#include <cuda.h>  // the VMM API of growable heaps (cuMemCreate, cuMemMap, ...): links libcuda
+#include <cuda.h>  // the VMM API of growable heaps (cuMemCreate, cuMemMap, ...), called through
+                   // cudaGetDriverEntryPointByVersion: no link to libcuda, so that toga's binaries
+                   // start (and their GPU tests skip) on machines with the toolkit but no driver
 
 #include <algorithm>
 #include <cstddef>
@@ -83,6 +85,57 @@ class device_guard {
   bool changed_ = false;
 };
 
+//! The driver functions growable heaps use, looked up once through the runtime (which loads the
+//! driver itself): a program that never makes a growable heap never needs them.
+struct driver_api {
+  decltype(&cuGetErrorName) get_error_name = nullptr;
+  decltype(&cuGetErrorString) get_error_string = nullptr;
+  decltype(&cuDeviceGet) device_get = nullptr;
+  decltype(&cuDeviceGetAttribute) device_get_attribute = nullptr;
+  decltype(&cuMemGetAllocationGranularity) mem_get_allocation_granularity = nullptr;
+  decltype(&cuMemAddressReserve) mem_address_reserve = nullptr;
+  decltype(&cuMemAddressFree) mem_address_free = nullptr;
+  decltype(&cuMemCreate) mem_create = nullptr;
+  decltype(&cuMemMap) mem_map = nullptr;
+  decltype(&cuMemSetAccess) mem_set_access = nullptr;
+  decltype(&cuMemUnmap) mem_unmap = nullptr;
+  decltype(&cuMemRelease) mem_release = nullptr;
+};
+
+template <class F>
+void driver_entry(const char* name, F& f) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  const cudaError_t e = cudaGetDriverEntryPointByVersion(name, &p, CUDART_VERSION, cudaEnableDefault, &q);
+  if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || p == nullptr) {
+    (void)cudaGetLastError();
+    throw std::runtime_error(std::string("toga::cuda::heap: the CUDA driver has no ") + name + " for CUDA " + std::to_string(CUDART_VERSION) +
+                             " (" + cudaGetErrorName(e) + "); growable heaps need a driver with the VMM API (CUDA 10.2 or later)");
+  }
+  f = reinterpret_cast<F>(p);
+}
+
+//! The table, filled on first use (thread-safe; throws std::runtime_error when a function is missing).
+const driver_api& driver() {
+  static const driver_api api = [] {
+    driver_api a;
+    driver_entry("cuGetErrorName", a.get_error_name);
+    driver_entry("cuGetErrorString", a.get_error_string);
+    driver_entry("cuDeviceGet", a.device_get);
+    driver_entry("cuDeviceGetAttribute", a.device_get_attribute);
+    driver_entry("cuMemGetAllocationGranularity", a.mem_get_allocation_granularity);
+    driver_entry("cuMemAddressReserve", a.mem_address_reserve);
+    driver_entry("cuMemAddressFree", a.mem_address_free);
+    driver_entry("cuMemCreate", a.mem_create);
+    driver_entry("cuMemMap", a.mem_map);
+    driver_entry("cuMemSetAccess", a.mem_set_access);
+    driver_entry("cuMemUnmap", a.mem_unmap);
+    driver_entry("cuMemRelease", a.mem_release);
+    return a;
+  }();
+  return api;
+}
+
 //! The CUDA virtual memory management API as a toga growth provider (toga/growth.hpp): device
 //! memory handles of one device, read-write for that device. Needs the device current.
 struct vmm_provider {
@@ -93,8 +146,8 @@ struct vmm_provider {
   static std::string describe(CUresult r) {
     const char* name = nullptr;
     const char* text = nullptr;
-    (void)cuGetErrorName(r, &name);
-    (void)cuGetErrorString(r, &text);
+    (void)driver().get_error_name(r, &name);
+    (void)driver().get_error_string(r, &text);
     return std::string(name ? name : "CUDA driver error") + " (" + (text ? text : "?") + ")";
   }
   CUmemAllocationProp prop() const {
@@ -107,22 +160,22 @@ struct vmm_provider {
   std::uint64_t granularity() const { return gran; }
   char* reserve(std::uint64_t bytes, std::uint64_t alignment, std::string& err) {
     CUdeviceptr p = 0;
-    const CUresult r = cuMemAddressReserve(&p, bytes, alignment, 0, 0);
+    const CUresult r = driver().mem_address_reserve(&p, bytes, alignment, 0, 0);
     if (r != CUDA_SUCCESS) {
       err = "cuMemAddressReserve: " + describe(r);
       return nullptr;
     }
     return reinterpret_cast<char*>(p);
   }
-  void unreserve(char* base, std::uint64_t bytes) noexcept { (void)cuMemAddressFree(reinterpret_cast<CUdeviceptr>(base), bytes); }
+  void unreserve(char* base, std::uint64_t bytes) noexcept { (void)driver().mem_address_free(reinterpret_cast<CUdeviceptr>(base), bytes); }
   bool create(std::uint64_t bytes, handle_type& h, std::string& err) {
     const CUmemAllocationProp p = prop();
-    const CUresult r = cuMemCreate(&h, bytes, &p, 0);
+    const CUresult r = driver().mem_create(&h, bytes, &p, 0);
     if (r != CUDA_SUCCESS) err = "cuMemCreate: " + describe(r);
     return r == CUDA_SUCCESS;
   }
   bool map(char* at, std::uint64_t bytes, const handle_type& h, std::string& err) {
-    const CUresult r = cuMemMap(reinterpret_cast<CUdeviceptr>(at), bytes, 0, h, 0);
+    const CUresult r = driver().mem_map(reinterpret_cast<CUdeviceptr>(at), bytes, 0, h, 0);
     if (r != CUDA_SUCCESS) err = "cuMemMap: " + describe(r);
     return r == CUDA_SUCCESS;
   }
@@ -131,12 +184,12 @@ struct vmm_provider {
     d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     d.location.id = device;
     d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    const CUresult r = cuMemSetAccess(reinterpret_cast<CUdeviceptr>(at), bytes, &d, 1);
+    const CUresult r = driver().mem_set_access(reinterpret_cast<CUdeviceptr>(at), bytes, &d, 1);
     if (r != CUDA_SUCCESS) err = "cuMemSetAccess: " + describe(r);
     return r == CUDA_SUCCESS;
   }
-  void unmap(char* at, std::uint64_t bytes) noexcept { (void)cuMemUnmap(reinterpret_cast<CUdeviceptr>(at), bytes); }
-  void release(const handle_type& h) noexcept { (void)cuMemRelease(h); }
+  void unmap(char* at, std::uint64_t bytes) noexcept { (void)driver().mem_unmap(reinterpret_cast<CUdeviceptr>(at), bytes); }
+  void release(const handle_type& h) noexcept { (void)driver().mem_release(h); }
 };
 
 }  // namespace
@@ -280,8 +333,8 @@ heap::heap(heap_options options) : options_(options) {
   {
     CUdevice dev = 0;
     int vmm = 0;
-    if (cuDeviceGet(&dev, device_) != CUDA_SUCCESS ||
-        cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) != CUDA_SUCCESS || !vmm)
+    if (driver().device_get(&dev, device_) != CUDA_SUCCESS ||
+        driver().device_get_attribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) != CUDA_SUCCESS || !vmm)
       throw std::invalid_argument("toga::cuda::heap: device " + std::to_string(device_) +
                                   " does not support CUDA virtual memory management (growable heaps need it); make a fixed heap");
   }
@@ -289,7 +342,7 @@ heap::heap(heap_options options) : options_(options) {
   {
     const CUmemAllocationProp p = provider.prop();
     size_t g = 0;
-    const CUresult r = cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    const CUresult r = driver().mem_get_allocation_granularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
     if (r != CUDA_SUCCESS) throw std::runtime_error("toga::cuda::heap: cuMemGetAllocationGranularity failed: " + vmm_provider::describe(r));
     provider.gran = g;
   }
