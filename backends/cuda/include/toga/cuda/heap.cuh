@@ -106,9 +106,10 @@ struct heap_options {
                                   //!< ratio at 4 KiB 1.35 -> 1.16 with 4 on an H100) at the price of more
                                   //!< contention (T1 4 KiB +24 %, 64 KiB 10x slower with 4): docs/usage.md.
   // ---- growable heaps (issue 14; docs/usage.md "Growable heaps"): used by heap(heap_options) ----
-  //! The reserved address range and capacity of a growable heap (rounded up to a power of two,
-  //! at most 128 GiB): required by heap(heap_options), refused by heap(bytes, options). The
-  //! buddy tree's metadata (about max_bytes / 256 + 0.7 KiB per arena) is allocated up front.
+  //! The most memory a growable heap maps (rounded up to granules); its reserved address range
+  //! and capacity are max_bytes rounded up to a power of two (at most 128 GiB). Required by
+  //! heap(heap_options), refused by heap(bytes, options). The buddy tree's metadata (about
+  //! max_bytes / 256 + 0.7 KiB per arena) is allocated up front.
   std::uint64_t max_bytes = 0;
   //! Mapped at construction (rounded up to granules); 0 is allowed: the first allocations then
   //! fail with nullptr and record their demand for grow_if_needed().
