@@ -34,10 +34,10 @@ __global__ void adopt_kernel(device_allocator a, const std::uint64_t* offsets, s
   const std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
   if (i < n && !a.adopt_granule(offsets[i])) atomicAdd(refused, 1ull);
 }
-// A quiescent trim (allocator::trim_granules) in phases (tbuddy::withdraw_free_granules): the
+// A quiescent trim (allocator::trim_granules) in phases (tbuddy.hpp, before trim_prepare): the
 // phases over every node of one height run one thread per node, a kernel per height; a single
 // thread walking the whole tree took minutes on a 16 GiB heap.
-__global__ void trim_begin_kernel(device_allocator a) {  // reclaim, phase 0 (one thread)
+__global__ void trim_begin_kernel(device_allocator a) {  // reclaim, phase 0 (one thread; phase 1 per height below)
   a.trim();
   a.small.buddy.zero_semaphores_quiescent();
 }

@@ -276,32 +276,24 @@ struct allocator {
     const unsigned go = static_cast<unsigned>(small.buddy.grow_granule - 1);
     const std::uint64_t gbytes = geom::page_bytes << go;
     if constexpr (UB != ualloc_bug::trim_without_reclaim) trim();
-    const std::uint64_t left = count_withdrawn([&](auto&& counted) {
-      return small.buddy.withdraw_free_granules(go, (keep_bytes + gbytes - 1) / gbytes, counted);
-    }, on_withdrawn);
+    small.buddy.trim_prepare();
+    const std::uint64_t left = withdraw_granules_phase(keep_bytes, on_withdrawn);
+    small.buddy.trim_finish(go);
     return left * gbytes;
   }
-  //! trim_granules' phase 2 alone, for backends that run the tree's other phases in parallel
-  //! (tbuddy::withdraw_free_granules lists them; the CUDA heap): after reclaim (trim), phase 0
-  //! and the merges, withdraws granules above `keep_bytes` and counts them. One thread,
-  //! quiescent. Returns the granules still mapped.
+  //! trim_granules' phase 2 (tbuddy::withdraw_granules) with growth_state's counts, also for
+  //! backends that run the tree's other phases in parallel (the CUDA heap): after reclaim (trim)
+  //! and tbuddy::trim_prepare, withdraws granules above `keep_bytes`. One thread, quiescent.
+  //! Returns the granules still mapped.
   template <class F>
   TOGA_DEVICE std::uint64_t withdraw_granules_phase(std::uint64_t keep_bytes, F&& on_withdrawn) const TOGA_NOEXCEPT(P) {
     const unsigned go = static_cast<unsigned>(small.buddy.grow_granule - 1);
     const std::uint64_t gbytes = geom::page_bytes << go;
-    return count_withdrawn([&](auto&& counted) { return small.buddy.withdraw_granules(go, (keep_bytes + gbytes - 1) / gbytes, counted); },
-                           on_withdrawn);
-  }
-  // Runs `withdraw(counted)` (a withdrawal that calls counted(offset) per granule and returns the
-  // granules left), passing each offset on, and keeps growth_state's counts.
-  template <class W, class F>
-  TOGA_DEVICE std::uint64_t count_withdrawn(W&& withdraw, F&& on_withdrawn) const TOGA_NOEXCEPT(P) {
     std::uint64_t withdrawn = 0;
-    auto counted = [&](std::uint64_t off) {
+    const std::uint64_t left = small.buddy.withdraw_granules(go, (keep_bytes + gbytes - 1) / gbytes, [&](std::uint64_t off) {
       ++withdrawn;
       on_withdrawn(off);
-    };
-    const std::uint64_t left = withdraw(counted);
+    });
     P::store(&globals->growth.mapped_granules, left, relaxed, device_scope);
     P::fetch_add(&globals->growth.withdrawn, withdrawn, relaxed, device_scope);
     return left;

@@ -57,7 +57,7 @@ inline constexpr std::uint32_t node_chunk_tag = 4;
 inline constexpr std::uint32_t node_superbin_tag = 8;
 //! Tag bit on an ALLOCATED node of the granule order of a growable heap (issue 14): no memory is
 //! behind the granule yet (or any more). `adopt` clears it and frees the granule into the tree;
-//! a quiescent trim (`withdraw_free_granules`) sets it again.
+//! a quiescent trim (`trim_prepare`, `withdraw_granules`, `trim_finish`) sets it again.
 inline constexpr std::uint32_t node_unmapped_tag = 16;
 inline constexpr std::uint32_t node_state_mask = 3;
 
@@ -167,35 +167,30 @@ struct tbuddy {
     return (load_state(leaf_of(off) >> granule_order) & node_unmapped_tag) != 0;
   }
 
-  //! Quiescent only (nothing else may run in the heap; one thread): merges every pair of AVAILABLE
-  //! buddies, then withdraws granules (4 KiB x 2^granule_order) that are wholly free, from the
-  //! highest address down, while more than `keep` granules are mapped: each becomes ALLOCATED |
-  //! unmapped again, the free blocks around it are split off in buddy form, and every semaphore is
-  //! recounted (C = the AVAILABLE nodes of its level, E = R = 0). Calls on_withdrawn(offset) for
-  //! each withdrawn granule (the backend unmaps it afterwards). Returns the granules still mapped.
-  //! A granule that holds anything (a chunk, a superbin, a block) is not wholly free and stays:
-  //! reclaim first. Relaxed Platform operations throughout (the caller's barrier publishes them).
-  //! (Issue 14: trim.)
-  template <class F>
-  TOGA_DEVICE std::uint64_t withdraw_free_granules(unsigned granule_order, std::uint64_t keep, F&& on_withdrawn) const
-      TOGA_NOEXCEPT(P) {
-    // 0. no units while the tree changes (recounted at the end): C never exceeds what exists
+  // A trim (issue 14), quiescent only (nothing else may run in the heap): trim_prepare (phases 0
+  // and 1), withdraw_granules (phase 2), trim_finish (phase 3 and the recount), in that order
+  // (allocator::trim_granules). It merges every pair of AVAILABLE buddies, then withdraws granules
+  // (4 KiB x 2^granule_order) that are wholly free, from the highest address down, while more
+  // than `keep` granules are mapped: each becomes ALLOCATED | unmapped again, the free blocks
+  // around it are split off in buddy form, and every semaphore is recounted (C = the AVAILABLE
+  // nodes of its level, E = R = 0). A granule that holds anything (a chunk, a superbin, a block)
+  // is not wholly free and stays: reclaim first. Relaxed Platform operations throughout (the
+  // caller's barrier publishes them). Phases 1, 3 and the recount touch the nodes of one height
+  // independently, so a backend may run them one thread per node, a height at a time (the CUDA
+  // heap); phase 2 runs on one thread.
+  //! Phases 0 and 1 on one thread.
+  TOGA_DEVICE void trim_prepare() const TOGA_NOEXCEPT(P) {
     zero_semaphores_quiescent();
-    // 1. merge free buddies, bottom-up (a pair of AVAILABLE children: their parent is split)
-    for (unsigned h = 1; h < levels; ++h) {
+    for (unsigned h = 1; h < levels; ++h) {  // bottom-up
       const std::uint64_t first = std::uint64_t{1} << (top() - h);
       for (std::uint64_t v = first; v < 2 * first; ++v) merge_free_children(v);
     }
-    // 2. withdraw, from the highest granule down
-    const std::uint64_t mapped = withdraw_granules(granule_order, keep, on_withdrawn);
-    // 3. derived states of the split nodes above the granules, bottom-up; then the semaphores
-    for (std::uint64_t v = std::uint64_t{1} << (top() - granule_order); v-- > 1;) derive_split(v);
-    recount_semaphores();
-    return mapped;
   }
-  // The phases of withdraw_free_granules, for backends that run them in parallel (the CUDA heap:
-  // one kernel per height for phases 1, 3 and the recount, whose nodes of one height are
-  // independent; one thread for phase 2). Quiescent only, like the whole.
+  //! Phase 3 and the recount on one thread.
+  TOGA_DEVICE void trim_finish(unsigned granule_order) const TOGA_NOEXCEPT(P) {
+    for (std::uint64_t v = std::uint64_t{1} << (top() - granule_order); v-- > 1;) derive_split(v);  // bottom-up
+    recount_semaphores();
+  }
   //! Phase 0: every semaphore 0 (C never exceeds what exists while the tree changes).
   TOGA_DEVICE void zero_semaphores_quiescent() const TOGA_NOEXCEPT(P) {
     for (unsigned h = 0; h < levels; ++h) sem[h].store_quiescent(0);
@@ -209,7 +204,8 @@ struct tbuddy {
     }
   }
   //! Phase 2 (one thread): withdraws wholly free granules from the highest down while more than
-  //! `keep` are mapped (see withdraw_free_granules); returns the granules still mapped.
+  //! `keep` are mapped; on_withdrawn(offset) for each (the backend unmaps it afterwards). Returns
+  //! the granules still mapped.
   template <class F>
   TOGA_DEVICE std::uint64_t withdraw_granules(unsigned granule_order, std::uint64_t keep, F&& on_withdrawn) const TOGA_NOEXCEPT(P) {
     const std::uint64_t first_g = std::uint64_t{1} << (top() - granule_order);
