@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <thread>
 #include <csignal>
+#include <cstdlib>
 #include <unistd.h>
 
 #include "toga/sim/faults.hpp"
@@ -358,9 +359,9 @@ run_result replay_list(const scenario& sc, const params& p, const run_limits& li
   replay_strategy rs(std::move(d));
   return run_one(sc, p, rs, 0, limits);
 }
+bool is_data(const run_result& r, std::size_t i) { return i < r.decision_flags.size() && (r.decision_flags[i] & 4); }
 bool is_deviation(const run_result& r, std::size_t i) {
-  const bool data = i < r.decision_flags.size() && (r.decision_flags[i] & 4);
-  return data ? r.decisions[i] != 0 : r.decisions[i] != decision_default;
+  return is_data(r, i) ? r.decisions[i] != 0 : r.decisions[i] != decision_default;
 }
 std::size_t deviations(const run_result& r) {
   std::size_t n = 0;
@@ -375,9 +376,45 @@ bool better(const run_result& a, const run_result& b) {
   if (da != db) return da < db;
   return a.switches < b.switches;
 }
-std::uint32_t default_of(const run_result& r, std::size_t i) {
-  return i < r.decision_flags.size() && (r.decision_flags[i] & 4) ? 0u : decision_default;
+// The global step of the last deviation (0: none): past it the schedule is the default policy's.
+std::uint64_t last_deviation_step(const run_result& r) {
+  for (std::size_t i = r.decisions.size(); i-- > 0;)
+    if (is_deviation(r, i)) return i < r.decision_steps.size() ? r.decision_steps[i] : r.steps;
+  return 0;
 }
+// Trailing entries that ask for what the default gives anyway go (no replay needed: a list
+// replays alike with or without them).
+void strip_default_tail(run_result& r) {
+  std::size_t n = r.decisions.size();
+  while (n > 0 && !is_deviation(r, n - 1)) --n;
+  r.decisions.resize(n);
+  r.decision_flags.resize(std::min(r.decision_flags.size(), n));
+  r.decision_lanes.resize(std::min(r.decision_lanes.size(), n));
+  r.decision_anchors.resize(std::min(r.decision_anchors.size(), n));
+  r.decision_steps.resize(std::min(r.decision_steps.size(), n));
+}
+
+// The default policy with a switch to a random runnable lane at each lane choice with
+// probability ppm / 10^6, and random data choices: over k steps about k * ppm / 10^6 preemptions,
+// placed anywhere. The shrinker's sampler of schedules that preempt a given few times (PCT
+// places its few priority changes, but a spin loop's backoffs and a warp's blocking let its
+// schedules preempt often).
+class sparse_random_strategy final : public strategy {
+ public:
+  explicit sparse_random_strategy(std::uint64_t ppm) : ppm_(ppm) {}
+  void begin(std::uint64_t seed, unsigned) override { rng_.reseed(seed); }
+  unsigned pick_lane(const pick_context& c) override {
+    if (rng_.below(1'000'000) < ppm_) return c.runnable.nth(static_cast<unsigned>(rng_.below(c.runnable.count())));
+    return default_pick(c);
+  }
+  std::uint32_t pick_value(std::uint32_t n, std::uint64_t, unsigned) override {
+    return static_cast<std::uint32_t>(rng_.below(n));
+  }
+
+ private:
+  std::uint64_t ppm_;
+  rng rng_;
+};
 
 class shrinker {
  public:
@@ -392,23 +429,118 @@ class shrinker {
     }
   }
   bool budget_left() const { return rep.replays < max_replays_ && rep.steps < max_steps_; }  // search replays apart
-  // Replays a candidate (a changed copy of `base`'s decisions) under the cap, each lane taking
-  // its own data choices (replay_strategy's per-lane reading); true (and `out`) when it keeps the
-  // verdict kind.
-  bool attempt(const std::vector<std::uint32_t>& d, const run_result& base, run_result& out) {
-    replay_strategy rs(d, base.decision_flags, base.decision_lanes);
-    out = run_one(sc_, p_, rs, 0, capped_);
+  // The samplers (steps 1b and 1c) together get at most 2,000 replays and an eighth of the steps:
+  // the rest is the reduction's.
+  bool sampler_budget_left() const {
+    return rep.replays < std::min(max_replays_ / 4, 2'000u) && rep.steps < max_steps_ / 8;
+  }
+  // The limits of a candidate derived from `base`. A livelock's candidates hand over to the fair
+  // tail soon after base's last deviation (past it base ran the default policy, which is what the
+  // fair tail runs too, so the schedule is the same) and then get livelock_window steps to finish:
+  // a candidate costs that many steps, not fair_after's tens of thousands.
+  run_limits limits_for(const run_result& base) const {
+    if (kind_ != verdict_kind::livelock) return capped_;
+    run_limits l = capped_;
+    l.fair_after = std::min(real_.fair_after, 2 * last_deviation_step(base) + 2'000);
+    l.max_steps = std::min(real_.max_steps, l.fair_after + livelock_window);
+    if (l.fair_after >= l.max_steps) l = capped_;
+    return l;
+  }
+  // The limits of a sampled schedule, k: the default schedule's length. A livelock's samples hand
+  // over to the fair tail past 2k (+2,000) steps.
+  run_limits sampling_limits(std::uint64_t k) const {
+    if (kind_ != verdict_kind::livelock) return capped_;
+    run_limits l = capped_;
+    l.fair_after = std::min(real_.fair_after, 2 * k + 2'000);
+    l.max_steps = std::min(real_.max_steps, l.fair_after + livelock_window);
+    if (l.fair_after >= l.max_steps) l = capped_;
+    return l;
+  }
+  // Replays `base` with the deviations that `keep` marks, in the anchored reading: each kept lane
+  // choice at its anchor, each lane's kept data choices in its order (reset ones read 0); true
+  // (and `out`) when it keeps the verdict kind.
+  bool attempt(const std::vector<char>& keep, const run_result& base, run_result& out) {
+    if (positional_) {
+      std::vector<std::uint32_t> d = base.decisions;
+      for (std::size_t i = 0; i < d.size(); ++i)
+        if (!(i < keep.size() && keep[i])) d[i] = is_data(base, i) ? 0u : decision_default;
+      replay_strategy rs(d, base.decision_flags, base.decision_lanes);
+      out = run_one(sc_, p_, rs, 0, limits_for(base));
+      ++rep.replays;
+      rep.steps += out.steps;
+      return out.kind == kind_;
+    }
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> anchors;
+    std::vector<std::vector<std::uint32_t>> data;
+    for (std::size_t i = 0; i < base.decisions.size(); ++i) {
+      const bool k = i < keep.size() && keep[i];
+      if (is_data(base, i)) {
+        const unsigned lane = i < base.decision_lanes.size() ? base.decision_lanes[i] : 0;
+        if (lane >= data.size()) data.resize(lane + 1);
+        data[lane].push_back(k ? base.decisions[i] : 0);
+      } else if (k && base.decisions[i] != decision_default && i < base.decision_anchors.size()) {
+        anchors.emplace_back(base.decision_anchors[i], base.decisions[i]);
+      }
+    }
+    anchored_strategy as(anchors, std::move(data));
+    out = run_one(sc_, p_, as, 0, limits_for(base));
     ++rep.replays;
     rep.steps += out.steps;
     return out.kind == kind_;
   }
-  bool accept_if_better(const std::vector<std::uint32_t>& d, run_result& cur) {
+  bool accept_if_better(const std::vector<char>& keep, run_result& cur) {
     run_result r;
-    if (attempt(d, cur, r) && better(r, cur)) {
-      cur = std::move(r);
+    if (attempt(keep, cur, r) && better(r, cur)) {
+      take(std::move(r), cur);
       return true;
     }
     return false;
+  }
+  // Makes `r` the current schedule and remembers its list (the final confirmation under the real
+  // limits falls back to the latest remembered list that confirms).
+  void take(run_result r, run_result& cur) {
+    strip_default_tail(r);
+    if (std::getenv("TOGA_SHRINK_DEBUG"))
+      std::fprintf(stderr, "shrink: replay %u (%llu steps so far): %u preemptions, %zu deviations, %llu steps\n",
+                   rep.replays, static_cast<unsigned long long>(rep.steps), r.preemptions, deviations(r),
+                   static_cast<unsigned long long>(r.steps));
+    accepted_.push_back(r.decisions);
+    cur = std::move(r);
+  }
+  // Delta debugging (Zeller's ddmin) over the deviations of `cur` that `sel` selects: reset a
+  // chunk of them; on success keep the granularity (the set shrank), else try the next chunk,
+  // then halve the chunks.
+  template <class Sel>
+  void ddmin(run_result& cur, Sel sel) {
+    {  // all of them at once first: a schedule that needs none of them is the best outcome
+      std::vector<char> keep(cur.decisions.size(), 1);
+      bool any = false;
+      for (std::size_t i = 0; i < cur.decisions.size(); ++i)
+        if (is_deviation(cur, i) && sel(cur, i)) keep[i] = 0, any = true;
+      if (any && budget_left()) accept_if_better(keep, cur);
+    }
+    for (std::size_t chunks = 2; budget_left();) {
+      std::vector<std::size_t> dev;
+      for (std::size_t i = 0; i < cur.decisions.size(); ++i)
+        if (is_deviation(cur, i) && sel(cur, i)) dev.push_back(i);
+      if (dev.size() < 2) break;
+      chunks = std::min(chunks, dev.size());
+      bool progress = false;
+      for (std::size_t c = 0; c < chunks && budget_left(); ++c) {
+        const std::size_t lo = dev.size() * c / chunks, hi = dev.size() * (c + 1) / chunks;
+        std::vector<char> keep(cur.decisions.size(), 1);
+        for (std::size_t k = lo; k < hi; ++k) keep[dev[k]] = 0;
+        if (accept_if_better(keep, cur)) {
+          progress = true;
+          chunks = std::max<std::size_t>(chunks - 1, 2);
+          break;
+        }
+      }
+      if (!progress) {
+        if (chunks >= dev.size()) break;
+        chunks = std::min(dev.size(), chunks * 2);
+      }
+    }
   }
   shrink_report rep;
   const scenario& sc_;
@@ -417,6 +549,8 @@ class shrinker {
   verdict_kind kind_;
   unsigned max_replays_;
   std::uint64_t max_steps_;
+  std::vector<std::vector<std::uint32_t>> accepted_;
+  bool positional_ = false;  // candidates in the positional (per-lane data) reading, not the anchored one
 };
 }  // namespace
 
@@ -425,9 +559,13 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
   shrinker s(sc, p, limits, failing, max_replays, max_steps_total);
   s.rep.original = failing;
   run_result cur;
-  if (!s.attempt(failing.decisions, failing, cur)) {  // the list does not reproduce it (under the cap)
-    s.rep.shrunk = failing;
-    return s.rep;
+  {
+    const std::vector<char> all(failing.decisions.size(), 1);
+    if (!s.attempt(all, failing, cur)) {  // the list does not reproduce it (under the cap)
+      s.rep.shrunk = failing;
+      return s.rep;
+    }
+    s.take(std::move(cur), cur);
   }
   // 1. Search: delay-bounded exploration with bound 1, 2, ... finds a schedule with the fewest
   // deviations when one exists within a step budget of its own, max_steps_total (small scenarios
@@ -445,7 +583,7 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
         searched_steps += r.steps;
         const bool more = ex.advance();
         if (r.kind == failing.kind) {
-          if (better(r, cur)) cur = std::move(r);
+          if (better(r, cur)) s.take(std::move(r), cur);
           found = searched = true;
           break;
         }
@@ -458,24 +596,25 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
   }
   // 1b. (More than 3 preemptions left.) A search among schedules that preempt little by construction, PCT with
   // depth 1, 2, 3, 4 (d - 1 priority changes; backoffs switch without preempting), a few hundred
-  // seeds each, within a quarter of the budget. The first depth that fails again wins.
+  // seeds each, within the samplers' budget (sampler_budget_left). The first depth that fails again wins.
   if (!searched && cur.preemptions > 3) {
-    const unsigned seeds = std::max(1u, max_replays / 16);
+    const unsigned seeds = std::max(1u, std::min(max_replays, 4'000u) / 16);
     // PCT's k: the length of a default-policy schedule, as explore calibrates it
     replay_strategy def({});
     const run_result calib = run_one(sc, p, def, 0, s.capped_);
     ++s.rep.replays;
     s.rep.steps += calib.steps;
     const std::uint64_t k = std::max<std::uint64_t>(1, std::min(calib.steps, failing.steps));
-    for (unsigned d = 1; d <= 4 && s.budget_left(); ++d) {
+    const run_limits lim = s.sampling_limits(k);
+    for (unsigned d = 1; d <= 4 && s.sampler_budget_left(); ++d) {
       bool found = false;
-      for (unsigned seed = 1; seed <= seeds && s.budget_left(); ++seed) {
+      for (unsigned seed = 1; seed <= seeds && s.sampler_budget_left(); ++seed) {
         pct_strategy ps(d, k);
-        run_result r = run_one(sc, p, ps, seed, s.capped_);
+        run_result r = run_one(sc, p, ps, seed, lim);
         ++s.rep.replays;
         s.rep.steps += r.steps;
         if (r.kind == failing.kind && better(r, cur)) {
-          cur = std::move(r);
+          s.take(std::move(r), cur);
           found = true;
           break;
         }
@@ -483,82 +622,133 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
       if (found || cur.preemptions < d) break;
     }
   }
-  // 2. ddmin over the deviations: reset a chunk of them to the default; on success keep the
-  // granularity (the list shrank), else try the next chunk, then halve the chunks.
-  for (std::size_t chunks = 2; s.budget_left();) {
-    std::vector<std::size_t> dev;
-    for (std::size_t i = 0; i < cur.decisions.size(); ++i)
-      if (is_deviation(cur, i)) dev.push_back(i);
-    if (dev.size() < 2) break;
-    chunks = std::min(chunks, dev.size());
-    bool progress = false;
-    for (std::size_t c = 0; c < chunks && s.budget_left(); ++c) {
-      const std::size_t lo = dev.size() * c / chunks, hi = dev.size() * (c + 1) / chunks;
-      std::vector<std::uint32_t> cand = cur.decisions;
-      for (std::size_t k = lo; k < hi; ++k) cand[dev[k]] = default_of(cur, dev[k]);
-      if (s.accept_if_better(cand, cur)) {
-        progress = true;
-        chunks = std::max<std::size_t>(chunks - 1, 2);
-        break;
+  // 1c. (Still more than 3 preemptions.) Sparse random schedules: the default policy with about
+  // p random preemptions over the default schedule's length, p = 1, 2, 3, 4, 6, 8, 12, 16, a few
+  // hundred seeds each; the first p that fails again wins. Long random failures whose ddmin
+  // stalls (removing any chunk of their thousands of preemptions loses the failure) usually have
+  // a failing schedule with a few preemptions that this finds directly.
+  if (cur.preemptions > 3 && s.budget_left()) {
+    replay_strategy def({});
+    const run_result calib = run_one(sc, p, def, 0, s.capped_);
+    ++s.rep.replays;
+    s.rep.steps += calib.steps;
+    const std::uint64_t k = std::max<std::uint64_t>(1, std::min(calib.steps, std::max<std::uint64_t>(failing.steps, 1)));
+    const run_limits lim = s.sampling_limits(k);
+    const unsigned seeds = std::max(1u, std::min(max_replays, 4'000u) / 32);
+    for (const unsigned target : {1u, 2u, 3u, 4u, 6u, 8u, 12u, 16u}) {
+      if (target + 1 >= cur.preemptions || !s.sampler_budget_left()) break;
+      const std::uint64_t ppm = std::min<std::uint64_t>(1'000'000, target * 1'000'000 / k + 1);
+      bool found = false;
+      for (unsigned seed = 1; seed <= seeds && s.sampler_budget_left(); ++seed) {
+        sparse_random_strategy sr(ppm);
+        run_result r = run_one(sc, p, sr, seed, lim);
+        ++s.rep.replays;
+        s.rep.steps += r.steps;
+        if (r.kind == failing.kind && better(r, cur)) {
+          s.take(std::move(r), cur);
+          found = true;
+          break;
+        }
       }
-    }
-    if (!progress) {
-      if (chunks >= dev.size()) break;
-      chunks = std::min(dev.size(), chunks * 2);
+      if (found) break;
     }
   }
-  // 3. Single deviations (preemptions first, from the end), then pairs of consecutive lane
-  // deviations (an excursion to another lane and back), then the tail the default reproduces.
-  for (int pass = 0; pass < 2; ++pass)
+  // 2. Reduction, in rounds that alternate the two readings of a candidate (anchored, then
+  // positional with per-lane data): each gets stuck in other local minima. A round: ddmin over
+  // all deviations (chunks of time), over the lane choices only (data kept), over the data
+  // choices only (lane choices kept); then single deviations (preemptions first, from the end)
+  // and pairs of consecutive lane deviations (an excursion to another lane and back). Rounds go
+  // on while one improves the schedule (at least two).
+  for (unsigned round = 0; s.budget_left(); ++round) {
+    s.positional_ = round % 2 == 1;
+    const run_result before_round = cur;
+    s.ddmin(cur, [](const run_result&, std::size_t) { return true; });
+    s.ddmin(cur, [](const run_result& r, std::size_t i) { return !is_data(r, i); });
+    s.ddmin(cur, [](const run_result& r, std::size_t i) { return is_data(r, i); });
+    for (int pass = 0; pass < 2; ++pass)
+      for (bool improved = true; improved && s.budget_left();) {
+        improved = false;
+        for (std::size_t i = cur.decisions.size(); i-- > 0 && s.budget_left();) {
+          if (!is_deviation(cur, i)) continue;
+          const bool preempt = i < cur.decision_flags.size() && (cur.decision_flags[i] & 1);
+          if ((pass == 0) != preempt) continue;
+          std::vector<char> keep(cur.decisions.size(), 1);
+          keep[i] = 0;
+          if (s.accept_if_better(keep, cur)) {
+            improved = true;
+            break;
+          }
+        }
+      }
     for (bool improved = true; improved && s.budget_left();) {
       improved = false;
-      for (std::size_t i = cur.decisions.size(); i-- > 0 && s.budget_left();) {
-        if (!is_deviation(cur, i)) continue;
-        const bool preempt = i < cur.decision_flags.size() && (cur.decision_flags[i] & 1);
-        if ((pass == 0) != preempt) continue;
-        std::vector<std::uint32_t> cand = cur.decisions;
-        cand[i] = default_of(cur, i);
-        if (s.accept_if_better(cand, cur)) {
+      std::vector<std::size_t> dev;
+      for (std::size_t i = 0; i < cur.decisions.size(); ++i)
+        if (is_deviation(cur, i) && !is_data(cur, i)) dev.push_back(i);
+      for (std::size_t k = dev.size(); k-- > 1 && s.budget_left();) {
+        std::vector<char> keep(cur.decisions.size(), 1);
+        keep[dev[k]] = keep[dev[k - 1]] = 0;
+        if (s.accept_if_better(keep, cur)) {
           improved = true;
           break;
         }
       }
     }
-  for (bool improved = true; improved && s.budget_left();) {
-    improved = false;
-    std::vector<std::size_t> dev;
-    for (std::size_t i = 0; i < cur.decisions.size(); ++i)
-      if (cur.decisions[i] != decision_default && !(cur.decision_flags[i] & 4)) dev.push_back(i);
-    for (std::size_t k = dev.size(); k-- > 1 && s.budget_left();) {
-      std::vector<std::uint32_t> cand = cur.decisions;
-      cand[dev[k]] = cand[dev[k - 1]] = decision_default;
-      if (s.accept_if_better(cand, cur)) {
-        improved = true;
-        break;
+    if (round >= 1 && !better(cur, before_round)) break;
+  }
+  s.positional_ = false;
+  // 3. (More than 1 preemption left, and the failure's prefix, up to its last deviation, short.)
+  // The delay-bounded search of step 1 over that prefix only: bound 1, 2, 3 deviations within
+  // the prefix, the default policy past it; a livelock's runs get a shorter fair tail (4x the
+  // default schedule's length) and a hit is re-run with the full window before it counts.
+  const std::uint64_t horizon = last_deviation_step(cur) + 1;
+  if (cur.preemptions > 1 && horizon <= search_steps_max) {
+    replay_strategy def({});
+    const run_result calib = run_one(sc, p, def, 0, s.capped_);
+    ++s.rep.replays;
+    s.rep.steps += calib.steps;
+    run_limits lim = s.limits_for(cur);
+    if (failing.kind == verdict_kind::livelock)
+      lim.max_steps = std::min(lim.max_steps, lim.fair_after + 4 * calib.steps + 2'000);
+    std::uint64_t searched_steps = 0;
+    for (unsigned b = 1; b < cur.preemptions && b <= 3 && searched_steps < max_steps_total; ++b) {
+      exhaustive_strategy ex(b, horizon);
+      bool found = false;
+      while (searched_steps < max_steps_total) {
+        run_result r = run_one(sc, p, ex, 0, lim);
+        ++s.rep.search_replays;
+        searched_steps += r.steps;
+        const bool more = ex.advance();
+        if (r.kind == failing.kind && better(r, cur)) {
+          run_result full;
+          const std::vector<char> all(r.decisions.size(), 1);
+          if (failing.kind != verdict_kind::livelock || (s.attempt(all, r, full) && better(full, cur))) {
+            s.take(failing.kind == verdict_kind::livelock ? std::move(full) : std::move(r), cur);
+            found = true;
+            break;
+          }
+        }
+        if (!more) break;
       }
+      if (found) break;
     }
+    s.rep.search_steps += searched_steps;
   }
-  while (!cur.decisions.empty() && s.budget_left()) {
-    std::vector<std::uint32_t> cand(cur.decisions.begin(), cur.decisions.end() - 1);
-    run_result r;
-    if (!s.attempt(cand, cur, r) || better(cur, r)) break;
-    cur.decisions = std::move(cand);  // a prefix of a recording replays alike in both readings
-    cur.decision_flags.resize(cur.decisions.size());
-    cur.decision_lanes.resize(cur.decisions.size());
-  }
-  // Confirm under the real limits (the cap only cut candidates short).
-  run_result confirmed = replay_list(sc, p, limits, cur.decisions);
-  ++s.rep.replays;
-  s.rep.steps += confirmed.steps;
-  if (confirmed.kind != failing.kind) {
-    s.rep.shrunk = failing;
+  // Confirm under the real limits (the cap only cut candidates short, and a livelock's
+  // candidates handed over to the fair tail early): the latest accepted list that gives the
+  // verdict there wins. A recorded list replays its schedule positionally: past its end, and
+  // in the fair tail, both take the default policy and data choice 0.
+  for (std::size_t j = s.accepted_.size(); j-- > 0;) {
+    run_result confirmed = replay_list(sc, p, limits, s.accepted_[j]);
+    ++s.rep.replays;
+    s.rep.steps += confirmed.steps;
+    if (confirmed.kind != failing.kind) continue;
+    s.rep.shrunk = std::move(confirmed);
+    s.rep.shrunk.decisions = s.accepted_[j];  // the (trimmed) list that replays it
+    strip_default_tail(s.rep.shrunk);
     return s.rep;
   }
-  const std::vector<std::uint32_t> list = std::move(cur.decisions);
-  s.rep.shrunk = std::move(confirmed);
-  s.rep.shrunk.decisions = list;  // the (possibly trimmed) list that replays it
-  s.rep.shrunk.decision_flags.resize(list.size());
-  s.rep.shrunk.decision_lanes.resize(list.size());
+  s.rep.shrunk = failing;
   return s.rep;
 }
 

@@ -101,6 +101,29 @@ std::uint32_t replay_strategy::pick_value(std::uint32_t n, std::uint64_t, unsign
   return 0;
 }
 
+anchored_strategy::anchored_strategy(const std::vector<std::pair<std::uint64_t, std::uint32_t>>& anchors,
+                                     std::vector<std::vector<std::uint32_t>> data)
+    : data_(std::move(data)), data_pos_(data_.size(), 0) {
+  anchors_.reserve(anchors.size());
+  for (const auto& [key, lane] : anchors) anchors_.emplace(key, lane);
+}
+
+unsigned anchored_strategy::pick_lane(const pick_context& c) {
+  if (!anchors_.empty()) {
+    const auto it = anchors_.find(c.anchor);
+    if (it != anchors_.end() && it->second < c.runnable.size() && c.runnable.test(it->second)) return it->second;
+  }
+  return default_pick(c);
+}
+
+std::uint32_t anchored_strategy::pick_value(std::uint32_t n, std::uint64_t, unsigned lane) {
+  if (lane < data_.size() && data_pos_[lane] < data_[lane].size()) {
+    const std::uint32_t d = data_[lane][data_pos_[lane]++];
+    if (d < n) return d;
+  }
+  return 0;
+}
+
 // ---- exhaustive (delay-bounded DFS) --------------------------------------------------------
 
 std::uint32_t exhaustive_strategy::next_choice(std::uint32_t count) {
@@ -117,6 +140,7 @@ std::uint32_t exhaustive_strategy::next_choice(std::uint32_t count) {
 unsigned exhaustive_strategy::pick_lane(const pick_context& c) {
   // Alternative 0 is the default policy's choice; then every other runnable lane ascending.
   const unsigned def = default_pick(c);
+  if (c.step >= horizon_) return def;
   alts_.clear();
   alts_.push_back(def);
   for (unsigned i = c.runnable.first_from(0); i < c.runnable.size(); i = c.runnable.first_from(i + 1))
@@ -124,7 +148,9 @@ unsigned exhaustive_strategy::pick_lane(const pick_context& c) {
   return alts_[next_choice(static_cast<std::uint32_t>(alts_.size()))];
 }
 
-std::uint32_t exhaustive_strategy::pick_value(std::uint32_t n, std::uint64_t, unsigned) { return next_choice(n); }
+std::uint32_t exhaustive_strategy::pick_value(std::uint32_t n, std::uint64_t step, unsigned) {
+  return step >= horizon_ ? 0 : next_choice(n);
+}
 
 bool exhaustive_strategy::advance() {
   stack_.resize(std::min(stack_.size(), pos_));

@@ -401,6 +401,8 @@ void world::note_step(op k) {
   ++result_.steps;
   if (tracer_) tracer_(result_.steps, current_, k);
   lanes_[current_].last_op = k;
+  ++lanes_[current_].points;
+  lanes_[current_].picks = 0;
   std::uint64_t h = result_.trace_hash ^ ((static_cast<std::uint64_t>(current_) << 8) | static_cast<std::uint64_t>(k));
   result_.trace_hash = mix64(h);
 }
@@ -422,7 +424,12 @@ void world::abort_run(verdict_kind k, std::string message) {
 }
 
 unsigned world::pick(bool yield, bool current_runnable) {
-  pick_context c{runnable_, current_, current_runnable, yield, result_.steps};
+  std::uint64_t anchor = anchor_key(current_, 0, 0);  // the first choice: no lane ran yet
+  if (current_ < lanes_.size()) {
+    lane_rec& l = lanes_[current_];
+    anchor = anchor_key(current_, l.points, l.picks++);
+  }
+  pick_context c{runnable_, current_, current_runnable, yield, result_.steps, anchor};
   if (result_.steps >= limits_.fair_after) return default_pick(c);  // fair tail: not recorded
   const unsigned next = strategy_->pick_lane(c);
   if (next >= runnable_.size() || !runnable_.test(next)) {
@@ -437,6 +444,8 @@ unsigned world::pick(bool yield, bool current_runnable) {
   result_.decisions.push_back(next == def ? decision_default : next);
   result_.decision_flags.push_back(flags);
   result_.decision_lanes.push_back(current_);
+  result_.decision_anchors.push_back(anchor);
+  result_.decision_steps.push_back(result_.steps);
   return next;
 }
 
@@ -449,6 +458,8 @@ std::uint32_t world::choose(std::uint32_t n) {
     result_.decisions.push_back(v);
     result_.decision_flags.push_back(4);
     result_.decision_lanes.push_back(current_);
+    result_.decision_anchors.push_back(0);
+    result_.decision_steps.push_back(result_.steps);
   }
   result_.trace_hash = mix64(result_.trace_hash ^ (0x5eedull << 32) ^ v);
   return v;

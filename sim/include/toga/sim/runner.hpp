@@ -101,29 +101,39 @@ std::string replay_command(const scenario& sc, const params& p, const strategy_c
 //! (preemptions, deviations from the default policy, switches); data choices other than 0 (stale
 //! reads, fault decisions, scenario draws) count as deviations.
 //!  1. Search: a delay-bounded exploration with bounds 1..4 (original run at most
-//!     `search_steps_max` steps; a step budget of its own, max_steps_total), then PCT with depth 1..4 over a few hundred seeds each (schedules
-//!     that preempt little by construction); a schedule with the same verdict that is smaller wins.
-//!  2. Delta debugging (Zeller's ddmin) over the deviations: reset chunks of them to the default,
-//!     halving the chunk size when no chunk can go; every accepted candidate is re-recorded.
-//!  3. Single deviations, then pairs of consecutive lane deviations, then the tail of the list.
+//!     `search_steps_max` steps; a step budget of its own, max_steps_total); then, while more
+//!     than 3 preemptions are left, two samplers of schedules that preempt little, within at most
+//!     2,000 replays and an eighth of the steps: PCT with depth 1..4 and sparse random schedules
+//!     (the default policy with about p = 1, 2, 3, 4, 6, 8, 12, 16 random preemptions).
+//!  2. Reduction in rounds that alternate two readings of a candidate: anchored (each lane choice
+//!     tied to the lane that made it and that lane's scheduling point, anchored_strategy) and
+//!     positional (the list's order, data per lane). A round: delta debugging (Zeller's ddmin)
+//!     over all deviations, then over the lane choices only, then over the data choices only;
+//!     then single deviations and pairs of consecutive lane deviations. Rounds go on while one
+//!     improves the schedule.
+//!  3. While more than 1 preemption is left and the failure's prefix (up to its last deviation)
+//!     is at most `search_steps_max` steps: the delay-bounded search over that prefix only
+//!     (bounds 1..3, the default policy past it).
 //! Every candidate replay is capped: at most 2x the original's steps (a candidate that runs
-//! longer cannot give the same verdict), and for a livelock at fair_after + `livelock_window`
-//! steps; the result is replayed once more with the real limits and kept only if it gives the
-//! same verdict kind there. Budget: `max_replays` replays and `max_steps_total` steps, plus
-//! `max_steps_total` steps for the search of short schedules (deterministic; about 2 minutes of
-//! the slowest scenario on the 2-core machine).
+//! longer cannot give the same verdict); a livelock's candidates hand over to the fair tail at
+//! twice their last deviation's step (+2,000) and get `livelock_window` steps there. The result
+//! is replayed once more with the real limits; the latest accepted schedule that gives the same
+//! verdict kind there is returned (the original if none). Budget: `max_replays` replays and
+//! `max_steps_total` steps, plus `max_steps_total` steps for each search (deterministic; about
+//! 2 minutes of the slowest scenario on the 2-core machine). TOGA_SHRINK_DEBUG=1 in the
+//! environment prints every accepted schedule's size to stderr.
 struct shrink_report {
   run_result original;
   run_result shrunk;
   unsigned replays = 0;         //!< replays of candidates (at most max_replays)
-  std::uint64_t search_replays = 0;  //!< schedules of the delay-bounded search (step 1a)
-  std::uint64_t search_steps = 0;    //!< their scheduling points (at most max_steps_total)
+  std::uint64_t search_replays = 0;  //!< schedules of the delay-bounded searches (steps 1 and 3)
+  std::uint64_t search_steps = 0;    //!< their scheduling points (at most max_steps_total each)
   std::uint64_t steps = 0;      //!< scheduling points of the other replays (at most max_steps_total)
 };
 inline constexpr std::uint64_t search_steps_max = 5'000;
 inline constexpr std::uint64_t livelock_window = 20'000;
 shrink_report shrink(const scenario& sc, const params& p, const run_limits& limits,
-                     const run_result& failing, unsigned max_replays = 4000,
+                     const run_result& failing, unsigned max_replays = 20000,
                      std::uint64_t max_steps_total = 100'000'000);
 
 //! Decision files: JSON with the scenario, its parameters, limits and the decision list.

@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "toga/sim/rng.hpp"
@@ -34,7 +36,18 @@ struct pick_context {
   bool current_runnable;     //!< false when it blocked or exited
   bool yield;                //!< the point is a backoff
   std::uint64_t step;        //!< scheduling points so far
+  //! Where the choice is, in the deciding lane's own terms (`anchor_key`): stable when choices
+  //! of other lanes, earlier in the schedule, change.
+  std::uint64_t anchor = 0;
 };
+
+//! Names a lane choice by the lane that reached it: lane `lane` (the first choice of a schedule,
+//! made before any lane ran, has a lane id past the last), its `point`-th scheduling point, the
+//! `ord`-th choice made there (a point can hold two: the choice at the point and the one when
+//! the lane blocks, stalls or closes a group).
+inline std::uint64_t anchor_key(unsigned lane, std::uint64_t point, std::uint32_t ord) {
+  return (static_cast<std::uint64_t>(lane & 0xffffffu) << 40) ^ (point << 4) ^ (ord < 15 ? ord : 15u);
+}
 
 //! The default policy's choice (see file comment).
 inline unsigned default_pick(const pick_context& c) {
@@ -164,10 +177,36 @@ class replay_strategy final : public strategy {
   std::vector<std::size_t> data_pos_;
 };
 
+//! Follows lane choices anchored to the lanes that made them (`anchor_key`: "when lane L reaches
+//! its k-th scheduling point, run lane T"); every other lane choice follows the default policy,
+//! and lane L's k-th data choice takes the k-th value given for L (0 past the end), like
+//! replay_strategy's per-lane reading. Removing one anchor leaves the others meaning what they
+//! meant as long as their lanes take the same paths, which a positional list cannot do once the
+//! interleaving before them changes: this is the shrinker's reading of a long schedule.
+class anchored_strategy final : public strategy {
+ public:
+  //! `anchors`: (anchor key, lane to run); `data[L]`: lane L's data choices in order.
+  anchored_strategy(const std::vector<std::pair<std::uint64_t, std::uint32_t>>& anchors,
+                    std::vector<std::vector<std::uint32_t>> data);
+  void begin(std::uint64_t, unsigned) override {
+    for (auto& q : data_pos_) q = 0;
+  }
+  unsigned pick_lane(const pick_context& c) override;
+  std::uint32_t pick_value(std::uint32_t n, std::uint64_t, unsigned lane) override;
+
+ private:
+  std::unordered_map<std::uint64_t, std::uint32_t> anchors_;
+  std::vector<std::vector<std::uint32_t>> data_;
+  std::vector<std::size_t> data_pos_;
+};
+
 //! Stateful across schedules: call begin() / run / advance() until advance() returns false.
 class exhaustive_strategy final : public strategy {
  public:
-  explicit exhaustive_strategy(unsigned bound) : bound_(bound) {}
+  //! `horizon`: choices at or past this step take the default (lane) or 0 (data) and are not
+  //! enumerated (the shrinker's search of a failure's prefix).
+  explicit exhaustive_strategy(unsigned bound, std::uint64_t horizon = ~std::uint64_t{0})
+      : bound_(bound), horizon_(horizon) {}
   void begin(std::uint64_t, unsigned) override {
     pos_ = 0;
     used_ = 0;
@@ -184,6 +223,7 @@ class exhaustive_strategy final : public strategy {
   };
   std::uint32_t next_choice(std::uint32_t count);
   unsigned bound_;
+  std::uint64_t horizon_;
   std::vector<frame> stack_;
   std::size_t pos_ = 0;
   unsigned used_ = 0;

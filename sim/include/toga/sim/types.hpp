@@ -111,6 +111,12 @@ struct run_result {
   //! Per decision: the lane that made it (the lane that reached the point, or drew the value).
   //! With decision_flags it lets a replay give each lane its own data choices (replay_strategy).
   std::vector<std::uint32_t> decision_lanes;
+  //! Per decision: for a lane choice, its anchor (anchor_key in strategy.hpp: the deciding lane,
+  //! its scheduling point and the choice's ordinal there); 0 for a data choice. The shrinker
+  //! replays lane choices by anchor (anchored_strategy).
+  std::vector<std::uint64_t> decision_anchors;
+  //! Per decision: the scheduling points executed before it (the global step).
+  std::vector<std::uint64_t> decision_steps;
   //! The scenario's figures for this schedule (instance::metrics).
   std::vector<std::pair<std::string, double>> metrics;
   bool failed() const { return kind != verdict_kind::pass; }

@@ -143,6 +143,8 @@ class world {
     lane_info info;
     status st = status::runnable;
     op last_op = op::start;
+    std::uint64_t points = 0;  // scheduling points this lane reached (anchor_key)
+    std::uint32_t picks = 0;   // lane choices made at the current one
   };
   struct warp_rec {
     unsigned base = 0;          // global index of lane 0
