@@ -156,3 +156,51 @@ TEST(Shrink, LivelockShrinksToAFewPreemptions) {
   EXPECT_EQ(rep.shrunk.kind, ts::verdict_kind::livelock);
   EXPECT_LE(rep.shrunk.preemptions, 3u);  // depth 2 with 3 lanes
 }
+
+TEST(Shrink, AnchoredReadingReplaysTheScheduleExactly) {
+  // The shrinker's anchored reading (anchored_strategy): every lane choice of a recorded schedule
+  // tied to the lane that made it and that lane's scheduling point, data per lane. With all of
+  // them it must give the same schedule (same anchors, decisions and trace); with the last switch
+  // removed, everything before that switch must stay as it was.
+  const ts::scenario* sc = ts::find_scenario("alloc-storm");
+  ts::params p;
+  p.set("threads", 4);
+  p.set("warps", 2);
+  p.set("sms", 1);
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    ts::random_strategy rs;
+    const ts::run_result r = ts::run_one(*sc, p, rs, seed, sc->limits);
+    ASSERT_GT(r.decision_anchors.size(), 0u);
+    ASSERT_EQ(r.decision_anchors.size(), r.decisions.size());
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> anchors;
+    std::vector<std::vector<std::uint32_t>> data;
+    for (std::size_t i = 0; i < r.decisions.size(); ++i) {
+      if (r.decision_flags[i] & 4) {
+        if (r.decision_lanes[i] >= data.size()) data.resize(r.decision_lanes[i] + 1);
+        data[r.decision_lanes[i]].push_back(r.decisions[i]);
+      } else if (r.decisions[i] != ts::decision_default) {
+        anchors.emplace_back(r.decision_anchors[i], r.decisions[i]);
+      }
+    }
+    ts::anchored_strategy all(anchors, data);
+    const ts::run_result again = ts::run_one(*sc, p, all, 0, sc->limits);
+    EXPECT_EQ(again.trace_hash, r.trace_hash) << "seed " << seed;
+    EXPECT_EQ(again.decisions, r.decisions) << "seed " << seed;
+    EXPECT_EQ(again.decision_anchors, r.decision_anchors) << "seed " << seed;
+    // Without the last switch, everything before its point is unchanged: the anchors recorded
+    // before it are the same, in the same order.
+    ASSERT_GE(anchors.size(), 2u);
+    std::size_t last = r.decisions.size();
+    while (last-- > 0 && ((r.decision_flags[last] & 4) || r.decisions[last] == ts::decision_default)) {
+    }
+    auto fewer = anchors;
+    fewer.pop_back();
+    ts::anchored_strategy one_less(fewer, data);
+    const ts::run_result cut = ts::run_one(*sc, p, one_less, 0, sc->limits);
+    ASSERT_GE(cut.decision_anchors.size(), last);
+    for (std::size_t i = 0; i < last; ++i) {
+      ASSERT_EQ(cut.decision_anchors[i], r.decision_anchors[i]) << "seed " << seed << ", decision " << i;
+      ASSERT_EQ(cut.decisions[i], r.decisions[i]) << "seed " << seed << ", decision " << i;
+    }
+  }
+}
