@@ -181,13 +181,19 @@ std::vector<mutant> build() {
          "a chunk goes back to TBuddy while bins are in use").depth(1),
       mb("ualloc.no-unlink-on-exhaustion", "list-integrity", "alloc-storm",
          P{{"bug", 4}, {"size", 128}, {"pins", 1}, {"threads", 8}, {"warps", 2}, {"sms", 1}, {"ops", 6}, {"keep", 3}},
-         "a taker drops an exhausted inbox bin without re-reading its count").depth(1),
+         "a taker drops an exhausted inbox bin without re-reading its count")
+          .depth(2)
+          .note("depth at least 2 on 55de4dc's core: the delay-bounded search with 1 deviation is complete without a "
+                "failure (44,014 schedules); its failures shrink to hundreds of preemptions (simulator.md 16.3)"),
       mb("ualloc.no-relink-on-refill", "list-integrity", "alloc-storm",
          P{{"bug", 5}, {"size", 1024}, {"sb_shift", 0}, {"ops", 4}, {"keep", 2}, {"sms", 1}},
          "a free that refills an exhausted bin does not re-link it").depth(1),
       mb("tbuddy.merge-without-unit", "accounting", "mixed-sizes", P{{"bug", 6}}, "merge with an AVAILABLE buddy without its unit")
           .depth(1).ci(),
-      mb("tbuddy.claim-without-lock", "atomicity", "exhaust-recover", P{{"bug", 7}}, "claim a node without lock(parent)").depth(1),
+      mb("tbuddy.claim-without-lock", "atomicity", "exhaust-recover", P{{"bug", 7}}, "claim a node without lock(parent)")
+          .depth(3)
+          .note("depth at least 3 on 55de4dc's core: the delay-bounded search with 2 deviations is complete without a "
+                "failure (847,127 schedules, 721 s on 2 threads)"),
       mb("tbuddy.oom-keeps-promises", "liveness", "exhaust-recover", P{{"bug", 8}, {"threads", 4}},
          "out of memory does not withdraw the climb's promises").depth(1),
       mb("ualloc.claim-without-reservation", "accounting", "alloc-storm",
@@ -197,7 +203,10 @@ std::vector<mutant> build() {
          "claimed bits handed out off by one").gpu().depth(0),
       mb("ualloc.pin-swap-drops-bin", "list-integrity", "alloc-storm",
          P{{"bug", 11}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}, {"sb_shift", 0}, {"leak", 1}},
-         "a GROW displaces a pin with free slots without linking it").depth(1),
+         "a GROW displaces a pin with free slots without linking it")
+          .depth(2)
+          .note("depth at least 2 on 55de4dc's core: the delay-bounded search with 1 deviation is complete without a "
+                "failure (21,278 schedules)"),
       mb("ualloc.retire-keeps-pin", "reclamation", "alloc-storm",
          P{{"bug", 12}, {"size", 1024}, {"sb_shift", 0}, {"ops", 3}, {"keep", 1}, {"sms", 1}, {"warps", 1}, {"threads", 3}},
          "retiring a pinned bin keeps the pin")
