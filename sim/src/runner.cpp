@@ -456,6 +456,24 @@ class shrinker {
     if (l.fair_after >= l.max_steps) l = capped_;
     return l;
   }
+  // One sampled schedule: counted, and made the current one if it gives the verdict kind and is
+  // smaller (true then).
+  bool sample(strategy& st, std::uint64_t seed, const run_limits& lim, run_result& cur) {
+    run_result r = run_one(sc_, p_, st, seed, lim);
+    ++rep.replays;
+    rep.steps += r.steps;
+    if (r.kind != kind_ || !better(r, cur)) return false;
+    take(std::move(r), cur);
+    return true;
+  }
+  // The length of the default policy's schedule (PCT's k, the samplers' horizon), counted.
+  std::uint64_t default_length(std::uint64_t cap) {
+    replay_strategy def({});
+    const run_result calib = run_one(sc_, p_, def, 0, capped_);
+    ++rep.replays;
+    rep.steps += calib.steps;
+    return std::max<std::uint64_t>(1, std::min(calib.steps, std::max<std::uint64_t>(cap, 1)));
+  }
   // Replays `base` with the deviations that `keep` marks, in the anchored reading: each kept lane
   // choice at its anchor, each lane's kept data choices in its order (reset ones read 0); true
   // (and `out`) when it keeps the verdict kind.
@@ -600,55 +618,33 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
   if (!searched && cur.preemptions > 3) {
     const unsigned seeds = std::max(1u, std::min(max_replays, 4'000u) / 16);
     // PCT's k: the length of a default-policy schedule, as explore calibrates it
-    replay_strategy def({});
-    const run_result calib = run_one(sc, p, def, 0, s.capped_);
-    ++s.rep.replays;
-    s.rep.steps += calib.steps;
-    const std::uint64_t k = std::max<std::uint64_t>(1, std::min(calib.steps, failing.steps));
+    const std::uint64_t k = s.default_length(failing.steps);
     const run_limits lim = s.sampling_limits(k);
     for (unsigned d = 1; d <= 4 && s.sampler_budget_left(); ++d) {
       bool found = false;
-      for (unsigned seed = 1; seed <= seeds && s.sampler_budget_left(); ++seed) {
+      for (unsigned seed = 1; seed <= seeds && s.sampler_budget_left() && !found; ++seed) {
         pct_strategy ps(d, k);
-        run_result r = run_one(sc, p, ps, seed, lim);
-        ++s.rep.replays;
-        s.rep.steps += r.steps;
-        if (r.kind == failing.kind && better(r, cur)) {
-          s.take(std::move(r), cur);
-          found = true;
-          break;
-        }
+        found = s.sample(ps, seed, lim, cur);
       }
       if (found || cur.preemptions < d) break;
     }
   }
   // 1c. (Still more than 3 preemptions.) Sparse random schedules: the default policy with about
   // p random preemptions over the default schedule's length, p = 1, 2, 3, 4, 6, 8, 12, 16, a few
-  // hundred seeds each; the first p that fails again wins. Long random failures whose ddmin
-  // stalls (removing any chunk of their thousands of preemptions loses the failure) usually have
-  // a failing schedule with a few preemptions that this finds directly.
+  // hundred seeds each; the first p that fails again wins. Meant for long random failures whose
+  // ddmin stalls (removing any chunk of their thousands of preemptions loses the failure) while a
+  // schedule with a few preemptions fails too (PCT's priorities preempt at every unblock).
   if (cur.preemptions > 3 && s.budget_left()) {
-    replay_strategy def({});
-    const run_result calib = run_one(sc, p, def, 0, s.capped_);
-    ++s.rep.replays;
-    s.rep.steps += calib.steps;
-    const std::uint64_t k = std::max<std::uint64_t>(1, std::min(calib.steps, std::max<std::uint64_t>(failing.steps, 1)));
+    const std::uint64_t k = s.default_length(failing.steps);
     const run_limits lim = s.sampling_limits(k);
     const unsigned seeds = std::max(1u, std::min(max_replays, 4'000u) / 32);
     for (const unsigned target : {1u, 2u, 3u, 4u, 6u, 8u, 12u, 16u}) {
       if (target + 1 >= cur.preemptions || !s.sampler_budget_left()) break;
       const std::uint64_t ppm = std::min<std::uint64_t>(1'000'000, target * 1'000'000 / k + 1);
       bool found = false;
-      for (unsigned seed = 1; seed <= seeds && s.sampler_budget_left(); ++seed) {
+      for (unsigned seed = 1; seed <= seeds && s.sampler_budget_left() && !found; ++seed) {
         sparse_random_strategy sr(ppm);
-        run_result r = run_one(sc, p, sr, seed, lim);
-        ++s.rep.replays;
-        s.rep.steps += r.steps;
-        if (r.kind == failing.kind && better(r, cur)) {
-          s.take(std::move(r), cur);
-          found = true;
-          break;
-        }
+        found = s.sample(sr, seed, lim, cur);
       }
       if (found) break;
     }
@@ -703,18 +699,15 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
   // default schedule's length) and a hit is re-run with the full window before it counts.
   const std::uint64_t horizon = last_deviation_step(cur) + 1;
   if (cur.preemptions > 1 && horizon <= search_steps_max) {
-    replay_strategy def({});
-    const run_result calib = run_one(sc, p, def, 0, s.capped_);
-    ++s.rep.replays;
-    s.rep.steps += calib.steps;
     run_limits lim = s.limits_for(cur);
     if (failing.kind == verdict_kind::livelock)
-      lim.max_steps = std::min(lim.max_steps, lim.fair_after + 4 * calib.steps + 2'000);
+      lim.max_steps = std::min(lim.max_steps, lim.fair_after + 4 * s.default_length(~std::uint64_t{0}) + 2'000);
     std::uint64_t searched_steps = 0;
-    for (unsigned b = 1; b < cur.preemptions && b <= 3 && searched_steps < max_steps_total; ++b) {
+    const std::uint64_t prefix_budget = max_steps_total / 4;  // a quarter: shrinking stays near 2 minutes
+    for (unsigned b = 1; b < cur.preemptions && b <= 3 && searched_steps < prefix_budget; ++b) {
       exhaustive_strategy ex(b, horizon);
       bool found = false;
-      while (searched_steps < max_steps_total) {
+      while (searched_steps < prefix_budget) {
         run_result r = run_one(sc, p, ex, 0, lim);
         ++s.rep.search_replays;
         searched_steps += r.steps;

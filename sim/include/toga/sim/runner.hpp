@@ -113,14 +113,14 @@ std::string replay_command(const scenario& sc, const params& p, const strategy_c
 //!     improves the schedule.
 //!  3. While more than 1 preemption is left and the failure's prefix (up to its last deviation)
 //!     is at most `search_steps_max` steps: the delay-bounded search over that prefix only
-//!     (bounds 1..3, the default policy past it).
+//!     (bounds 1..3, the default policy past it), within a quarter of max_steps_total.
 //! Every candidate replay is capped: at most 2x the original's steps (a candidate that runs
 //! longer cannot give the same verdict); a livelock's candidates hand over to the fair tail at
 //! twice their last deviation's step (+2,000) and get `livelock_window` steps there. The result
 //! is replayed once more with the real limits; the latest accepted schedule that gives the same
 //! verdict kind there is returned (the original if none). Budget: `max_replays` replays and
-//! `max_steps_total` steps, plus `max_steps_total` steps for each search (deterministic; about
-//! 2 minutes of the slowest scenario on the 2-core machine). TOGA_SHRINK_DEBUG=1 in the
+//! `max_steps_total` steps, plus `max_steps_total` steps for step 1's search and a quarter of it for
+//! step 3's (deterministic; about 2 minutes of the slowest scenario on the 2-core machine). TOGA_SHRINK_DEBUG=1 in the
 //! environment prints every accepted schedule's size to stderr.
 struct shrink_report {
   run_result original;
