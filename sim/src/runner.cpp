@@ -354,11 +354,6 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
 // ---- shrinking -------------------------------------------------------------------------------
 
 namespace {
-run_result replay_list(const scenario& sc, const params& p, const run_limits& limits,
-                       std::vector<std::uint32_t> d) {
-  replay_strategy rs(std::move(d));
-  return run_one(sc, p, rs, 0, limits);
-}
 bool is_data(const run_result& r, std::size_t i) { return i < r.decision_flags.size() && (r.decision_flags[i] & 4); }
 bool is_deviation(const run_result& r, std::size_t i) {
   return is_data(r, i) ? r.decisions[i] != 0 : r.decisions[i] != decision_default;
@@ -438,16 +433,9 @@ class shrinker {
   // tail soon after base's last deviation (past it base ran the default policy, which is what the
   // fair tail runs too, so the schedule is the same) and then get livelock_window steps to finish:
   // a candidate costs that many steps, not fair_after's tens of thousands.
-  run_limits limits_for(const run_result& base) const {
-    if (kind_ != verdict_kind::livelock) return capped_;
-    run_limits l = capped_;
-    l.fair_after = std::min(real_.fair_after, 2 * last_deviation_step(base) + 2'000);
-    l.max_steps = std::min(real_.max_steps, l.fair_after + livelock_window);
-    if (l.fair_after >= l.max_steps) l = capped_;
-    return l;
-  }
-  // The limits of a sampled schedule, k: the default schedule's length. A livelock's samples hand
-  // over to the fair tail past 2k (+2,000) steps.
+  run_limits limits_for(const run_result& base) const { return sampling_limits(last_deviation_step(base)); }
+  // The limits of a schedule whose choices matter up to step k (a sample: the default schedule's
+  // length). A livelock's hand over to the fair tail past 2k (+2,000) steps.
   run_limits sampling_limits(std::uint64_t k) const {
     if (kind_ != verdict_kind::livelock) return capped_;
     run_limits l = capped_;
@@ -456,12 +444,17 @@ class shrinker {
     if (l.fair_after >= l.max_steps) l = capped_;
     return l;
   }
-  // One sampled schedule: counted, and made the current one if it gives the verdict kind and is
-  // smaller (true then).
-  bool sample(strategy& st, std::uint64_t seed, const run_limits& lim, run_result& cur) {
+  // One schedule, counted in the budget.
+  run_result run_counted(strategy& st, std::uint64_t seed, const run_limits& lim) {
     run_result r = run_one(sc_, p_, st, seed, lim);
     ++rep.replays;
     rep.steps += r.steps;
+    return r;
+  }
+  // One sampled schedule: counted, and made the current one if it gives the verdict kind and is
+  // smaller (true then).
+  bool sample(strategy& st, std::uint64_t seed, const run_limits& lim, run_result& cur) {
+    run_result r = run_counted(st, seed, lim);
     if (r.kind != kind_ || !better(r, cur)) return false;
     take(std::move(r), cur);
     return true;
@@ -469,9 +462,7 @@ class shrinker {
   // The length of the default policy's schedule (PCT's k, the samplers' horizon), counted.
   std::uint64_t default_length(std::uint64_t cap) {
     replay_strategy def({});
-    const run_result calib = run_one(sc_, p_, def, 0, capped_);
-    ++rep.replays;
-    rep.steps += calib.steps;
+    const run_result calib = run_counted(def, 0, capped_);
     return std::max<std::uint64_t>(1, std::min(calib.steps, std::max<std::uint64_t>(cap, 1)));
   }
   // Replays `base` with the deviations that `keep` marks, in the anchored reading: each kept lane
@@ -483,9 +474,7 @@ class shrinker {
       for (std::size_t i = 0; i < d.size(); ++i)
         if (!(i < keep.size() && keep[i])) d[i] = is_data(base, i) ? 0u : decision_default;
       replay_strategy rs(d, base.decision_flags, base.decision_lanes);
-      out = run_one(sc_, p_, rs, 0, limits_for(base));
-      ++rep.replays;
-      rep.steps += out.steps;
+      out = run_counted(rs, 0, limits_for(base));
       return out.kind == kind_;
     }
     std::vector<std::pair<std::uint64_t, std::uint32_t>> anchors;
@@ -501,9 +490,7 @@ class shrinker {
       }
     }
     anchored_strategy as(anchors, std::move(data));
-    out = run_one(sc_, p_, as, 0, limits_for(base));
-    ++rep.replays;
-    rep.steps += out.steps;
+    out = run_counted(as, 0, limits_for(base));
     return out.kind == kind_;
   }
   bool accept_if_better(const std::vector<char>& keep, run_result& cur) {
@@ -732,9 +719,8 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
   // verdict there wins. A recorded list replays its schedule positionally: past its end, and
   // in the fair tail, both take the default policy and data choice 0.
   for (std::size_t j = s.accepted_.size(); j-- > 0;) {
-    run_result confirmed = replay_list(sc, p, limits, s.accepted_[j]);
-    ++s.rep.replays;
-    s.rep.steps += confirmed.steps;
+    replay_strategy positional(s.accepted_[j]);
+    run_result confirmed = s.run_counted(positional, 0, limits);
     if (confirmed.kind != failing.kind) continue;
     s.rep.shrunk = std::move(confirmed);
     s.rep.shrunk.decisions = s.accepted_[j];  // the (trimmed) list that replays it
