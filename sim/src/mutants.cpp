@@ -186,14 +186,19 @@ std::vector<mutant> build() {
           .note("depth at least 2 on 55de4dc's core: the delay-bounded search with 1 deviation is complete without a "
                 "failure (44,014 schedules); its failures shrink to hundreds of preemptions (simulator.md 16.3)"),
       mb("ualloc.no-relink-on-refill", "list-integrity", "alloc-storm",
-         P{{"bug", 5}, {"size", 1024}, {"sb_shift", 0}, {"ops", 4}, {"keep", 2}, {"sms", 1}},
-         "a free that refills an exhausted bin does not re-link it").depth(1),
+         P{{"bug", 5}, {"size", 1024}, {"sb_shift", 0}, {"ops", 3}, {"keep", 1}, {"sms", 1}, {"pins", 1}},
+         "a free that refills an exhausted bin does not re-link it")
+          .depth(1)
+          .note("exactly 1 on 2026-11-26's core: the delay-bounded search with 0 deviations passes, with 1 it fails at "
+                "schedule 1,071; the shape before (ops=4 keep=2, 4 pins) failed first with a livelock that shrank to 6"),
       mb("tbuddy.merge-without-unit", "accounting", "mixed-sizes", P{{"bug", 6}}, "merge with an AVAILABLE buddy without its unit")
           .depth(1).ci(),
-      mb("tbuddy.claim-without-lock", "atomicity", "exhaust-recover", P{{"bug", 7}}, "claim a node without lock(parent)")
-          .depth(3)
-          .note("depth at least 3 on 55de4dc's core: the delay-bounded search with 2 deviations is complete without a "
-                "failure (847,127 schedules, 721 s on 2 threads)"),
+      mb("tbuddy.claim-without-lock", "atomicity", "exhaust-recover", P{{"bug", 7}, {"heap_kib", 16}, {"threads", 4}},
+         "claim a node without lock(parent)")
+          .depth(2)
+          .note("exactly 2 on 2026-11-26's core: the delay-bounded search with 1 deviation is complete without a failure "
+                "(691 schedules), with 2 it fails; the shape before (2 lanes, 128 KiB) needs at least 3 (bound 2 "
+                "complete, 847,127 schedules) and its failures shrank to 19"),
       mb("tbuddy.oom-keeps-promises", "liveness", "exhaust-recover", P{{"bug", 8}, {"threads", 4}},
          "out of memory does not withdraw the climb's promises").depth(1),
       mb("ualloc.claim-without-reservation", "accounting", "alloc-storm",
@@ -202,11 +207,12 @@ std::vector<mutant> build() {
       mb("ualloc.two-lanes-one-bit", "off-by-one", "alloc-storm", P{{"bug", 10}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 16}},
          "claimed bits handed out off by one").gpu().depth(0),
       mb("ualloc.pin-swap-drops-bin", "list-integrity", "alloc-storm",
-         P{{"bug", 11}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}, {"sb_shift", 0}, {"leak", 1}},
+         P{{"bug", 11}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 1024}, {"sb_shift", 0}, {"leak", 1}},
          "a GROW displaces a pin with free slots without linking it")
           .depth(2)
-          .note("depth at least 2 on 55de4dc's core: the delay-bounded search with 1 deviation is complete without a "
-                "failure (21,278 schedules)"),
+          .note("at least 2 on 2026-11-26's core: the delay-bounded search with 1 deviation is complete without a "
+                "failure (4,224 schedules); its failures shrink to 1 preemption (the other deviations are switches at "
+                "yields); the shape before (2 warps) shrank to 14"),
       mb("ualloc.retire-keeps-pin", "reclamation", "alloc-storm",
          P{{"bug", 12}, {"size", 1024}, {"sb_shift", 0}, {"ops", 3}, {"keep", 1}, {"sms", 1}, {"warps", 1}, {"threads", 3}},
          "retiring a pinned bin keeps the pin")
