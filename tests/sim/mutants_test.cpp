@@ -100,6 +100,48 @@ TEST(Mutants, DeepMutantsNeedTheirDepth) {
   }
 }
 
+// The allocator mutants whose catalogue depth the delay-bounded search settles in their shape
+// (simulator.md 16.4): no failure within depth - 1 deviations, and (where the depth is exact) a
+// failure within depth; each shrinks to at most depth + 1 preemptions.
+TEST(Mutants, SmallAllocatorShapesHaveTheirDepth) {
+  ts::register_builtin_scenarios();
+  struct expect {
+    const char* id;
+    bool exact;  // the search with `depth` deviations fails (else the depth is a lower bound)
+  };
+  for (const expect e : {expect{"ualloc.no-relink-on-refill", true}, expect{"tbuddy.claim-without-lock", true},
+                         expect{"ualloc.pin-swap-drops-bin", false}}) {
+    const ts::mutant* m = nullptr;
+    for (const auto& x : ts::mutant_catalogue())
+      if (x.id == e.id) m = &x;
+    ASSERT_NE(m, nullptr) << e.id;
+    ASSERT_GE(m->depth, 1u) << e.id;
+    const ts::scenario* sc = ts::find_scenario(m->scenario);
+    ts::explore_options o;
+    o.strategy.kind = ts::strategy_kind::exhaustive;
+    o.schedules = 2'000'000;
+    o.scenario_params = params_of(*m);
+    o.strategy.bound = m->depth - 1;
+    const auto below = ts::explore(*sc, o);
+    EXPECT_TRUE(below.exhausted) << e.id << ": the search with " << m->depth - 1 << " deviations did not finish";
+    EXPECT_FALSE(below.first_failure) << e.id << " fails with " << m->depth - 1 << " deviations: " << toga::test::failure_text(below);
+    std::printf("[ %-26s ] no failure in all %llu schedules with <= %u deviations\n", e.id,
+                static_cast<unsigned long long>(below.schedules), m->depth - 1);
+    if (e.exact) {
+      o.strategy.bound = m->depth;
+      const auto at = ts::explore(*sc, o);
+      ASSERT_TRUE(at.first_failure) << e.id << ": no failure with " << m->depth << " deviations in " << at.schedules
+                                    << " schedules (exhausted: " << at.exhausted << ")";
+      std::printf("[ %-26s ] fails at schedule %llu with <= %u deviations\n", e.id, static_cast<unsigned long long>(at.schedules),
+                  m->depth);
+    }
+    const auto r = ts::run_mutant(*m, 10'000, 0, true);
+    ASSERT_TRUE(r.killed) << e.id;
+    ASSERT_TRUE(r.shrunk_preemptions.has_value()) << e.id;
+    EXPECT_LE(*r.shrunk_preemptions, m->depth + 1) << e.id << "; replay: " << r.replay;
+  }
+}
+
 TEST(Shrink, LongRandomAllocatorScheduleShrinksToAFewPreemptions) {
   // The first random failure (seeds 1..20) with 500+ preemptions of a few planted allocator bugs
   // (which of them fails depends on the core of the day).

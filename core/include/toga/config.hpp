@@ -96,6 +96,9 @@ enum profile_event : unsigned {
   prof_ua_retire,        //!< bins retired
   prof_ua_steal,         //!< superbin groups that took their units from another arena instead of a GROW
   prof_ua_reclaim,       //!< reclaim() calls (a GROW or an allocation found no memory; includes lanes that wait on the gate)
+  prof_ua_reclaim_walk,  //!< reclaims that walked every arena (reclaim_both: the gate's holder, or every caller without a gate)
+  prof_ua_fallback,      //!< lanes that entered the failure fallback (other arenas, reclaim, retry: E12)
+  prof_ua_t_reclaim_walk,//!< time: reclaim walks (reclaim_both)
   prof_event_count
 };
 }  // namespace toga

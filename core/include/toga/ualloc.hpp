@@ -479,12 +479,19 @@ struct ualloc {
   }
   //! reclaim() without the gate: both geometries.
   TOGA_DEVICE bool reclaim_both() const TOGA_NOEXCEPT(P) {
+    TOGA_PROFILE_COUNT(prof_ua_reclaim_walk);
+    TOGA_PROFILE_START;
     const bool mine = reclaim_local();
-    if (peer == nullptr || sb_shift == 0) return mine;  // (no superbins in this heap)
+    if (peer == nullptr || sb_shift == 0) {  // (no superbins in this heap)
+      TOGA_PROFILE_PHASE(prof_ua_t_reclaim_walk);
+      return mine;
+    }
     const ualloc<P, Bug, TB, other_geometry> other{base, buddy, static_cast<arena<P, other_geometry>*>(peer),
                                                      Bug == ualloc_bug::reclaim_peer_arenas_ignored ? num_arenas : peer_arenas,
                                                      num_pins, table, sb_shift, num_arenas, nullptr};
-    return other.reclaim_local() || mine;
+    const bool theirs = other.reclaim_local();
+    TOGA_PROFILE_PHASE(prof_ua_t_reclaim_walk);
+    return theirs || mine;
   }
   //! reclaim() for this geometry only.
   TOGA_DEVICE TOGA_NOINLINE bool reclaim_local() const TOGA_NOEXCEPT(P) {
@@ -1057,6 +1064,7 @@ struct ualloc {
     if (failed == 0) return mine;
     if (mine != no_block) return mine;
     // the failed lanes continue alone, one at a time (rare: the heap is nearly exhausted)
+    TOGA_PROFILE_COUNT(prof_ua_fallback);
     for (unsigned i = 1; i < num_arenas && mine == no_block; ++i) mine = take_elsewhere((a + i) % num_arenas, c);
     if (mine == no_block && reclaim()) mine = retry_once(a, c);
     return mine;
