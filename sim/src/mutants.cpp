@@ -179,12 +179,14 @@ std::vector<mutant> build() {
          "a bin is retired without taking its units from the semaphore").depth(1),
       mb("ualloc.chunk-with-live-bins", "reclamation", "alloc-storm", P{{"bug", 3}, {"size", 1024}, {"sb_shift", 0}, {"pins", 1}},
          "a chunk goes back to TBuddy while bins are in use").depth(1),
-      mb("ualloc.no-unlink-on-exhaustion", "list-integrity", "alloc-storm",
-         P{{"bug", 4}, {"size", 128}, {"pins", 1}, {"threads", 8}, {"warps", 2}, {"sms", 1}, {"ops", 6}, {"keep", 3}},
+      mb("ualloc.no-unlink-on-exhaustion", "list-integrity", "inbox-race", P{{"bug", 4}},
          "a taker drops an exhausted inbox bin without re-reading its count")
-          .depth(2)
-          .note("depth at least 2 on 55de4dc's core: the delay-bounded search with 1 deviation is complete without a "
-                "failure (44,014 schedules); its failures shrink to hundreds of preemptions (simulator.md 16.3)"),
+          .faults(fault_bit(fault_site::stall_read_to_rmw) | fault_bit(fault_site::stall_inbox_hold))
+          .depth(3)
+          .note("at least 3 deviations on 2026-11-27's core: in inbox-race without faults the delay-bounded search with 2 "
+                "is complete without a failure (120,726 schedules); its failures need two interrupted windows (the fast "
+                "path between the pin and its reservation, a taker holding an exhausted bin) and shrink to those two "
+                "stalls; in alloc-storm (128 B, 8 lanes a warp) they shrank to hundreds of preemptions (simulator.md 16.5)"),
       mb("ualloc.no-relink-on-refill", "list-integrity", "alloc-storm",
          P{{"bug", 5}, {"size", 1024}, {"sb_shift", 0}, {"ops", 3}, {"keep", 1}, {"sms", 1}, {"pins", 1}},
          "a free that refills an exhausted bin does not re-link it")

@@ -6,6 +6,7 @@
 // `bug=N` selects a planted bug (see the table in register_allocator_scenarios).
 #include <sys/mman.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -25,7 +26,7 @@ namespace {
 using P = toga::sim::platform;
 std::string str(std::uint64_t v) { return std::to_string(v); }
 
-enum class mode { storm, exhaust, mixed, retire_race, rounds, superbins, grow, grow_exhaust, trim };
+enum class mode { storm, exhaust, mixed, retire_race, inbox_race, rounds, superbins, grow, grow_exhaust, trim };
 bool growable(mode m) { return m == mode::grow || m == mode::grow_exhaust || m == mode::trim; }
 
 // The simulated heap: aligned_alloc, or for growable heaps an mmap(PROT_NONE) range whose
@@ -87,7 +88,7 @@ struct heap_inst final : instance {
         ops(static_cast<unsigned>(std::max<std::int64_t>(
             1, p.get("ops", md == mode::mixed || md == mode::superbins ? 6 : md == mode::rounds ? 1 : 8)))),
         keep(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("keep", 3)))),
-        leak(p.get("leak", 0) != 0),
+        leak(p.get("leak", 0) != 0 || md == mode::inbox_race),
         rounds(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("rounds", 2)))),
         coalesced(p.get("coalesced", 0) != 0),
         fixed_size(static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("size", md == mode::exhaust ? 4096 : 0)))),
@@ -96,9 +97,9 @@ struct heap_inst final : instance {
         mailbox(w.config().lanes(), 0) {
     const std::uint64_t heap_bytes = static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : md == mode::superbins ? 1024 : 2048)) * 1024;
     layout = heap_layout::make<P>(heap_layout::levels_for(heap_bytes), w.config().sms,
-                                  static_cast<int>(p.get("sb_shift", md == mode::superbins ? 15 : md == mode::retire_race ? 0 : -1)),
+                                  static_cast<int>(p.get("sb_shift", md == mode::superbins ? 15 : md == mode::retire_race || md == mode::inbox_race ? 0 : -1)),
                                   static_cast<unsigned>(std::max<std::int64_t>(0, p.get("sb_arenas", 0))));
-    layout.pins = static_cast<unsigned>(p.get("pins", md == mode::retire_race ? 1 : 4));
+    layout.pins = static_cast<unsigned>(p.get("pins", md == mode::retire_race || md == mode::inbox_race ? 1 : 4));
     const std::uint64_t hb = geom::page_bytes << (layout.levels - 1);
     const std::uint64_t limit = static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("limit_kib", 0))) * 1024;
     if (growable(md)) {
@@ -393,6 +394,47 @@ struct heap_inst final : instance {
     }
   }
 
+  // inbox-race (3 lanes, 1024 B: 3-slot bins, 1 pin slot): a bin B ends up in the inbox with no
+  // free slots, and a taker that holds it for a moment sees a free come in.
+  //  lane 0 allocates a1, a2 (B: one slot left) and hands a1 to lane 2;
+  //  lane 1 (R) allocates r: its fast path reads the pin (B) and then reserves in it;
+  //  lane 2 (X) allocates x1 (GROW of C, queued: B is not exhausted), x2 (B's last slot), x3 (takes
+  //  the inbox: C displaces the exhausted B), x4 (GROW of D, queued), frees a1 (B refilled, queued);
+  //  once R is done, x5 (C's last slot) and x6 (C exhausted: takes the inbox, B and D).
+  // If R reserved between X's free of a1 and x6 (its read of the pin before x1: a preemption), B
+  // is queued and exhausted when X's x6 holds it; a free of a2 by lane 0 in that moment (a second
+  // preemption) finds B held and leaves it to the taker, which must re-read B's count when it
+  // lets go. R keeps r to the end (a full bin would be retired and nothing would show): a B
+  // with free slots that is neither pinned nor queued is a U2' failure of the final check.
+  void inbox_race_lane(unsigned me) {
+    auto wait_for = [this](std::uint32_t want) {
+      for (unsigned attempt = 0; P::load(&phase, acquire, device_scope) < want; ++attempt) P::backoff(attempt);
+    };
+    if (me == 0) {
+      handoff[0] = do_alloc(1024);
+      const std::uint64_t a2 = do_alloc(1024);
+      P::store(&phase, 1u, release, device_scope);
+      wait_for(3);
+      if (a2) do_free(a2);
+    } else if (me == 1) {
+      wait_for(1);
+      const std::uint64_t r = do_alloc(1024);
+      P::store(&phase, 2u, release, device_scope);
+      if (r) keep_at_end.push_back(r);
+    } else if (me == 2) {
+      wait_for(1);
+      std::uint64_t x[6] = {};
+      for (unsigned i = 0; i < 4; ++i) x[i] = do_alloc(1024);
+      if (handoff[0]) do_free(handoff[0]);
+      wait_for(2);
+      x[4] = do_alloc(1024);
+      P::store(&phase, 3u, release, device_scope);
+      x[5] = do_alloc(1024);
+      for (const std::uint64_t h : x)
+        if (h) do_free(h);
+    }
+  }
+
   // A barrier of every lane: the n-th meeting returns when all lanes arrived at it.
   std::uint32_t met = 0;
   void meet(std::uint32_t n) {
@@ -403,6 +445,7 @@ struct heap_inst final : instance {
   void lane() override {
     const unsigned me = P::block_id() * P::block_dim() + P::thread_id();
     if (m == mode::retire_race) return retire_race_lane(me);
+    if (m == mode::inbox_race) return inbox_race_lane(me);
     std::vector<std::uint64_t> mine;
     if (m == mode::exhaust) {
       for (unsigned i = 0; i < 1u << 20; ++i) {
@@ -790,6 +833,12 @@ void register_allocator_scenarios() {
                 expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}, {}, {}},
                          {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 38, 0, "planted bug (keep in step with make_heap)"}})));
+  add_scenario(heap_checks(with_keys({"inbox-race",
+                std::string("targeted: a taker holds an exhausted inbox bin while a free refills it (the re-read of the "
+                            "count when the taker lets go); 3 warps of one lane, 1 SM, 1024 B, 1 pin slot; lane 1 keeps its block") + bug_help,
+                expectation::pass, [](const params&) { return launch_config{1, 3, 1}; },
+                [](world& w, const params& p) { return make_heap(w, p, mode::inbox_race); }, run_limits{50'000, 2'000'000}, {}, {}},
+                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that a GROW queues its bin while the pinned one has slots"}, {"bug", 0, 38, 0, "planted bug (keep in step with make_heap)"}})));
   {
     auto keys = heap_keys(1, 32, 1, 1, 16, 2048);
     keys.push_back({"rounds", 1, 100, 2, "alloc-all / free-all rounds"});

@@ -743,6 +743,7 @@ void world::stall_current(std::uint32_t steps) {
   stalled_.push_back({me, result_.steps + steps});
   const unsigned next = runnable_.count() == 1 ? runnable_.nth(0) : pick(false, false);
   ++result_.switches;
+  ++result_.preemptions;  // a fired stall takes a runnable lane off at an ordinary point
   switch_to(next);
 }
 

@@ -113,6 +113,7 @@ TEST(Allocator, ExhaustRecoverPasses100kSchedules) { passes_100k("exhaust-recove
 TEST(Allocator, MixedSizesPasses100kSchedulesFirstHalf) { passes_seeds("mixed-sizes", {}, "mixed-sizes", 1, 50'000); }
 TEST(Allocator, MixedSizesPasses100kSchedulesSecondHalf) { passes_seeds("mixed-sizes", {}, "mixed-sizes", 50'001, 50'000); }
 TEST(Allocator, RetireRacePasses100kSchedules) { passes_100k("retire-race", {}, "retire-race"); }
+TEST(Allocator, InboxRacePasses100kSchedules) { passes_100k("inbox-race", {}, "inbox-race"); }
 // Groups of lanes (warp aggregation at every entry point, fast-path.md E1): one warp of 8 lanes
 // on one SM, so that reservations, word claims, pin swaps and aggregated frees of several lanes
 // interleave with each other.

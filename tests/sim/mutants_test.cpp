@@ -101,8 +101,9 @@ TEST(Mutants, DeepMutantsNeedTheirDepth) {
 }
 
 // The allocator mutants whose catalogue depth the delay-bounded search settles in their shape
-// (simulator.md 16.4): no failure within depth - 1 deviations, and (where the depth is exact) a
-// failure within depth; each shrinks to at most depth + 1 preemptions.
+// (simulator.md 16.4, 16.5): no failure within depth - 1 deviations (searched without faults), and
+// (where the depth is exact) a failure within depth; each shrinks to at most depth + 1 preemptions
+// (no-unlink-on-exhaustion with its catalogue's two stall sites: a fired stall counts as one).
 TEST(Mutants, SmallAllocatorShapesHaveTheirDepth) {
   ts::register_builtin_scenarios();
   struct expect {
@@ -110,7 +111,7 @@ TEST(Mutants, SmallAllocatorShapesHaveTheirDepth) {
     bool exact;  // the search with `depth` deviations fails (else the depth is a lower bound)
   };
   for (const expect e : {expect{"ualloc.no-relink-on-refill", true}, expect{"tbuddy.claim-without-lock", true},
-                         expect{"ualloc.pin-swap-drops-bin", false}}) {
+                         expect{"ualloc.pin-swap-drops-bin", false}, expect{"ualloc.no-unlink-on-exhaustion", false}}) {
     const ts::mutant* m = nullptr;
     for (const auto& x : ts::mutant_catalogue())
       if (x.id == e.id) m = &x;

@@ -31,6 +31,7 @@ enum class fault_site : std::uint16_t {
   stall_tbuddy_merge,       //!< in the middle of a buddy merge cascade
   stall_pin_swap,           //!< between seeing a pinned bin exhausted and replacing the pin
   stall_grow,               //!< between a GROW result and the publication of the new bin(s)
+  stall_inbox_hold,         //!< while a taker holds an inbox bin it found exhausted, before it lets go
   // failure sites (true: fail this operation as if memory were exhausted)
   fail_chunk,               //!< UAlloc's request for a chunk from TBuddy fails
   fail_tbuddy_block,        //!< a TBuddy allocation (chunk or large block) fails at the top level
@@ -53,6 +54,7 @@ constexpr const char* to_string(fault_site s) {
     case fault_site::stall_tbuddy_merge: return "stall-tbuddy-merge";
     case fault_site::stall_pin_swap: return "stall-pin-swap";
     case fault_site::stall_grow: return "stall-grow";
+    case fault_site::stall_inbox_hold: return "stall-inbox-hold";
     case fault_site::fail_chunk: return "fail-chunk";
     case fault_site::fail_tbuddy_block: return "fail-tbuddy-block";
     case fault_site::delay_grace_period: return "delay-grace-period";

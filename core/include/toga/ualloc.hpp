@@ -333,6 +333,7 @@ struct ualloc {
       const std::uint64_t bin = slot_bin(P::load(&L.pins[pin_slot()], acquire, device_scope));
       if (bin != 0) {
         header_t* h = bin_at(bin);
+        P::inject(fault_site::stall_read_to_rmw);  // (the pin may change before our reservation)
         // (3) reserve t slots: relaxed (an RMW reads the latest count; the bitmap claim synchronises)
         std::uint32_t old = t;
         if constexpr (Bug != ualloc_bug::claim_without_reservation) {
@@ -921,6 +922,7 @@ struct ualloc {
       } else if (free_sync(b) <= 0) {
         // exhausted: dropped; a free that refilled it while we held it saw state 2 and left it to
         // us, so we re-read the count after letting go
+        P::inject(fault_site::stall_inbox_hold);
         P::store(&bin_at(b)->queued, 0u, release, device_scope);
         if (Bug != ualloc_bug::no_unlink_on_exhaustion) make_findable(L, b);
       } else {
