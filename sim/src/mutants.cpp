@@ -276,10 +276,16 @@ std::vector<mutant> build() {
       // the views' resident copies that out-of-line members run on (allocator.md §3.9)
       mb("ualloc.resident-views-unpublished", "publication", "mixed-sizes", P{{"bug", 32}},
          "init_after_zero never writes the views' copies in the metadata: the out-of-line paths run on a zeroed view").depth(0),
-      mb("ualloc.find-without-warp-barrier", "its", "rounds", P{{"bug", 33}, {"size", 4096}, {"warps", 2}, {"rounds", 1}},
+      mb("ualloc.find-without-warp-barrier", "its", "adopt-race", P{{"bug", 33}},
          "find_reservation's leader reserves in (and re-pins) a bin that another lane acquired from a pin, without the "
          "__syncwarp that gives the leader that lane's view: a later fast path reads the superbin's tag stale")
-          .gpu().weak(),
+          .gpu().weak()
+          .faults(fault_bit(fault_site::stall_read_section))
+          .depth(2)
+          .note("at least 2 deviations on 2026-11-27's core: in adopt-race under --memory weak without faults the "
+                "delay-bounded search with 1 is complete without a failure (2,631 schedules); the failure needs the third "
+                "warp to hold its unit across the producer's signal (a stall in the fast path's read-side section) and a "
+                "stale read; in rounds (32 lanes a warp) it shrank to 746 preemptions (simulator.md 16.5)"),
       // growable heaps (allocator.md §14)
       mb("ualloc.free-into-unmapped", "routing", "grow-while-alloc", P{{"bug", 34}},
          "a free of an address in an unmapped granule does not look at the tag and touches memory that is not there")

@@ -26,7 +26,7 @@ namespace {
 using P = toga::sim::platform;
 std::string str(std::uint64_t v) { return std::to_string(v); }
 
-enum class mode { storm, exhaust, mixed, retire_race, inbox_race, rounds, superbins, grow, grow_exhaust, trim };
+enum class mode { storm, exhaust, mixed, retire_race, inbox_race, adopt_race, rounds, superbins, grow, grow_exhaust, trim };
 bool growable(mode m) { return m == mode::grow || m == mode::grow_exhaust || m == mode::trim; }
 
 // The simulated heap: aligned_alloc, or for growable heaps an mmap(PROT_NONE) range whose
@@ -97,9 +97,9 @@ struct heap_inst final : instance {
         mailbox(w.config().lanes(), 0) {
     const std::uint64_t heap_bytes = static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : md == mode::superbins ? 1024 : 2048)) * 1024;
     layout = heap_layout::make<P>(heap_layout::levels_for(heap_bytes), w.config().sms,
-                                  static_cast<int>(p.get("sb_shift", md == mode::superbins ? 15 : md == mode::retire_race || md == mode::inbox_race ? 0 : -1)),
+                                  static_cast<int>(p.get("sb_shift", md == mode::superbins || md == mode::adopt_race ? 15 : md == mode::retire_race || md == mode::inbox_race ? 0 : -1)),
                                   static_cast<unsigned>(std::max<std::int64_t>(0, p.get("sb_arenas", 0))));
-    layout.pins = static_cast<unsigned>(p.get("pins", md == mode::retire_race || md == mode::inbox_race ? 1 : 4));
+    layout.pins = static_cast<unsigned>(p.get("pins", md == mode::retire_race || md == mode::inbox_race ? 1 : md == mode::adopt_race ? 3 : 4));
     const std::uint64_t hb = geom::page_bytes << (layout.levels - 1);
     const std::uint64_t limit = static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("limit_kib", 0))) * 1024;
     if (growable(md)) {
@@ -435,6 +435,42 @@ struct heap_inst final : instance {
     }
   }
 
+  // adopt-race (5 one-warp blocks of 2 lanes, 1 SM, 4 KiB slots of 32 KiB superbins: 8 slots, 3 pin
+  // slots; block k's own slot is 8k mod 3): a group leader reserves in a superbin that a member
+  // found in a pin slot, adopts it into its own slot, and a third warp serves from that slot.
+  //  C (block 4, own slot 2) allocates 5: superbin S2, pinned in slot 2, 3 slots left;
+  //  B (block 0, both lanes, own slot 0) allocates one each: a group of 2 takes 2 units, finds its
+  //    slot empty and scans: rank 0 slot 0, rank 1 slot 1 (then rank 0 slot 2);
+  //  P (block 2, both lanes, own slot 1) allocates one each: 1 unit left, so a GROW of S1 (pinned in
+  //    slot 1, 6 slots left);
+  //  D (block 3, one lane, own slot 0) allocates one: it takes the last unit and reads slot 0.
+  // If P pins S1 after B's take and before B's scan, B's rank 1 finds S1; the leader reserves 2 of
+  // its 6 slots and adopts S1 into slot 0. Without the __syncwarp after the scan, the leader has not
+  // seen P's stores (the superbin tag), and neither has D if its unit came before P's signal: D's
+  // read of the tag may be stale (G3 in do_alloc, under --memory weak).
+  std::uint32_t adopt_done = 0;
+  void adopt_race_lane(unsigned me) {
+    const unsigned block = me / 2, rank = me % 2;
+    const bool active = block == 0 || block == 2 || (block == 3 && rank == 0) || (block == 4 && rank == 0);
+    if (!active) return;
+    auto wait_for = [this](std::uint32_t want) {
+      for (unsigned attempt = 0; P::load(&phase, acquire, device_scope) < want; ++attempt) P::backoff(attempt);
+    };
+    std::vector<std::uint64_t> mine;
+    if (block == 4) {
+      for (unsigned i = 0; i < 5; ++i) mine.push_back(do_alloc(4096));
+      P::store(&phase, 1u, release, device_scope);
+    } else {
+      wait_for(1);
+      mine.push_back(do_alloc(4096));
+    }
+    // every active lane (6) holds its blocks until all are served, then frees them
+    P::fetch_add(&adopt_done, 1u, acq_rel, device_scope);
+    for (unsigned attempt = 0; P::load(&adopt_done, acquire, device_scope) < 6; ++attempt) P::backoff(attempt);
+    for (const std::uint64_t h : mine)
+      if (h) do_free(h);
+  }
+
   // A barrier of every lane: the n-th meeting returns when all lanes arrived at it.
   std::uint32_t met = 0;
   void meet(std::uint32_t n) {
@@ -446,6 +482,7 @@ struct heap_inst final : instance {
     const unsigned me = P::block_id() * P::block_dim() + P::thread_id();
     if (m == mode::retire_race) return retire_race_lane(me);
     if (m == mode::inbox_race) return inbox_race_lane(me);
+    if (m == mode::adopt_race) return adopt_race_lane(me);
     std::vector<std::uint64_t> mine;
     if (m == mode::exhaust) {
       for (unsigned i = 0; i < 1u << 20; ++i) {
@@ -833,6 +870,13 @@ void register_allocator_scenarios() {
                 expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}, {}, {}},
                          {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 38, 0, "planted bug (keep in step with make_heap)"}})));
+  add_scenario(heap_checks(with_keys({"adopt-race",
+                std::string("targeted: a group leader adopts a superbin that a member found in a pin slot, and another warp "
+                            "serves from the slot it adopted into (the __syncwarp after the scan; run with --memory weak); "
+                            "5 warps of 2 lanes, 1 SM, 4 KiB slots in 32 KiB superbins, 3 pin slots") + bug_help,
+                expectation::pass, [](const params&) { return launch_config{1, 5, 2}; },
+                [](world& w, const params& p) { return make_heap(w, p, mode::adopt_race); }, run_limits{50'000, 2'000'000}, {}, {}},
+                         {{"heap_kib", 512, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"pins", 3, 3, 3, "pin slots per (arena, class): 3, the roles' own slots are 8k mod 3"}, {"bug", 0, 38, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"inbox-race",
                 std::string("targeted: a taker holds an exhausted inbox bin while a free refills it (the re-read of the "
                             "count when the taker lets go); 3 warps of one lane, 1 SM, 1024 B, 1 pin slot; lane 1 keeps its block") + bug_help,

@@ -103,7 +103,8 @@ TEST(Mutants, DeepMutantsNeedTheirDepth) {
 // The allocator mutants whose catalogue depth the delay-bounded search settles in their shape
 // (simulator.md 16.4, 16.5): no failure within depth - 1 deviations (searched without faults), and
 // (where the depth is exact) a failure within depth; each shrinks to at most depth + 1 preemptions
-// (no-unlink-on-exhaustion with its catalogue's two stall sites: a fired stall counts as one).
+// (no-unlink-on-exhaustion and find-without-warp-barrier with their catalogue's stall sites: a
+// fired stall counts as one; the search runs under the mutant's memory model).
 TEST(Mutants, SmallAllocatorShapesHaveTheirDepth) {
   ts::register_builtin_scenarios();
   struct expect {
@@ -111,7 +112,8 @@ TEST(Mutants, SmallAllocatorShapesHaveTheirDepth) {
     bool exact;  // the search with `depth` deviations fails (else the depth is a lower bound)
   };
   for (const expect e : {expect{"ualloc.no-relink-on-refill", true}, expect{"tbuddy.claim-without-lock", true},
-                         expect{"ualloc.pin-swap-drops-bin", false}, expect{"ualloc.no-unlink-on-exhaustion", false}}) {
+                         expect{"ualloc.pin-swap-drops-bin", false}, expect{"ualloc.no-unlink-on-exhaustion", false},
+                         expect{"ualloc.find-without-warp-barrier", false}}) {
     const ts::mutant* m = nullptr;
     for (const auto& x : ts::mutant_catalogue())
       if (x.id == e.id) m = &x;
@@ -122,6 +124,9 @@ TEST(Mutants, SmallAllocatorShapesHaveTheirDepth) {
     o.strategy.kind = ts::strategy_kind::exhaustive;
     o.schedules = 2'000'000;
     o.scenario_params = params_of(*m);
+    ts::run_limits lim = sc->limits;
+    lim.memory = m->memory;  // (a memory-order mutant fails under weak memory only; faults stay off)
+    o.limits = lim;
     o.strategy.bound = m->depth - 1;
     const auto below = ts::explore(*sc, o);
     EXPECT_TRUE(below.exhausted) << e.id << ": the search with " << m->depth - 1 << " deviations did not finish";

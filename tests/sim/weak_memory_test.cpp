@@ -258,7 +258,7 @@ TEST(WeakMemory, CorrectPrimitivesPassUnderWeakMemory) {
 // fetch_and on free, acquire fetch_or on claim, __syncwarp inside a group): H1 holds for every
 // allocator scenario of the weak-memory target (10^6 schedules each: docs/simulator.md §14.2).
 TEST(WeakMemory, AllocatorScenariosHandBlocksOverAlongHappensBefore) {
-  for (const char* name : {"alloc-storm", "mixed-sizes", "exhaust-recover", "retire-race", "inbox-race"}) {
+  for (const char* name : {"alloc-storm", "mixed-sizes", "exhaust-recover", "retire-race", "inbox-race", "adopt-race"}) {
     const auto s = explore(name, {}, ts::memory_model::weak, ts::strategy_kind::portfolio, 2'000);
     EXPECT_FALSE(s.first_failure) << name << ": " << failure_text(s);
   }
@@ -449,7 +449,7 @@ TEST(Faults, SitesFireOnlyWhenEnabledAndReplayExactly) {
 // and TBuddy blocks, delayed grace periods, partial masks, poisoned retired bins): no verdict.
 // (rounds is left out: a failed chunk is a nullptr there, which that scenario reports.)
 TEST(Faults, UnmutatedAllocatorPassesWithEveryFaultSite) {
-  for (const char* name : {"alloc-storm", "exhaust-recover", "mixed-sizes", "retire-race", "inbox-race"}) {
+  for (const char* name : {"alloc-storm", "exhaust-recover", "mixed-sizes", "retire-race", "inbox-race", "adopt-race"}) {
     const auto s = explore(name, {}, ts::memory_model::sc, ts::strategy_kind::portfolio, 2'000, ts::all_fault_sites);
     EXPECT_FALSE(s.first_failure) << name << ": " << failure_text(s);
   }
@@ -462,6 +462,15 @@ TEST(Faults, InboxRacePassesWithItsStallSites) {
   const auto s = explore("inbox-race", {}, ts::memory_model::sc, ts::strategy_kind::portfolio, 50'000, f);
   EXPECT_FALSE(s.first_failure) << failure_text(s);
   const auto w = explore("inbox-race", {}, ts::memory_model::weak, ts::strategy_kind::portfolio, 10'000, f);
+  EXPECT_FALSE(w.first_failure) << failure_text(w);
+}
+
+// adopt-race with the stall site its mutant needs (ualloc.find-without-warp-barrier: a third warp
+// holds its unit in the fast path's read-side section across a GROW's signal): the correct core
+// passes under weak memory, where the mutant fails within a few thousand schedules.
+TEST(Faults, AdoptRacePassesWithItsStallSiteUnderWeakMemory) {
+  const auto w = explore("adopt-race", {}, ts::memory_model::weak, ts::strategy_kind::portfolio, 50'000,
+                         ts::fault_bit(toga::fault_site::stall_read_section));
   EXPECT_FALSE(w.first_failure) << failure_text(w);
 }
 

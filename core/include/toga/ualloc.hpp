@@ -329,6 +329,7 @@ struct ualloc {
       pr.stage = 1;
       pr.units = t;
       pr.token = L.rcu.read_lock();                          // (2) one fence [E4]
+      P::inject(fault_site::stall_read_section);             // (units held, the pin not yet read)
       // [HB] acquire: pairs with the release store that pinned the bin (after its header was written)
       const std::uint64_t bin = slot_bin(P::load(&L.pins[pin_slot()], acquire, device_scope));
       if (bin != 0) {
