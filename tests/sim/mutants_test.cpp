@@ -101,51 +101,60 @@ TEST(Mutants, DeepMutantsNeedTheirDepth) {
 }
 
 // The allocator mutants whose catalogue depth the delay-bounded search settles in their shape
-// (simulator.md 16.4, 16.5): no failure within depth - 1 deviations (searched without faults), and
-// (where the depth is exact) a failure within depth; each shrinks to at most depth + 1 preemptions
-// (no-unlink-on-exhaustion and find-without-warp-barrier with their catalogue's stall sites: a
-// fired stall counts as one; the search runs under the mutant's memory model).
+// (simulator.md 16.4, 16.5, 16.6): no failure within depth - 1 deviations (searched under the
+// mutant's memory model, without faults), and (where the depth is exact) a failure within depth;
+// each shrinks to at most depth + 1 preemptions (a fired fault stall counts as one).
+namespace {
+struct depth_expect {
+  const char* id;
+  bool exact;  // the search with `depth` deviations fails (else the depth is a lower bound)
+};
+void has_its_depth(const depth_expect e) {
+  const ts::mutant* m = nullptr;
+  for (const auto& x : ts::mutant_catalogue())
+    if (x.id == e.id) m = &x;
+  ASSERT_NE(m, nullptr) << e.id;
+  ASSERT_GE(m->depth, 1u) << e.id;
+  const ts::scenario* sc = ts::find_scenario(m->scenario);
+  ts::explore_options o;
+  o.strategy.kind = ts::strategy_kind::exhaustive;
+  o.schedules = 2'000'000;
+  o.scenario_params = params_of(*m);
+  ts::run_limits lim = sc->limits;
+  lim.memory = m->memory;  // (a memory-order mutant fails under weak memory only; faults stay off)
+  o.limits = lim;
+  o.strategy.bound = m->depth - 1;
+  const auto below = ts::explore(*sc, o);
+  EXPECT_TRUE(below.exhausted) << e.id << ": the search with " << m->depth - 1 << " deviations did not finish";
+  EXPECT_FALSE(below.first_failure) << e.id << " fails with " << m->depth - 1 << " deviations: " << toga::test::failure_text(below);
+  std::printf("[ %-26s ] no failure in all %llu schedules with <= %u deviations\n", e.id,
+              static_cast<unsigned long long>(below.schedules), m->depth - 1);
+  if (e.exact) {
+    o.strategy.bound = m->depth;
+    const auto at = ts::explore(*sc, o);
+    ASSERT_TRUE(at.first_failure) << e.id << ": no failure with " << m->depth << " deviations in " << at.schedules
+                                  << " schedules (exhausted: " << at.exhausted << ")";
+    std::printf("[ %-26s ] fails at schedule %llu with <= %u deviations\n", e.id, static_cast<unsigned long long>(at.schedules),
+                m->depth);
+  }
+  const auto r = ts::run_mutant(*m, 10'000, 0, true);
+  ASSERT_TRUE(r.killed) << e.id;
+  ASSERT_TRUE(r.shrunk_preemptions.has_value()) << e.id;
+  EXPECT_LE(*r.shrunk_preemptions, m->depth + 1) << e.id << "; replay: " << r.replay;
+}
+}  // namespace
+
 TEST(Mutants, SmallAllocatorShapesHaveTheirDepth) {
   ts::register_builtin_scenarios();
-  struct expect {
-    const char* id;
-    bool exact;  // the search with `depth` deviations fails (else the depth is a lower bound)
-  };
-  for (const expect e : {expect{"ualloc.no-relink-on-refill", true}, expect{"tbuddy.claim-without-lock", true},
-                         expect{"ualloc.pin-swap-drops-bin", false}, expect{"ualloc.no-unlink-on-exhaustion", false},
-                         expect{"ualloc.find-without-warp-barrier", false}}) {
-    const ts::mutant* m = nullptr;
-    for (const auto& x : ts::mutant_catalogue())
-      if (x.id == e.id) m = &x;
-    ASSERT_NE(m, nullptr) << e.id;
-    ASSERT_GE(m->depth, 1u) << e.id;
-    const ts::scenario* sc = ts::find_scenario(m->scenario);
-    ts::explore_options o;
-    o.strategy.kind = ts::strategy_kind::exhaustive;
-    o.schedules = 2'000'000;
-    o.scenario_params = params_of(*m);
-    ts::run_limits lim = sc->limits;
-    lim.memory = m->memory;  // (a memory-order mutant fails under weak memory only; faults stay off)
-    o.limits = lim;
-    o.strategy.bound = m->depth - 1;
-    const auto below = ts::explore(*sc, o);
-    EXPECT_TRUE(below.exhausted) << e.id << ": the search with " << m->depth - 1 << " deviations did not finish";
-    EXPECT_FALSE(below.first_failure) << e.id << " fails with " << m->depth - 1 << " deviations: " << toga::test::failure_text(below);
-    std::printf("[ %-26s ] no failure in all %llu schedules with <= %u deviations\n", e.id,
-                static_cast<unsigned long long>(below.schedules), m->depth - 1);
-    if (e.exact) {
-      o.strategy.bound = m->depth;
-      const auto at = ts::explore(*sc, o);
-      ASSERT_TRUE(at.first_failure) << e.id << ": no failure with " << m->depth << " deviations in " << at.schedules
-                                    << " schedules (exhausted: " << at.exhausted << ")";
-      std::printf("[ %-26s ] fails at schedule %llu with <= %u deviations\n", e.id, static_cast<unsigned long long>(at.schedules),
-                  m->depth);
-    }
-    const auto r = ts::run_mutant(*m, 10'000, 0, true);
-    ASSERT_TRUE(r.killed) << e.id;
-    ASSERT_TRUE(r.shrunk_preemptions.has_value()) << e.id;
-    EXPECT_LE(*r.shrunk_preemptions, m->depth + 1) << e.id << "; replay: " << r.replay;
-  }
+  for (const depth_expect e : {depth_expect{"ualloc.no-relink-on-refill", true}, depth_expect{"tbuddy.claim-without-lock", true},
+                               depth_expect{"ualloc.pin-swap-drops-bin", false}})
+    has_its_depth(e);
+}
+// The two whose failures need interrupted windows: inbox-race and adopt-race, with fault stalls.
+TEST(Mutants, TargetedRaceMutantsHaveTheirDepth) {
+  ts::register_builtin_scenarios();
+  for (const depth_expect e : {depth_expect{"ualloc.no-unlink-on-exhaustion", false}, depth_expect{"ualloc.find-without-warp-barrier", false}})
+    has_its_depth(e);
 }
 
 TEST(Shrink, LongRandomAllocatorScheduleShrinksToAFewPreemptions) {
