@@ -302,6 +302,24 @@ std::vector<mutant> build() {
       mb("tbuddy.withdraw-used-granule", "reclamation", "trim-after-churn", P{{"bug", 38}},
          "a trim withdraws a granule inside a chunk or a superbin, whose live slots are then unmapped under their owners")
           .depth(0),
+      // failing fast (allocator.md §15): recorded TBuddy failures and clean reclaim walks
+      mb("tbuddy.free-skips-generation", "fail-fast", "exhaust-recover", P{{"bug", 39}},
+         "a TBuddy free does not count its publication: a failure recorded at exhaustion outlives every free, and the "
+         "recovery request gets nullptr")
+          .depth(0),
+      mb("tbuddy.failure-read-late", "fail-fast", "failfast-race", P{{"bug", 40}},
+         "a failed climb reads the publication count after the climb: a free that completed during the climb is lost, "
+         "and later requests fail although its block is free")
+          .depth(1),
+      mb("tbuddy.failure-covers-smaller", "fail-fast", "failfast-race", P{{"bug", 41}},
+         "a failed climb of order k records a failure for the orders below k too: a free smaller block is refused")
+          .depth(0),
+      mb("ualloc.empty-bin-unnoted", "fail-fast", "clean-race", P{{"bug", 42}},
+         "a free that empties a bin does not count a reclaim change: a clean record outlives the empty bin")
+          .depth(0),
+      mb("ualloc.clean-read-late", "fail-fast", "clean-race", P{{"bug", 43}},
+         "a reclaim walk reads the change count after walking: a bin emptied behind the walk is recorded clean")
+          .depth(1),
   };
   return c;
 }

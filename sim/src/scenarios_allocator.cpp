@@ -26,7 +26,7 @@ namespace {
 using P = toga::sim::platform;
 std::string str(std::uint64_t v) { return std::to_string(v); }
 
-enum class mode { storm, exhaust, mixed, retire_race, inbox_race, adopt_race, rounds, superbins, grow, grow_exhaust, trim };
+enum class mode { storm, exhaust, mixed, retire_race, inbox_race, adopt_race, rounds, superbins, grow, grow_exhaust, trim, failfast_race, clean_race };
 bool growable(mode m) { return m == mode::grow || m == mode::grow_exhaust || m == mode::trim; }
 
 // The simulated heap: aligned_alloc, or for growable heaps an mmap(PROT_NONE) range whose
@@ -95,9 +95,10 @@ struct heap_inst final : instance {
         align(static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("align", 0)))),
         anchor(static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("anchor", 0)))),
         mailbox(w.config().lanes(), 0) {
-    const std::uint64_t heap_bytes = static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : md == mode::superbins ? 1024 : 2048)) * 1024;
+    const std::uint64_t heap_bytes =
+        static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : md == mode::superbins ? 1024 : md == mode::failfast_race ? 8 : md == mode::clean_race ? 1024 : 2048)) * 1024;
     layout = heap_layout::make<P>(heap_layout::levels_for(heap_bytes), w.config().sms,
-                                  static_cast<int>(p.get("sb_shift", md == mode::superbins || md == mode::adopt_race ? 15 : md == mode::retire_race || md == mode::inbox_race ? 0 : -1)),
+                                  static_cast<int>(p.get("sb_shift", md == mode::superbins || md == mode::adopt_race ? 15 : md == mode::retire_race || md == mode::inbox_race || md == mode::failfast_race || md == mode::clean_race ? 0 : -1)),
                                   static_cast<unsigned>(std::max<std::int64_t>(0, p.get("sb_arenas", 0))));
     layout.pins = static_cast<unsigned>(p.get("pins", md == mode::retire_race || md == mode::inbox_race ? 1 : md == mode::adopt_race ? 3 : 4));
     const std::uint64_t hb = geom::page_bytes << (layout.levels - 1);
@@ -478,8 +479,76 @@ struct heap_inst final : instance {
     for (unsigned attempt = 0; P::load(&met, acquire, device_scope) < n * lanes; ++attempt) P::backoff(attempt);
   }
 
+  // failfast-race (docs/allocator.md "Failing fast"): an 8 KiB heap of two 4 KiB blocks. Lanes 0
+  // and 1 take a and b; lane 0 frees a while lane 2 asks for 4 KiB (it fails unless the free came
+  // first: its recorded failure must not outlive that free); then lane 3 asks for 8 KiB, which
+  // fails (b is held), and for 4 KiB, which must be served (a is free: neither failure may answer
+  // for it).
+  void failfast_race_lane(unsigned me) {
+    constexpr std::uint64_t page = geom::page_bytes;
+    if (me == 0) {
+      handoff[0] = do_alloc(page);
+      P::fetch_add(&phase, 1u, release, device_scope);
+      wait_phase(2);
+      if (handoff[0]) do_free(handoff[0]);
+      P::fetch_add(&phase, 1u, release, device_scope);
+    } else if (me == 1) {
+      handoff[1] = do_alloc(page);
+      P::fetch_add(&phase, 1u, release, device_scope);
+      wait_phase(5);
+      if (handoff[1]) do_free(handoff[1]);
+    } else if (me == 2) {
+      wait_phase(2);
+      if (const std::uint64_t x = do_alloc(page)) do_free(x);
+      P::fetch_add(&phase, 1u, release, device_scope);
+    } else if (me == 3) {
+      wait_phase(4);
+      if (const std::uint64_t z = do_alloc(2 * page)) do_free(z);  // (b is held: it fails)
+      const std::uint64_t y = do_alloc(page);
+      if (!y) P::violated("failfast-race: nullptr for 4 KiB while a 4 KiB block is free (a recorded failure outlived a free or answered for a smaller order); " + buddy_summary());
+      else do_free(y);
+      P::fetch_add(&phase, 1u, release, device_scope);
+    }
+  }
+  // clean-race (docs/allocator.md "Failing fast"): a 1 MiB heap of two 512 KiB halves. Lane 0
+  // takes a 16 B slot s (a UAlloc chunk: one half) and lane 1 the other half; lane 2 asks for
+  // 512 KiB, which fails in TBuddy and makes reclaim walk while lane 0 frees s (the bin, then the
+  // chunk, become free: the walk must not record the heap clean over that free); then lane 3 asks
+  // for 512 KiB, which must be served (reclaim gives the chunk back).
+  void clean_race_lane(unsigned me) {
+    constexpr std::uint64_t half = geom::chunk_bytes;
+    if (me == 0) {
+      handoff[0] = do_alloc(16);
+      P::fetch_add(&phase, 1u, release, device_scope);
+      wait_phase(2);
+      if (handoff[0]) do_free(handoff[0]);
+      P::fetch_add(&phase, 1u, release, device_scope);
+    } else if (me == 1) {
+      wait_phase(1);  // after the chunk (else the half could be where the chunk goes)
+      handoff[1] = do_alloc(half);
+      P::fetch_add(&phase, 1u, release, device_scope);
+      wait_phase(5);
+      if (handoff[1]) do_free(handoff[1]);
+    } else if (me == 2) {
+      wait_phase(2);
+      if (const std::uint64_t x = do_alloc(half)) do_free(x);
+      P::fetch_add(&phase, 1u, release, device_scope);
+    } else if (me == 3) {
+      wait_phase(4);
+      const std::uint64_t y = do_alloc(half);
+      if (!y) P::violated("clean-race: nullptr for 512 KiB while the chunk of a freed 16 B slot could be given back (reclaim recorded clean over a free); " + buddy_summary());
+      else do_free(y);
+      P::fetch_add(&phase, 1u, release, device_scope);
+    }
+  }
+  void wait_phase(std::uint32_t want) {
+    for (unsigned attempt = 0; P::load(&phase, acquire, device_scope) < want; ++attempt) P::backoff(attempt);
+  }
+
   void lane() override {
     const unsigned me = P::block_id() * P::block_dim() + P::thread_id();
+    if (m == mode::failfast_race) return failfast_race_lane(me);
+    if (m == mode::clean_race) return clean_race_lane(me);
     if (m == mode::retire_race) return retire_race_lane(me);
     if (m == mode::inbox_race) return inbox_race_lane(me);
     if (m == mode::adopt_race) return adopt_race_lane(me);
@@ -680,11 +749,35 @@ struct heap_inst final : instance {
     return std::nullopt;
   }
 
+  // Failing fast (docs/allocator.md), at quiescence: a TBuddy failure recorded as current means
+  // no node of that order or above is AVAILABLE; a reclaim recorded clean and current means a
+  // walk gives nothing back (checked with a forced walk, the last thing done to the heap here
+  // when it fails).
+  std::optional<std::string> check_fail_fast() {
+    const auto& b = a.small.buddy;
+    const byte_limit& l = a.globals->limit;
+    for (unsigned k = 0; k < b.levels; ++k) {
+      if (l.failed_at[k] == 0 || l.failed_at[k] != l.free_generation + 1) continue;
+      for (std::uint64_t v = 1; v < (std::uint64_t{1} << b.levels); ++v)
+        if (b.state[v] == node_available && b.height(v) >= k)
+          return "fail fast: a failure of order " + str(k) + " is recorded as current (publications " + str(l.free_generation) +
+                 "), but node " + str(v) + " of order " + str(b.height(v)) + " is AVAILABLE";
+    }
+    if (l.reclaim_clean != 0 && l.reclaim_clean == l.reclaim_changes + 1) {
+      bool any = false;
+      random_strategy rs;
+      if (auto e = at_quiescence(rs, [&] { any = a.small.reclaim(true); })) return "fail fast: a walk at quiescence: " + *e;
+      if (any) return "fail fast: reclaim is recorded clean (changes " + str(l.reclaim_changes) + "), but a walk at quiescence gave something back";
+    }
+    return std::nullopt;
+  }
+
   std::optional<std::string> check_final() override {
     for (auto h : mailbox)
       if (h) return "a block was left in a mailbox";
     if (!leak && !live.empty()) return "ghost: " + str(live.size()) + " blocks still live at the end";
     if (auto e = check_quiescent(a, &quality)) return *e;
+    if (auto e = check_fail_fast()) return *e;
     // The heap walk (leak report) lists exactly the live blocks, and each still holds its pattern.
     std::map<std::uint64_t, std::uint64_t> walked;
     for_each_live_block(a, [&](const live_block& lb) { walked[lb.offset] = lb.bytes; });
@@ -718,6 +811,19 @@ struct heap_inst final : instance {
           return "G7: granule " + str(g - first) + " is not unmapped after trim_to(0) (state " + str(a.small.buddy.state[g]) + ")";
     }
     if (m == mode::exhaust) {
+      // recovery without a trim: every block was freed, so a block of a quarter of the heap is
+      // served (reclaim gives back what hysteresis keeps; no recorded failure outlives the frees:
+      // docs/allocator.md "Failing fast")
+      const std::uint64_t quarter = a.heap_bytes / 4;
+      bool served = false;
+      random_strategy rq;
+      if (auto e = at_quiescence(rq, [&] {
+            void* p = a.allocate(quarter);
+            served = p != nullptr;
+            if (p) a.deallocate(p);
+          }))
+        return "recovery: " + *e;
+      if (!served) return "recovery: after every block was freed, a request of " + str(quarter) + " B (a quarter of the heap) got nullptr; " + buddy_summary();
       // recovery: after every block was freed, a trim at quiescence (hysteresis keeps empty bins
       // and a free chunk per arena: the host's heap::trim does this) and a merge of free
       // buddies, the heap is as new (T7 "after trim")
@@ -781,6 +887,11 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 36: return make_one<ualloc_bug::none, tbuddy_bug::adopt_without_merge>(w, p, md);
     case 37: return make_one<ualloc_bug::none, tbuddy_bug::adopt_uncharges_limit>(w, p, md);
     case 38: return make_one<ualloc_bug::none, tbuddy_bug::withdraw_used_granule>(w, p, md);
+    case 39: return make_one<ualloc_bug::none, tbuddy_bug::free_skips_generation>(w, p, md);
+    case 40: return make_one<ualloc_bug::none, tbuddy_bug::failure_read_late>(w, p, md);
+    case 41: return make_one<ualloc_bug::none, tbuddy_bug::failure_covers_smaller>(w, p, md);
+    case 42: return make_one<ualloc_bug::empty_bin_unnoted, tbuddy_bug::none>(w, p, md);
+    case 43: return make_one<ualloc_bug::clean_read_late, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -806,7 +917,10 @@ constexpr const char* bug_help =
     "another arena's units searches its own arena's superbins; resident views: 32 the views' copies in the metadata are never "
     "written; --memory weak: 33 the slow path's leader uses a bin another lane acquired, without the __syncwarp; growable heaps: "
     "34 a free into an unmapped granule touches it, 35 a trim without reclaiming UAlloc's caches first, 36 adopt without "
-    "merging, 37 adopt uncharges the byte count, 38 a trim withdraws a granule of a chunk or superbin)";
+    "merging, 37 adopt uncharges the byte count, 38 a trim withdraws a granule of a chunk or superbin; failing fast: 39 a free "
+    "that merges does not count a publication, 40 a failed climb reads the publication count after climbing, 41 a failed climb "
+    "records smaller orders too, 42 a free that empties a bin does not count a reclaim change, 43 a walk reads the change count "
+    "after walking)";
 
 // Declared keys (toga-sim rejects others and out-of-range values). heap_kib: the simulator backs
 // the heap with host memory, so at most 1 GiB here (toga's own limit, heap_layout::max_heap_bytes,
@@ -828,7 +942,7 @@ std::vector<param_spec> heap_keys(std::int64_t warps, std::int64_t threads, std:
           {"sb_arenas", 0, 64, 0, "superbin arenas in use (SM s takes arena s % sb_arenas; 0: toga's choice; above sms: sms)"},
           {"align", 0, std::int64_t{1} << 20, 0, "alignment asked for with every allocation (0: none; a power of two)"},
           {"anchor", 0, std::int64_t{1} << 20, 0, "alloc-storm, mixed-sizes, superbins: lane 0 first allocates a block of this many bytes (no alignment) and frees it last (0: none)"},
-          {"bug", 0, 38, 0, "planted bug (keep in step with make_heap)"}};
+          {"bug", 0, 43, 0, "planted bug (keep in step with make_heap)"}};
 }
 // The growable-heap scenarios' keys: heap_keys and the granule size.
 std::vector<param_spec> grow_keys(std::int64_t warps, std::int64_t threads, std::int64_t sms, std::int64_t ops, std::int64_t size,
@@ -869,20 +983,34 @@ void register_allocator_scenarios() {
                             "class (what the free path's read-side section prevents); 3 lanes, 1 SM") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 38, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 43, 0, "planted bug (keep in step with make_heap)"}})));
+  add_scenario(heap_checks(with_keys({"failfast-race",
+                std::string("targeted: a free races with a failing 4 KiB request (its recorded failure must not outlive "
+                            "the free), then a failing 8 KiB request must not answer for 4 KiB (docs/allocator.md \"Failing "
+                            "fast\"); 4 warps of 1 lane, 1 SM, an 8 KiB heap") + bug_help,
+                expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
+                [](world& w, const params& p) { return make_heap(w, p, mode::failfast_race); }, run_limits{50'000, 2'000'000}, {}, {}},
+                         {{"heap_kib", 8, 8, 8, "heap size in KiB (two 4 KiB blocks)"}, {"bug", 0, 43, 0, "planted bug (keep in step with make_heap)"}})));
+  add_scenario(heap_checks(with_keys({"clean-race",
+                std::string("targeted: a free that empties a bin races with a reclaim walk (the walk must not record the "
+                            "heap clean over it), then a 512 KiB request must get the chunk back (docs/allocator.md \"Failing "
+                            "fast\"); 4 warps of 1 lane, 1 SM, a 1 MiB heap") + bug_help,
+                expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
+                [](world& w, const params& p) { return make_heap(w, p, mode::clean_race); }, run_limits{50'000, 4'000'000}, {}, {}},
+                         {{"heap_kib", 1024, 1024, 1024, "heap size in KiB (two 512 KiB halves)"}, {"bug", 0, 43, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"adopt-race",
                 std::string("targeted: a group leader adopts a superbin that a member found in a pin slot, and another warp "
                             "serves from the slot it adopted into (the __syncwarp after the scan; run with --memory weak); "
                             "5 warps of 2 lanes, 1 SM, 4 KiB slots in 32 KiB superbins, 3 pin slots") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 5, 2}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::adopt_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {{"heap_kib", 512, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"pins", 3, 3, 3, "pin slots per (arena, class): 3, the roles' own slots are 8k mod 3"}, {"bug", 0, 38, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 512, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"pins", 3, 3, 3, "pin slots per (arena, class): 3, the roles' own slots are 8k mod 3"}, {"bug", 0, 43, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"inbox-race",
                 std::string("targeted: a taker holds an exhausted inbox bin while a free refills it (the re-read of the "
                             "count when the taker lets go); 3 warps of one lane, 1 SM, 1024 B, 1 pin slot; lane 1 keeps its block") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 3, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::inbox_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that a GROW queues its bin while the pinned one has slots"}, {"bug", 0, 38, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that a GROW queues its bin while the pinned one has slots"}, {"bug", 0, 43, 0, "planted bug (keep in step with make_heap)"}})));
   {
     auto keys = heap_keys(1, 32, 1, 1, 16, 2048);
     keys.push_back({"rounds", 1, 100, 2, "alloc-all / free-all rounds"});

@@ -114,6 +114,12 @@ TEST(Allocator, MixedSizesPasses100kSchedulesFirstHalf) { passes_seeds("mixed-si
 TEST(Allocator, MixedSizesPasses100kSchedulesSecondHalf) { passes_seeds("mixed-sizes", {}, "mixed-sizes", 50'001, 50'000); }
 TEST(Allocator, RetireRacePasses100kSchedules) { passes_100k("retire-race", {}, "retire-race"); }
 TEST(Allocator, InboxRacePasses100kSchedules) { passes_100k("inbox-race", {}, "inbox-race"); }
+// Failing fast (allocator.md §15): a free racing with a failing climb, a free racing with a
+// reclaim walk; every schedule then asks for the freed memory and must get it.
+TEST(Allocator, FailFastRacesPassTheirSchedules) {
+  passes_seeds("failfast-race", {}, "failfast-race", 1, 100'000);
+  passes_seeds("clean-race", {}, "clean-race", 1, 20'000);
+}
 // Groups of lanes (warp aggregation at every entry point, fast-path.md E1): one warp of 8 lanes
 // on one SM, so that reservations, word claims, pin swaps and aggregated frees of several lanes
 // interleave with each other.
@@ -225,6 +231,12 @@ const std::vector<planted>& planted_allocator_bugs() {
       // stealing (allocator.md §12.12): units of arena 1's idle superbins, searched for in arena 0
       {"superbins", {{"bug", 31}}, "stolen units searched in the own arena", true},
       {"mixed-sizes", {{"bug", 32}}, "resident views never written", true},
+      // failing fast (allocator.md §15): recorded TBuddy failures, clean reclaim walks
+      {"exhaust-recover", {{"bug", 39}}, "a TBuddy free does not count", true},
+      {"failfast-race", {{"bug", 40}}, "failed climb reads the count late", true},
+      {"failfast-race", {{"bug", 41}}, "failure recorded for smaller orders", true},
+      {"clean-race", {{"bug", 42}}, "a free emptying a bin does not count", true},
+      {"clean-race", {{"bug", 43}}, "reclaim walk reads the count late", true},
   };
   return bugs;
 }

@@ -82,6 +82,7 @@ const std::vector<case_info>& all_cases() {
       {"T11", "dynamic graph: updates", "rounds of 10,000 edge insertions (grow by reallocate-and-copy), then deletions (shrink); ms per round"},
       {"T12", "init", "construct and destroy an 8 GiB heap; ms"},
       {"T13", "registers", "registers of the alloc and free kernels (cudaFuncGetAttributes)"},
+      {"T14", "edges", "toga only: an exactly full heap (2^20 x 8 KiB), 2^20 requests on a full heap (16 B, 256 B, 4 KiB), 4 KiB on a heap 80 % full, the first kernel on a fresh heap (T1 sizes); x its reference"},
   };
   return cases;
 }

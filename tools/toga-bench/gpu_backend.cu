@@ -783,7 +783,7 @@ class gpu_backend final : public backend {
         {"T1", &gpu_backend::t1},   {"T2", &gpu_backend::t2},   {"T3", &gpu_backend::t3},   {"T4", &gpu_backend::t4},
         {"T5", &gpu_backend::t5},   {"T6", &gpu_backend::t6},   {"T7", &gpu_backend::t7},   {"T8", &gpu_backend::t8},
         {"T9", &gpu_backend::t9},   {"T10", &gpu_backend::t10}, {"T11", &gpu_backend::t11}, {"T12", &gpu_backend::t12},
-        {"T13", &gpu_backend::t13},
+        {"T13", &gpu_backend::t13}, {"T14", &gpu_backend::t14},
     };
     const auto c = cases.find(id);
     if (c == cases.end()) throw std::invalid_argument("toga-bench gpu: unknown case '" + id + "' (T1 .. T13)");
@@ -1733,6 +1733,206 @@ class gpu_backend final : public backend {
       r.metrics["destroy_ms"] = median(destroy);
       if (k == akind::toga) r.metrics["device_init_ms"] = median(device_init);
       out.add(std::move(r));
+    }
+  }
+
+  // ---- T14: the edges (docs/benchmarks.md "T14"): toga's heap when it is exactly full, when
+  // every request fails, when it is 80 % full, and its first kernel on a fresh heap; each beside
+  // the reference it is judged against, measured in the same run ("ref_ms", "x_ref").
+
+  //! n allocations of `size` into slots [first, first + n) of `slots`; returns the nullptrs.
+  std::uint64_t t14_alloc(const target& t, dev_array<void*>& slots, std::uint64_t first, std::uint64_t n, std::uint64_t size,
+                          double* ms) {
+    zero_counters();
+    size_rule sr;
+    sr.size = size;
+    const alloc_args a{slots.get() + first, n, sr, 0, 0, counter(0)};
+    run_alloc(t, a, false, ms);
+    return read_counters()[0];
+  }
+  void t14_free(const target& t, dev_array<void*>& slots, std::uint64_t first, std::uint64_t n) {
+    if (n == 0) return;
+    run_free(t, free_args{reinterpret_cast<const char*>(slots.get() + first), sizeof(void*), n, 0, 0}, nullptr);
+  }
+  //! Writes and verifies the pattern of slots [first, first + n) (nullptr slots are skipped).
+  std::uint64_t t14_verify(dev_array<void*>& slots, std::uint64_t first, std::uint64_t n, std::uint64_t size, std::uint64_t seed) {
+    size_rule sr;
+    sr.size = size;
+    pattern(slots.get() + first, n, sr, 0, seed, false);
+    return pattern(slots.get() + first, n, sr, 0, seed, true);
+  }
+  //! Median of reps timed launches of `n` x `size` on `t` (one warm-up first), each freed after.
+  row t14_timed(const target& t, dev_array<void*>& slots, std::uint64_t first, std::uint64_t n, std::uint64_t size,
+                const std::string& op, const std::string& param, const options& o, sink& out) {
+    row r;
+    r.allocator = kind_name(t.kind);
+    r.case_id = "T14";
+    r.op = op;
+    r.param = param;
+    r.size = size;
+    r.threads = n;
+    r.ops_per_rep = n;
+    out.progress("T14 " + op + " " + format_bytes(size));
+    for (unsigned rep = 0; rep <= o.reps; ++rep) {
+      double ms = 0;
+      r.failures = std::max<std::uint64_t>(r.failures, t14_alloc(t, slots, first, n, size, &ms));
+      if (rep == 1) r.corrupt += t14_verify(slots, first, n, size, o.seed);
+      t14_free(t, slots, first, n);
+      if (rep > 0) r.ms.push_back(ms);
+    }
+    return r;
+  }
+  static void t14_ratio(row& r, const row& ref) {
+    r.metrics["ref_ms"] = ref.median_ms();
+    if (ref.median_ms() > 0) r.metrics["x_ref"] = r.median_ms() / ref.median_ms();
+  }
+
+  void t14(const std::vector<akind>& kinds, const options& o, sink& out) {
+    for (akind k : kinds) {
+      if (k == akind::toga) continue;
+      row r;
+      r.allocator = kind_name(k);
+      r.case_id = "T14";
+      r.op = "edges";
+      r.note = "T14 measures toga's edges (full, failing, 80 % full, fresh heaps) against toga's own references";
+      out.add(std::move(r));
+    }
+    if (std::find(kinds.begin(), kinds.end(), akind::toga) == kinds.end()) return;
+    const std::uint64_t n = o.threads.empty() ? (std::uint64_t{1} << 20) : o.threads.front();
+    dev_array<void*> slots;
+    auto need_slots = [&](std::uint64_t m) {
+      if (slots.size() < m) {
+        slots = dev_array<void*>();
+        slots = dev_array<void*>(m, "T14's block pointers");
+      }
+    };
+    // (a) an exactly full heap: n x 8 KiB into a heap of exactly n x 8 KiB, against a heap twice as large
+    {
+      constexpr std::uint64_t s = 8 * KiB;
+      const std::uint64_t exact = pow2_at_least(n * s);
+      need_slots(n);
+      row half, full;
+      {
+        auto h = make_heap(2 * exact, "T14 (a)", o);
+        target t{akind::toga, h.get(), nullptr};
+        half = t14_timed(t, slots, 0, exact / s, s, "fill-half", format_bytes(2 * exact) + " heap", o, out);
+      }
+      {
+        auto h = make_heap(exact, "T14 (a)", o);
+        target t{akind::toga, h.get(), nullptr};
+        full = t14_timed(t, slots, 0, exact / s, s, "fill-exact", format_bytes(exact) + " heap", o, out);
+      }
+      t14_ratio(full, half);
+      out.add(std::move(half));
+      out.add(std::move(full));
+    }
+    // (b) every request fails: a heap filled with blocks of the size until a launch fails, then n
+    // more requests of that size; against n successful requests of the size on an empty heap
+    for (std::uint64_t s : o.sizes.empty() ? std::vector<std::uint64_t>{16, 256, 4096} : o.sizes) {
+      constexpr std::uint64_t heap_bytes = 256 * MiB;
+      const std::uint64_t per = std::max<std::uint64_t>(n, 1);
+      const std::uint64_t most = heap_bytes / std::max<std::uint64_t>(s, 16) + 2 * per;  // fill slots, at most
+      row ok;
+      {
+        auto h = make_heap(pow2_at_least(std::max<std::uint64_t>(4 * n * std::max<std::uint64_t>(s, 16), 64 * MiB)), "T14 (b)", o);
+        target t{akind::toga, h.get(), nullptr};
+        need_slots(n);
+        ok = t14_timed(t, slots, 0, n, s, "alloc-empty", "", o, out);
+      }
+      auto h = make_heap(heap_bytes, "T14 (b)", o);
+      target t{akind::toga, h.get(), nullptr};
+      need_slots(most + n);
+      row fail;
+      // full: until a launch of n requests gets no block at all (a launch that fails only in part
+      // leaves room that the next launch, on other SMs, still finds)
+      std::uint64_t filled = 0, fill_failures = 0, last = 0;
+      out.progress("T14 fill " + format_bytes(heap_bytes) + " with " + format_bytes(s));
+      while (filled + per <= most) {
+        last = t14_alloc(t, slots, filled, per, s, nullptr);
+        fill_failures += last;
+        filled += per;
+        if (last == per) break;
+      }
+      if (last != per) fail.note = "the heap never refused a whole launch (" + std::to_string(filled - fill_failures) + " blocks)";
+      fail.allocator = kind_name(akind::toga);
+      fail.case_id = "T14";
+      fail.op = "alloc-full";
+      fail.param = format_bytes(heap_bytes) + " heap, full";
+      fail.size = s;
+      fail.threads = n;
+      fail.ops_per_rep = n;
+      std::uint64_t served = 0;  // requests on the full heap that got a block (frees in between)
+      for (unsigned rep = 0; rep <= o.reps; ++rep) {
+        out.progress("T14 alloc-full " + format_bytes(s) + " rep " + std::to_string(rep) + "/" + std::to_string(o.reps));
+        double ms = 0;
+        const std::uint64_t f = t14_alloc(t, slots, filled, n, s, &ms);
+        served += n - f;
+        t14_free(t, slots, filled, n);
+        if (rep > 0) fail.ms.push_back(ms);
+      }
+      fail.metrics["served"] = static_cast<double>(served);
+      fail.metrics["blocks_before"] = static_cast<double>(filled - fill_failures);
+      if (served != 0) fail.note = join_note(fail.note, std::to_string(served) + " requests on the full heap got a block");
+      fail.corrupt = t14_verify(slots, 0, filled, s, o.seed);
+      t14_free(t, slots, 0, filled);
+      t14_ratio(fail, ok);
+      out.add(std::move(ok));
+      out.add(std::move(fail));
+    }
+    // (c) 4 KiB on a heap 80 % full of 4 KiB blocks, against an empty heap of the same size
+    {
+      constexpr std::uint64_t s = 4 * KiB, heap_bytes = 4 * GiB;
+      const std::uint64_t pre = heap_bytes / s * 4 / 5;
+      const std::uint64_t m = std::min<std::uint64_t>(n, std::uint64_t{1} << 17);  // fits in the 20 %
+      need_slots(pre + m);
+      row empty, busy;
+      auto h = make_heap(heap_bytes, "T14 (c)", o);
+      target t{akind::toga, h.get(), nullptr};
+      empty = t14_timed(t, slots, 0, m, s, "alloc-empty", format_bytes(heap_bytes) + " heap", o, out);
+      out.progress("T14 fill 80 % of " + format_bytes(heap_bytes));
+      const std::uint64_t pre_failures = t14_alloc(t, slots, 0, pre, s, nullptr);
+      busy = t14_timed(t, slots, pre, m, s, "alloc-80", format_bytes(heap_bytes) + " heap, 80 % full", o, out);
+      busy.failures += pre_failures;
+      t14_free(t, slots, 0, pre);
+      t14_ratio(busy, empty);
+      out.add(std::move(empty));
+      out.add(std::move(busy));
+    }
+    // (d) the first kernel on a fresh heap (constructed for it) at each T1 size, against the
+    // second kernel on the same heap (after the first one's blocks were freed)
+    for (std::uint64_t s : t1_sizes(o)) {
+      need_slots(n);
+      row first, warm;
+      for (unsigned rep = 0; rep <= o.reps; ++rep) {
+        out.progress("T14 first " + format_bytes(s) + " rep " + std::to_string(rep) + "/" + std::to_string(o.reps));
+        auto h = make_heap(toga_capacity(o), "T14 (d)", o);
+        target t{akind::toga, h.get(), nullptr};
+        double ms1 = 0, ms2 = 0;
+        const std::uint64_t f1 = t14_alloc(t, slots, 0, n, s, &ms1);
+        const std::uint64_t c1 = rep == 1 ? t14_verify(slots, 0, n, s, o.seed) : 0;
+        t14_free(t, slots, 0, n);
+        const std::uint64_t f2 = t14_alloc(t, slots, 0, n, s, &ms2);
+        t14_free(t, slots, 0, n);
+        if (rep == 0) continue;
+        first.ms.push_back(ms1);
+        warm.ms.push_back(ms2);
+        first.failures = std::max(first.failures, f1);
+        warm.failures = std::max(warm.failures, f2);
+        first.corrupt += c1;
+      }
+      for (row* r : {&first, &warm}) {
+        r->allocator = kind_name(akind::toga);
+        r->case_id = "T14";
+        r->size = s;
+        r->threads = n;
+        r->ops_per_rep = n;
+        r->param = format_bytes(toga_capacity(o)) + " heap";
+      }
+      first.op = "alloc-first";
+      warm.op = "alloc-second";
+      t14_ratio(first, warm);
+      out.add(std::move(warm));
+      out.add(std::move(first));
     }
   }
 

@@ -225,7 +225,7 @@ int cmd_list() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"toga-bench: the toga benchmark protocol (cases T1-T13) on the GPU or in the simulator"};
+  CLI::App app{"toga-bench: the toga benchmark protocol (cases T1-T14) on the GPU or in the simulator"};
   app.require_subcommand(1);
   auto* list = app.add_subcommand("list", "List the cases and which allocators can run here");
   auto* run = app.add_subcommand("run", "Run cases and print the table");
@@ -238,7 +238,7 @@ int main(int argc, char** argv) {
                   "Comma list of toga, cuda-malloc, bump-warp, bump (GPU) and toga-sim, bump-warp-sim, bump-sim "
                   "(simulator). Default: the GPU ones when a GPU is present, else the simulator's. References are "
                   "always added.");
-  run->add_option("--cases", cases_arg, "Comma list of case ids (T1..T13); default: all");
+  run->add_option("--cases", cases_arg, "Comma list of case ids (T1..T14); default: all");
   run->add_option("--sizes", sizes_arg, "Comma list of allocation sizes in bytes (suffixes K, M, G); overrides the case's");
   run->add_option("--threads", threads_arg, "Comma list of thread counts (T1-T6); overrides the case's");
   run->add_option("--reps", opt.reps, "Timed repetitions after one warm-up (median reported)")->check(CLI::Range(1u, 1000u));
@@ -329,7 +329,7 @@ int main(int argc, char** argv) {
     for (auto c : split(cases_arg)) {
       if (c[0] == 't') c[0] = 'T';
       if (std::none_of(all_cases().begin(), all_cases().end(), [&](const case_info& i) { return i.id == c; })) {
-        std::fprintf(stderr, "toga-bench: unknown case '%s' (toga-bench list shows T1..T13)\n", c.c_str());
+        std::fprintf(stderr, "toga-bench: unknown case '%s' (toga-bench list shows T1..T14)\n", c.c_str());
         return 2;
       }
       cases.push_back(c);

@@ -412,8 +412,8 @@ struct allocator {
   //! RCU callbacks and returns cached free chunks to the buddy tree, in every arena. Safe while
   //! other threads allocate and free; called at quiescence (the host's trim), it leaves the heap
   //! as new once every block is freed (invariant T7 "after trim"). One thread; returns whether
-  //! anything was given back.
-  TOGA_DEVICE bool trim() const TOGA_NOEXCEPT(P) { return small.reclaim(); }  // (and the superbins: its peer)
+  //! anything was given back. Walks every arena even when the heap is known clean (ualloc::reclaim).
+  TOGA_DEVICE bool trim() const TOGA_NOEXCEPT(P) { return small.reclaim(true); }  // (and the superbins: its peer)
 
   //! Whether `ptr` points into this heap.
   TOGA_HOST_DEVICE bool contains(const void* ptr) const {
@@ -540,7 +540,7 @@ struct allocator {
     std::uint64_t off = g.size > 1 ? small.buddy.alloc_group(order, g) : no_block;
     if (off == no_block) {
       off = P::inject(fault_site::fail_tbuddy_block) ? no_block : small.buddy.alloc(order);
-      if (off == no_block && trim()) off = small.buddy.alloc(order);  // chunks and superbins UAlloc could give back
+      if (off == no_block && small.reclaim()) off = small.buddy.alloc(order);  // chunks and superbins UAlloc could give back
     }
     count_group_alloc(g, off != no_block, st, served, served);
     return off == no_block ? nullptr : small.base + off;

@@ -292,6 +292,8 @@ std::uint64_t merge_free_buddies_quiescent(A& a) {
     }
     // parents above a merged node: recompute derived states bottom-up
   }
+  // merged blocks appeared without a free: recorded failures (tbuddy::known_exhausted) go
+  if (merges != 0 && b.limit != nullptr) ++b.limit->free_generation;
   for (std::uint64_t v = (std::uint64_t{1} << (b.levels - 1)) - 1; v >= 1; --v) {
     const std::uint32_t s = b.state[v] & node_state_mask;
     if (s == node_available || s == node_allocated) continue;

@@ -73,7 +73,24 @@ struct byte_limit {
   //! UAlloc's reclaim gate (ualloc::reclaim): bit 0 a reclaim is running, bit 1 the last one gave
   //! something back, bits 2.. its generation. Here because this block is the heap's one global.
   std::uint64_t reclaim_gate;
+  //! Fail fast in TBuddy (docs/allocator.md "Failing fast"): counts the operations that made a
+  //! node AVAILABLE (frees, so also adopted granules and returned chunks and superbins; splits and
+  //! carved runs, which publish siblings; quiescent merges and recounts), each bumped by a release
+  //! RMW after the operation's last store.
+  std::uint64_t free_generation;
+  //! Per order k: free_generation + 1 as read (acquire) before the last climb for a block of
+  //! order k that found the tree empty (0: none). While free_generation is unchanged, a request
+  //! of order k returns no_block at once: no block of order k can have appeared without a free.
+  std::uint64_t failed_at[32];
+  //! Fail fast in UAlloc's reclaim: `reclaim_changes` counts operations that may have left
+  //! something for reclaim() to give back (an empty bin in a pin slot or the inbox, a deferred
+  //! bin, a chunk entirely free), each bumped by a release RMW after the operation's last store;
+  //! `reclaim_clean` is that count + 1 as read (acquire) before the last walk that gave nothing
+  //! back and skipped nothing (0: none). While they agree, reclaim() returns false at once.
+  std::uint64_t reclaim_changes;
+  std::uint64_t reclaim_clean;
 };
+static_assert(sizeof(byte_limit::failed_at) / sizeof(std::uint64_t) >= 26, "byte_limit::failed_at covers every order of the largest tree");
 
 //! Deliberate bugs for the planted-bug tests (never use outside tests).
 enum class tbuddy_bug : std::uint8_t {
@@ -88,6 +105,10 @@ enum class tbuddy_bug : std::uint8_t {
   adopt_without_merge,       //!< adopt publishes the granule AVAILABLE without merging it with a free buddy
   adopt_uncharges_limit,     //!< adopt frees the granule through the charging path: the byte count drops below zero
   withdraw_used_granule,     //!< trim withdraws a granule that is a chunk or a superbin (UAlloc's, with live slots or not)
+  // failing fast (docs/allocator.md "Failing fast")
+  free_skips_generation,     //!< a TBuddy free does not bump free_generation: a failure recorded before it stays current
+  failure_read_late,         //!< a failed climb reads free_generation after the climb, not before: a free during the climb is lost
+  failure_covers_smaller,    //!< a failed climb of order k records a failure for every order below k too
 };
 
 inline constexpr std::uint64_t no_block = ~std::uint64_t{0};
@@ -194,6 +215,8 @@ struct tbuddy {
   //! Phase 0: every semaphore 0 (C never exceeds what exists while the tree changes).
   TOGA_DEVICE void zero_semaphores_quiescent() const TOGA_NOEXCEPT(P) {
     for (unsigned h = 0; h < levels; ++h) sem[h].store_quiescent(0);
+    // the merges of phase 1 make larger blocks without a free: every recorded failure goes
+    if (limit) P::fetch_add(&limit->free_generation, std::uint64_t{1}, relaxed, device_scope);
   }
   //! Phase 1, node v of height >= 1 (heights bottom-up): both children AVAILABLE -> v AVAILABLE.
   TOGA_DEVICE void merge_free_children(std::uint64_t v) const TOGA_NOEXCEPT(P) {
@@ -269,13 +292,21 @@ struct tbuddy {
 
   //! A block of 4 KiB x 2^order, aligned to its size; its offset, or no_block when the heap
   //! has no such block (never blocks forever).
+  //! Fails fast (two loads) while a failure of this order is recorded and no node was published
+  //! since (docs/allocator.md "Failing fast").
   TOGA_DEVICE std::uint64_t alloc(unsigned order) const TOGA_NOEXCEPT(P) {
     if (order > top()) return no_block;
+    if (known_exhausted(order)) return no_block;
+    // [HB] acquire: a free whose bump we see is visible to the climb below (its release)
+    const std::uint64_t gen = limit ? P::load(&limit->free_generation, acquire, device_scope) : 0;
     std::uint64_t charged = 0;  // bytes handed out, this block included, when we charged it
     if (limit && !charge(geom::page_bytes << order, charged)) return no_block;
     const std::uint64_t off = alloc_block(order);
     if (off == no_block) {
-      if (limit) uncharge(geom::page_bytes << order);
+      if (limit) {
+        uncharge(geom::page_bytes << order);
+        record_exhausted(order, Bug == tbuddy_bug::failure_read_late ? P::load(&limit->free_generation, acquire, device_scope) : gen);
+      }
       return no_block;
     }
     if (limit) note_high_water(charged);
@@ -291,7 +322,7 @@ struct tbuddy {
     const unsigned j = g.size <= 1 ? 0u : 64u - bits::clz(std::uint64_t{g.size - 1u});  // ceil(log2 g)
     std::uint64_t base = no_block;
     std::uint32_t how = 0;  // 0: not served, 1: units taken (search), 2: a run carved from `base`
-    if (g.is_leader() && order + j <= top()) {
+    if (g.is_leader() && order + j <= top() && !known_exhausted(order)) {
       std::uint64_t charged = 0;
       const std::uint64_t bytes = (geom::page_bytes << order) * g.size;
       if (!limit || charge(bytes, charged)) {
@@ -383,6 +414,7 @@ struct tbuddy {
     std::uint64_t v = search_and_claim(k);
     TOGA_PROFILE_PHASE(prof_tbuddy_t_search);
     for (unsigned j = k; j > order; --j) v = split(v, j);
+    if (k > order) note_publication();  // the siblings the splits published
     TOGA_PROFILE_PHASE(prof_tbuddy_t_split);
     return offset_of(v);
   }
@@ -447,9 +479,19 @@ struct tbuddy {
     }
     // deliver what alloc_group promised (2^j - g; the planted off-by-one delivers 2^j - g + 1)
     if constexpr (Bug != tbuddy_bug::run_leftover_unsignalled) settle_levels(order, published, 1);
+    if (published != 0) note_publication();
   }
 
  public:
+  //! Whether a failure of `order` is recorded and no node was published since (by a free, a split
+  //! or a carved run): then the tree has no block of that order and alloc returns no_block at
+  //! once. Two relaxed loads; false for trees without a byte_limit block.
+  TOGA_DEVICE bool known_exhausted(unsigned order) const TOGA_NOEXCEPT(P) {
+    if (!limit) return false;
+    const std::uint64_t at = P::load(&limit->failed_at[order], relaxed, device_scope);
+    return at != 0 && at == P::load(&limit->free_generation, relaxed, device_scope) + 1;
+  }
+
   //! Frees the block at `off` (handed out by alloc). Merges with free buddies upward.
   TOGA_DEVICE void free(std::uint64_t off) const TOGA_NOEXCEPT(P) {
     std::uint64_t v = leaf_of(off);
@@ -470,6 +512,7 @@ struct tbuddy {
       set_state(1, node_available);
       sem[top()].signal(1, 0);
       unlock_node(1);
+      if constexpr (Bug != tbuddy_bug::free_skips_generation) note_publication();
       return;
     }
     // The block we hold is announced as a promise at the level we hold it at, moved up with each
@@ -502,6 +545,7 @@ struct tbuddy {
           set_state(1, node_available);
           sem[n + 1].signal(1, 1);
           unlock_node(1);
+          if constexpr (Bug != tbuddy_bug::free_skips_generation) note_publication();
           return;
         }
         const std::uint64_t g = p >> 1;
@@ -515,6 +559,7 @@ struct tbuddy {
       set_state(v, node_available);
       sem[n].signal(1, 1);  // deliver the promise, while lock(p) is held (spec §6.6)
       propagate_up(p);
+      if constexpr (Bug != tbuddy_bug::free_skips_generation) note_publication();
       return;
     }
   }
@@ -539,6 +584,18 @@ struct tbuddy {
   }
 
  private:
+  // After the last store of an operation that made a node AVAILABLE (a free's delivery, the
+  // siblings a split or a carved run publishes): [HB] release, so that a climb which reads this
+  // count (acquire) before it starts sees the node.
+  TOGA_DEVICE void note_publication() const TOGA_NOEXCEPT(P) {
+    if (limit) P::fetch_add(&limit->free_generation, std::uint64_t{1}, release, device_scope);
+  }
+  // A climb for `order` found the tree empty; `gen` is free_generation as read before it began.
+  // Larger orders are exhausted too (a larger block would have served); smaller ones are not.
+  TOGA_DEVICE void record_exhausted(unsigned order, std::uint64_t gen) const TOGA_NOEXCEPT(P) {
+    const unsigned from = Bug == tbuddy_bug::failure_covers_smaller ? 0u : order;
+    for (unsigned k = from; k <= top(); ++k) P::store(&limit->failed_at[k], gen + 1, relaxed, device_scope);
+  }
   // Counts a block of `bytes` as handed out; false (counting nothing) when the byte limit
   // would be exceeded. Relaxed: statistics and a limit order nothing else.
   TOGA_DEVICE bool charge(std::uint64_t bytes, std::uint64_t& total) const TOGA_NOEXCEPT(P) {

@@ -108,6 +108,9 @@ enum class ualloc_bug : std::uint8_t {
   // growable heaps (issue 14)
   free_into_unmapped,             //!< a free does not look at the granule's unmapped tag: it touches memory that is not there
   trim_without_reclaim,           //!< a trim withdraws granules without reclaiming UAlloc's empty bins, chunks and superbins first
+  // failing fast (docs/allocator.md "Failing fast")
+  empty_bin_unnoted,              //!< a free that empties a bin does not count a reclaim change: a clean record outlives it
+  clean_read_late,                //!< a walk reads the change count after walking, not before: a change during the walk is lost
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -456,15 +459,30 @@ struct ualloc {
   //! running waits for it to end and returns its result instead of walking every arena itself.
   //! A full heap makes every failing lane reclaim; 100,000 of them each walking 132 arenas x 14
   //! classes made T8's last round at 4 KiB take 25 s on an H100.
-  TOGA_DEVICE TOGA_NOINLINE bool reclaim() const TOGA_NOEXCEPT(P) {
+  //!
+  //! Fails fast (docs/allocator.md "Failing fast"): while nothing that could leave something to
+  //! give back has happened since a walk that gave nothing back and skipped nothing
+  //! (byte_limit::reclaim_changes against reclaim_clean), it returns false after two loads.
+  //! `force` (the host's trim) walks regardless.
+  TOGA_DEVICE TOGA_NOINLINE bool reclaim(bool force = false) const TOGA_NOEXCEPT(P) {
     TOGA_PROFILE_COUNT(prof_ua_reclaim);
-    if (buddy.limit == nullptr) return reclaim_both();
+    if (buddy.limit == nullptr) {
+      bool skipped = false;
+      return reclaim_both(skipped);
+    }
+    if (!force && known_clean()) return false;
     std::uint64_t* gate = &buddy.limit->reclaim_gate;
     std::uint64_t w = P::load(gate, acquire, device_scope);
     if ((w & 1u) == 0) {
       std::uint64_t seen = w;
       if (P::compare_exchange(gate, seen, w | 1u, acquire, device_scope)) {
-        const bool any = reclaim_both();
+        // [HB] acquire: an operation whose count we see left its changes visible to our walk
+        std::uint64_t changes = Bug == ualloc_bug::clean_read_late ? 0 : P::load(&buddy.limit->reclaim_changes, acquire, device_scope);
+        bool skipped = false;
+        const bool any = reclaim_both(skipped);
+        if constexpr (Bug == ualloc_bug::clean_read_late) changes = P::load(&buddy.limit->reclaim_changes, acquire, device_scope);
+        if (!any && !skipped)
+          P::store(&buddy.limit->reclaim_clean, changes + 1, relaxed, device_scope);
         std::uint64_t next = (((w >> 2) + 1) << 2) | (any ? 2u : 0u);
         if constexpr (Bug == ualloc_bug::reclaim_gate_left_closed) next |= 1u;
         P::store(gate, next, release, device_scope);  // [HB] what it gave back, before its result
@@ -479,11 +497,26 @@ struct ualloc {
       P::backoff(attempt);
     }
   }
-  //! reclaim() without the gate: both geometries.
-  TOGA_DEVICE bool reclaim_both() const TOGA_NOEXCEPT(P) {
+  //! Whether the last walk gave nothing back and skipped nothing, and no operation that could
+  //! leave something to give back has completed since (two relaxed loads).
+  TOGA_DEVICE bool known_clean() const TOGA_NOEXCEPT(P) {
+    if (buddy.limit == nullptr) return false;
+    const std::uint64_t clean = P::load(&buddy.limit->reclaim_clean, relaxed, device_scope);
+    return clean != 0 && clean == P::load(&buddy.limit->reclaim_changes, relaxed, device_scope) + 1;
+  }
+  //! After the last store of an operation that may have left something for reclaim() to give
+  //! back (an empty bin in a pin slot or the inbox, a deferred bin, a cached free chunk): [HB]
+  //! release, so that a walk which reads the count (acquire) before it starts sees the change.
+  TOGA_DEVICE void note_reclaimable() const TOGA_NOEXCEPT(P) {
+    if (buddy.limit != nullptr) P::fetch_add(&buddy.limit->reclaim_changes, std::uint64_t{1}, release, device_scope);
+  }
+  //! reclaim() without the gate: both geometries. `skipped`: set when the walk saw something to
+  //! give back that it could not (units of an empty bin held by waiters, callbacks a pending
+  //! barrier will run, a free chunk whose units are held).
+  TOGA_DEVICE bool reclaim_both(bool& skipped) const TOGA_NOEXCEPT(P) {
     TOGA_PROFILE_COUNT(prof_ua_reclaim_walk);
     TOGA_PROFILE_START;
-    const bool mine = reclaim_local();
+    const bool mine = reclaim_local(skipped);
     if (peer == nullptr || sb_shift == 0) {  // (no superbins in this heap)
       TOGA_PROFILE_PHASE(prof_ua_t_reclaim_walk);
       return mine;
@@ -491,12 +524,12 @@ struct ualloc {
     const ualloc<P, Bug, TB, other_geometry> other{base, buddy, static_cast<arena<P, other_geometry>*>(peer),
                                                      Bug == ualloc_bug::reclaim_peer_arenas_ignored ? num_arenas : peer_arenas,
                                                      num_pins, table, sb_shift, num_arenas, nullptr};
-    const bool theirs = other.reclaim_local();
+    const bool theirs = other.reclaim_local(skipped);
     TOGA_PROFILE_PHASE(prof_ua_t_reclaim_walk);
     return theirs || mine;
   }
   //! reclaim() for this geometry only.
-  TOGA_DEVICE TOGA_NOINLINE bool reclaim_local() const TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE TOGA_NOINLINE bool reclaim_local(bool& skipped) const TOGA_NOEXCEPT(P) {
     bool any = false;
     for (unsigned a = 0; a < num_arenas; ++a) {
       for (unsigned c = 0; c < G::num_classes; ++c) {
@@ -508,7 +541,7 @@ struct ualloc {
         // the inbox: its empty bins are retired, the others go back to slots or the inbox
         if (P::load(&L.inbox, relaxed, device_scope) != 0) {
           const std::uint32_t e = L.rcu.read_lock();
-          any |= reclaim_inbox(L, cap);
+          any |= reclaim_inbox(L, cap, skipped);
           L.rcu.read_unlock(e);
         }
         // then the empty pinned bins, in passes until one retires nothing (bounded, in case
@@ -524,17 +557,21 @@ struct ualloc {
               const int r = try_retire(L, b, cap);
               if (r == 1) empty[n++] = b;
               any |= r == 2;
+              skipped |= r == 0;  // its units are held (or it was reserved meanwhile)
             }
           }
           L.rcu.read_unlock(e);
           for (unsigned i = 0; i < n; ++i) retire_bin(L, empty[i]);
           any |= n > 0;
           if (n == 0) break;
+          skipped |= pass == 63;
         }
-        any |= L.rcu.flush([this](std::uint64_t b) { return &bin_at(b)->rcu_next; },
-                           [this](std::uint64_t b) { release_bin(b); }) > 0;
+        const bool pending = P::load(&L.rcu.cb_head_word(), relaxed, device_scope) != 0;
+        const unsigned ran = L.rcu.flush([this](std::uint64_t b) { return &bin_at(b)->rcu_next; }, [this](std::uint64_t b) { release_bin(b); });
+        any |= ran > 0;
+        skipped |= pending && ran == 0;  // a pending barrier runs them
       }
-      if constexpr (!G::superbins) any |= return_cached_chunks(a);
+      if constexpr (!G::superbins) any |= return_cached_chunks(a, skipped);
     }
     return any;
   }
@@ -797,12 +834,16 @@ struct ualloc {
   // before, that side sees our free slots and keeps the bin findable itself. A bin in state 1, 2
   // or 3 needs nothing from us: queued, held by a pusher or taker (who leaves it findable, or
   // drops it and re-reads the count afterwards), or retired.
-  TOGA_DEVICE void make_findable(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
+  // `note`: count a reclaim change afterwards (the bin may be empty by now); reclaim's own walk
+  // passes false (a free that empties the bin while the walk holds it counts the change itself,
+  // after the walk read the count: the walk then records nothing).
+  TOGA_DEVICE void make_findable(class_list<P>& L, std::uint64_t bin, bool note = true) const TOGA_NOEXCEPT(P) {
     if (free_sync(bin) <= 0) return;  // reserved again meanwhile: the next crossing decides
     if (P::load(&bin_at(bin)->queued, acquire, device_scope) != 0) return;
     // owned by a slot (a borrowed entry does not count: the next round would share the bin)
     if (owned(L, bin)) return;
     pin_insert(L, bin, false);
+    if (note) note_reclaimable();
   }
   TOGA_DEVICE bool owned(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     const std::uint32_t home = P::load(&bin_at(bin)->home, relaxed, device_scope);
@@ -858,7 +899,10 @@ struct ualloc {
     // owned slot goes to the inbox
     if (p != 0 && Bug != ualloc_bug::pin_swap_drops_bin) {
       if (!borrowed(p)) make_findable(L, p);
-      else if (free_sync(slot_bin(p)) > 0 && !owned(L, slot_bin(p))) enqueue(L, slot_bin(p));
+      else if (free_sync(slot_bin(p)) > 0 && !owned(L, slot_bin(p))) {
+        enqueue(L, slot_bin(p));
+        note_reclaimable();  // the displaced bin, now queued, may be empty
+      }
     }
     if (is_dead(free_sync(bin))) {
       std::uint64_t mine = entry;
@@ -961,6 +1005,7 @@ struct ualloc {
         x = nx;
       }
     }
+    note_reclaimable();  // bins it pinned, pushed back or deferred may be empty
     return deferred;
   }
 
@@ -1050,6 +1095,7 @@ struct ualloc {
         if (left > 0 && Bug != ualloc_bug::pin_before_init) pin_insert(L, bin, true);  // a full bin stays unfindable (U2')
         if (left > 0) L.rcu.read_unlock(e);
         L.slot_sem.signal(left, left);  // [HB] release: units after the pin that makes them findable
+        if (left == cap) note_reclaimable();  // an over-produced bin, pinned empty (E5)
         P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{1}, relaxed, device_scope);
         P::fetch_add(&arenas[a].stats.grows, std::uint64_t{1}, relaxed, device_scope);
       }
@@ -1062,14 +1108,29 @@ struct ualloc {
   }
   // Lanes that got no_block: try the other arenas' bins of the class, then reclaim and retry
   // once (E12). Entered by the whole group.
+  //
+  // The group reads the class's semaphore in every other arena, g.size arenas at a time (one
+  // relaxed load per lane and round), and its failed lanes try only the arenas that showed free
+  // units (docs/allocator.md "Failing fast": a lane that tried every arena in turn made ~130
+  // dependent CAS loops per failing lane).
   TOGA_DEVICE std::uint64_t fallback_if_failed(unsigned a, unsigned c, const coalesced_group<P>& g, std::uint64_t mine) const TOGA_NOEXCEPT(P) {
     const std::uint32_t failed = g.ballot(mine == no_block);
     if (failed == 0) return mine;
+    if (mine == no_block) TOGA_PROFILE_COUNT(prof_ua_fallback);
+    using sem = slot_semaphore<P>;
+    const unsigned n = num_arenas;
+    for (unsigned first = 1; first < n; first += g.size) {
+      const unsigned i = first + g.rank;
+      bool has = false;
+      if (i < n) has = arenas[(a + i) % n].lists[c].slot_sem.peek().c > sem::bias;  // try_wait(1) may succeed
+      for (std::uint32_t cand = g.ballot(has); cand != 0; cand &= cand - 1) {
+        const unsigned r = bits::popc(g.mask & ((1u << bits::ctz(cand)) - 1u));  // the candidate lane's rank
+        if (mine == no_block) mine = take_elsewhere((a + first + r) % n, c);
+      }
+    }
     if (mine != no_block) return mine;
-    // the failed lanes continue alone, one at a time (rare: the heap is nearly exhausted)
-    TOGA_PROFILE_COUNT(prof_ua_fallback);
-    for (unsigned i = 1; i < num_arenas && mine == no_block; ++i) mine = take_elsewhere((a + i) % num_arenas, c);
-    if (mine == no_block && reclaim()) mine = retry_once(a, c);
+    // the failed lanes continue alone (rare: the heap is nearly exhausted)
+    if (reclaim()) mine = retry_once(a, c);
     return mine;
   }
   // One slot of class c from arena b's findable bins, without GROW: a CAS take (no speculative
@@ -1119,6 +1180,9 @@ struct ualloc {
     L.slot_sem.signal_relaxed(Bug == ualloc_bug::free_signals_short ? k - 1 : k, 0);  // slots are found by RMWs (E4)
     P::inject(fault_site::stall_read_section);
     if constexpr (Bug != ualloc_bug::free_outside_read_section) L.rcu.read_unlock(e);
+    // an empty bin (pinned or queued: it had free slots) is reclaim()'s to give back (a held one:
+    // its holder counts when it lets go)
+    if (before + static_cast<std::int32_t>(k) == static_cast<std::int32_t>(cap) && Bug != ualloc_bug::empty_bin_unnoted) note_reclaimable();
   }
   // The rest of a group free when the bin was refilled from empty or belongs to a class whose
   // empty bins are retired; ends the read-side section.
@@ -1141,6 +1205,7 @@ struct ualloc {
         if constexpr (Bug != ualloc_bug::free_outside_read_section) L.rcu.read_unlock(e);
         if (ours) retire_bin(L, bin);
         else flush(L);
+        note_reclaimable();
         return;
       }
       // somebody reserved through the pin meanwhile: our slots are published as usual
@@ -1160,10 +1225,12 @@ struct ualloc {
     if constexpr (Bug != ualloc_bug::free_outside_read_section) L.rcu.read_unlock(e);
     if (retire) retire_bin(L, bin);
     if (deferred) flush(L);
+    note_reclaimable();  // (cold: whatever it left, a pinned empty bin, a deferred one, a free chunk)
   }
 
   TOGA_DEVICE void retire_bin(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     L.rcu.retire(bin, [this](std::uint64_t b) { return &bin_at(b)->rcu_next; }, [this](std::uint64_t b) { release_bin(b); });
+    note_reclaimable();  // delegated to a pending barrier, or run: a bin back in its chunk
   }
   TOGA_DEVICE static void lock(std::uint32_t* m) TOGA_NOEXCEPT(P) {
     for (unsigned attempt = 0;; ++attempt) {
@@ -1244,7 +1311,7 @@ struct ualloc {
   }
   // reclaim's part for the inbox (inside a read-side section): takes it; empty bins are retired
   // and deferred to RCU, bins with free slots made findable again. True if anything was retired.
-  TOGA_DEVICE bool reclaim_inbox(class_list<P>& L, std::uint32_t cap) const TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE bool reclaim_inbox(class_list<P>& L, std::uint32_t cap, bool& skipped) const TOGA_NOEXCEPT(P) {
     bool any = false;
     std::uint64_t b = P::exchange(&L.inbox, std::uint64_t{0}, acq_rel, device_scope);
     while (b != 0) {
@@ -1254,10 +1321,12 @@ struct ualloc {
         any = true;
       } else {
         P::store(&bin_at(b)->queued, 0u, release, device_scope);
-        const int r = free_now(b) == static_cast<std::int32_t>(cap) ? try_retire(L, b, cap) : 0;
+        const bool empty = free_now(b) == static_cast<std::int32_t>(cap);
+        const int r = empty ? try_retire(L, b, cap) : 0;
         if (r == 1) defer_bin(L, b);
-        if (r == 0) make_findable(L, b);
+        if (r == 0) make_findable(L, b, false);
         any |= r != 0;
+        skipped |= empty && r == 0;
       }
       b = next;
     }
@@ -1294,6 +1363,7 @@ struct ualloc {
     if (!P::load(&ch->listed, relaxed, device_scope)) link_chunk(A, chunk);
     A.chunk_sem.signal(1, 0);  // under the mutex: try_wait above never sees a half-signalled chunk
     unlock(&A.chunk_mtx);
+    if (all_free) note_reclaimable();  // the arena's cached free chunk (E11)
   }
   // Under chunk_mtx: is another listed chunk of the arena entirely free (the cached one)?
   TOGA_DEVICE bool another_free_chunk(arena<P, G>& A, std::uint64_t chunk) const TOGA_NOEXCEPT(P) {
@@ -1303,7 +1373,7 @@ struct ualloc {
     return false;
   }
   // Returns the arena's entirely free chunks to TBuddy (reclaim). True if any went back.
-  TOGA_DEVICE bool return_cached_chunks(unsigned a) const TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE bool return_cached_chunks(unsigned a, bool& skipped) const TOGA_NOEXCEPT(P) {
     arena<P, G>& A = arenas[a];
     if (P::load(&A.chunk_head, relaxed, device_scope) == 0) return false;
     bool any = false;
@@ -1325,6 +1395,7 @@ struct ualloc {
         continue;
       }
       unlock(&A.chunk_mtx);
+      skipped |= victim != 0;  // its units are held
       return any;
     }
   }
