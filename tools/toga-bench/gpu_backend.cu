@@ -1834,7 +1834,7 @@ class gpu_backend final : public backend {
       const std::uint64_t most = heap_bytes / std::max<std::uint64_t>(s, 16) + 2 * per;  // fill slots, at most
       row ok;
       {
-        auto h = make_heap(pow2_at_least(std::max<std::uint64_t>(4 * n * std::max<std::uint64_t>(s, 16), 64 * MiB)), "T14 (b)", o);
+        auto h = make_heap(pow2_at_least(std::max<std::uint64_t>(4 * n * std::max<std::uint64_t>(s, 16), GiB)), "T14 (b)", o);
         target t{akind::toga, h.get(), nullptr};
         need_slots(n);
         ok = t14_timed(t, slots, 0, n, s, "alloc-empty", "", o, out);
