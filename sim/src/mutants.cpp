@@ -320,10 +320,7 @@ std::vector<mutant> build() {
       mb("ualloc.clean-read-late", "fail-fast", "clean-race", P{{"bug", 43}},
          "a reclaim walk reads the change count after walking: a bin emptied behind the walk is recorded clean")
           .depth(1),
-      mb("ualloc.shortcut-keeps-promise", "fail-fast", "exhaust-recover", P{{"bug", 44}, {"size", 1024}, {"heap_kib", 512}, {"threads", 4}},
-         "a GROW known to fail goes to the fallback without withdrawing its promise: a group that reserved against it waits "
-         "for ever")
-          .depth(0),
+
   };
   return c;
 }

@@ -14,6 +14,7 @@
 
 #include "toga/allocator.hpp"
 #include "toga/heap_walk.hpp"
+#include "toga/sim/faults.hpp"
 #include "toga/sim/ghost.hpp"
 #include "toga/sim/platform.hpp"
 #include "toga/sim/scenario.hpp"
@@ -26,7 +27,7 @@ namespace {
 using P = toga::sim::platform;
 std::string str(std::uint64_t v) { return std::to_string(v); }
 
-enum class mode { storm, exhaust, mixed, retire_race, inbox_race, adopt_race, rounds, superbins, grow, grow_exhaust, trim, failfast_race, clean_race, shortcut_race };
+enum class mode { storm, exhaust, mixed, retire_race, inbox_race, adopt_race, rounds, superbins, grow, grow_exhaust, trim, failfast_race, clean_race, promise_race };
 bool growable(mode m) { return m == mode::grow || m == mode::grow_exhaust || m == mode::trim; }
 
 // The simulated heap: aligned_alloc, or for growable heaps an mmap(PROT_NONE) range whose
@@ -81,6 +82,8 @@ struct heap_inst final : instance {
   std::uint64_t next_granule = 0;  // grow-exhaust: the next granule to adopt (fetch_add)
   std::uint32_t adopted_all = 0;   // grow, trim: the driver adopted every granule
   std::uint64_t expected_errors = 0;
+  // fault sites that fail allocations are on: the targeted scenarios' "must be served" do not hold
+  bool failures_injected = false;
 
   heap_inst(world& w, const params& p, mode md)
       : m(md),
@@ -96,9 +99,9 @@ struct heap_inst final : instance {
         anchor(static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("anchor", 0)))),
         mailbox(w.config().lanes(), 0) {
     const std::uint64_t heap_bytes =
-        static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : md == mode::superbins ? 1024 : md == mode::failfast_race ? 8 : md == mode::clean_race ? 1024 : md == mode::shortcut_race ? 64 : 2048)) * 1024;
+        static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : md == mode::superbins ? 1024 : md == mode::failfast_race ? 8 : md == mode::clean_race ? 1024 : md == mode::promise_race ? 64 : 2048)) * 1024;
     layout = heap_layout::make<P>(heap_layout::levels_for(heap_bytes), w.config().sms,
-                                  static_cast<int>(p.get("sb_shift", md == mode::superbins || md == mode::adopt_race || md == mode::shortcut_race ? 15 : md == mode::retire_race || md == mode::inbox_race || md == mode::failfast_race || md == mode::clean_race ? 0 : -1)),
+                                  static_cast<int>(p.get("sb_shift", md == mode::superbins || md == mode::adopt_race || md == mode::promise_race ? 15 : md == mode::retire_race || md == mode::inbox_race || md == mode::failfast_race || md == mode::clean_race ? 0 : -1)),
                                   static_cast<unsigned>(std::max<std::int64_t>(0, p.get("sb_arenas", 0))));
     layout.pins = static_cast<unsigned>(p.get("pins", md == mode::retire_race || md == mode::inbox_race ? 1 : md == mode::adopt_race ? 3 : 4));
     const std::uint64_t hb = geom::page_bytes << (layout.levels - 1);
@@ -121,6 +124,7 @@ struct heap_inst final : instance {
     } else {
       a.init_after_zero(limit);
     }
+    failures_injected = (w.limits().faults & (fault_bit(fault_site::fail_chunk) | fault_bit(fault_site::fail_tbuddy_block))) != 0;
     ghost_table::current().clear();
     w.add_invariant("T3/S5 buddy units <= AVAILABLE nodes", [this]() { return units_findable(); });
     w.add_invariant("S1' arena semaphores: C_true + in-flight decrements >= 0", [this]() { return semaphores_in_range(); });
@@ -505,7 +509,7 @@ struct heap_inst final : instance {
       wait_phase(4);
       if (const std::uint64_t z = do_alloc(2 * page)) do_free(z);  // (b is held: it fails)
       const std::uint64_t y = do_alloc(page);
-      if (!y) P::violated("failfast-race: nullptr for 4 KiB while a 4 KiB block is free (a recorded failure outlived a free or answered for a smaller order); " + buddy_summary());
+      if (!y && !failures_injected) P::violated("failfast-race: nullptr for 4 KiB while a 4 KiB block is free (a recorded failure outlived a free or answered for a smaller order); " + buddy_summary());
       else do_free(y);
       P::fetch_add(&phase, 1u, release, device_scope);
     }
@@ -536,18 +540,18 @@ struct heap_inst final : instance {
     } else if (me == 3) {
       wait_phase(4);
       const std::uint64_t y = do_alloc(half);
-      if (!y) P::violated("clean-race: nullptr for 512 KiB while the chunk of a freed 16 B slot could be given back (reclaim recorded clean over a free); " + buddy_summary());
+      if (!y && !failures_injected) P::violated("clean-race: nullptr for 512 KiB while the chunk of a freed 16 B slot could be given back (reclaim recorded clean over a free); " + buddy_summary());
       else do_free(y);
       P::fetch_add(&phase, 1u, release, device_scope);
     }
   }
-  // shortcut-race (docs/allocator.md "Failing fast"): a 64 KiB heap of two 32 KiB superbins.
+  // promise-race (docs/allocator.md "Failing fast"): a 64 KiB heap of two 32 KiB superbins.
   // Lane 0 holds a 2 KiB slot (one superbin); lane 1 (P) asks for 1 KiB, whose GROW takes the
   // other superbin; once it is gone from the tree, lane 2 asks for 32 KiB, which fails and records
   // the superbin order exhausted (its reclaim finds nothing); then lane 3 (R) asks for 1 KiB, which
-  // must be served: P's superbin has 31 more slots, promised while P publishes it, and the shortcut
-  // before a GROW must see the promise.
-  void shortcut_race_lane(unsigned me) {
+  // must be served: P's superbin has 31 more slots, promised while P publishes it, and neither the
+  // recorded TBuddy failure nor a clean reclaim record may answer for it.
+  void promise_race_lane(unsigned me) {
     if (me == 0) {
       handoff[0] = do_alloc(2048);
       P::fetch_add(&phase, 1u, release, device_scope);
@@ -558,7 +562,7 @@ struct heap_inst final : instance {
     wait_phase(1);
     if (me == 1) {
       const std::uint64_t p1 = do_alloc(1024);
-      if (!p1) P::violated("shortcut-race: nullptr for 1 KiB with a free 32 KiB block; " + buddy_summary());
+      if (!p1 && !failures_injected) P::violated("promise-race: nullptr for 1 KiB with a free 32 KiB block; " + buddy_summary());
       P::fetch_add(&phase, 1u, release, device_scope);
       wait_phase(4);
       if (p1) do_free(p1);
@@ -577,7 +581,7 @@ struct heap_inst final : instance {
     } else if (me == 3) {
       wait_phase(2);  // after lane 2's failure (or P's success)
       const std::uint64_t r = do_alloc(1024);
-      if (!r) P::violated("shortcut-race: nullptr for 1 KiB while the superbin P is publishing has free slots (the shortcut before a GROW missed a promise); " + buddy_summary());
+      if (!r && !failures_injected) P::violated("promise-race: nullptr for 1 KiB while the superbin P is publishing has free slots (a recorded failure answered for a promise); " + buddy_summary());
       P::fetch_add(&phase, 1u, release, device_scope);
       wait_phase(4);
       if (r) do_free(r);
@@ -591,7 +595,7 @@ struct heap_inst final : instance {
     const unsigned me = P::block_id() * P::block_dim() + P::thread_id();
     if (m == mode::failfast_race) return failfast_race_lane(me);
     if (m == mode::clean_race) return clean_race_lane(me);
-    if (m == mode::shortcut_race) return shortcut_race_lane(me);
+    if (m == mode::promise_race) return promise_race_lane(me);
     if (m == mode::retire_race) return retire_race_lane(me);
     if (m == mode::inbox_race) return inbox_race_lane(me);
     if (m == mode::adopt_race) return adopt_race_lane(me);
@@ -935,7 +939,6 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 41: return make_one<ualloc_bug::none, tbuddy_bug::failure_covers_smaller>(w, p, md);
     case 42: return make_one<ualloc_bug::empty_bin_unnoted, tbuddy_bug::none>(w, p, md);
     case 43: return make_one<ualloc_bug::clean_read_late, tbuddy_bug::none>(w, p, md);
-    case 44: return make_one<ualloc_bug::shortcut_keeps_promise, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -964,8 +967,7 @@ constexpr const char* bug_help =
     "merging, 37 adopt uncharges the byte count, 38 a trim withdraws a granule of a chunk or superbin; failing fast: 39 a free "
     "that merges does not count a publication, 40 a failed climb reads the publication count after climbing, 41 a failed climb "
     "records smaller orders too, 42 a free that empties a bin does not count a reclaim change, 43 a walk reads the change count "
-    "after walking, 44 a GROW known to fail keeps its "
-    "promise)";
+    "after walking)";
 
 // Declared keys (toga-sim rejects others and out-of-range values). heap_kib: the simulator backs
 // the heap with host memory, so at most 1 GiB here (toga's own limit, heap_layout::max_heap_bytes,
@@ -987,7 +989,7 @@ std::vector<param_spec> heap_keys(std::int64_t warps, std::int64_t threads, std:
           {"sb_arenas", 0, 64, 0, "superbin arenas in use (SM s takes arena s % sb_arenas; 0: toga's choice; above sms: sms)"},
           {"align", 0, std::int64_t{1} << 20, 0, "alignment asked for with every allocation (0: none; a power of two)"},
           {"anchor", 0, std::int64_t{1} << 20, 0, "alloc-storm, mixed-sizes, superbins: lane 0 first allocates a block of this many bytes (no alignment) and frees it last (0: none)"},
-          {"bug", 0, 44, 0, "planted bug (keep in step with make_heap)"}};
+          {"bug", 0, 43, 0, "planted bug (keep in step with make_heap)"}};
 }
 // The growable-heap scenarios' keys: heap_keys and the granule size.
 std::vector<param_spec> grow_keys(std::int64_t warps, std::int64_t threads, std::int64_t sms, std::int64_t ops, std::int64_t size,
@@ -1028,42 +1030,42 @@ void register_allocator_scenarios() {
                             "class (what the free path's read-side section prevents); 3 lanes, 1 SM") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 44, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 43, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"failfast-race",
                 std::string("targeted: a free races with a failing 4 KiB request (its recorded failure must not outlive "
                             "the free), then a failing 8 KiB request must not answer for 4 KiB (docs/allocator.md \"Failing "
                             "fast\"); 4 warps of 1 lane, 1 SM, an 8 KiB heap") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::failfast_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {{"heap_kib", 8, 8, 8, "heap size in KiB (two 4 KiB blocks)"}, {"bug", 0, 44, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 8, 8, 8, "heap size in KiB (two 4 KiB blocks)"}, {"bug", 0, 43, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"clean-race",
                 std::string("targeted: a free that empties a bin races with a reclaim walk (the walk must not record the "
                             "heap clean over it), then a 512 KiB request must get the chunk back (docs/allocator.md \"Failing "
                             "fast\"); 4 warps of 1 lane, 1 SM, a 1 MiB heap") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::clean_race); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         {{"heap_kib", 1024, 1024, 1024, "heap size in KiB (two 512 KiB halves)"}, {"bug", 0, 44, 0, "planted bug (keep in step with make_heap)"}})));
-  add_scenario(heap_checks(with_keys({"shortcut-race",
+                         {{"heap_kib", 1024, 1024, 1024, "heap size in KiB (two 512 KiB halves)"}, {"bug", 0, 43, 0, "planted bug (keep in step with make_heap)"}})));
+  add_scenario(heap_checks(with_keys({"promise-race",
                 std::string("targeted: a 1 KiB request arrives while another group's GROW publishes the last superbin "
-                            "and after a failed request recorded the superbin order exhausted: the shortcut before a GROW "
-                            "must wait for the promised slots (docs/allocator.md \"Failing fast\"); 4 warps of 1 lane, 1 SM, a "
+                            "and after a failed request recorded the superbin order exhausted: it must wait for the promised "
+                            "slots (docs/allocator.md \"Failing fast\"); 4 warps of 1 lane, 1 SM, a "
                             "64 KiB heap of 32 KiB superbins") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
-                [](world& w, const params& p) { return make_heap(w, p, mode::shortcut_race); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         {{"heap_kib", 64, 64, 64, "heap size in KiB (two 32 KiB superbins)"}, {"bug", 0, 44, 0, "planted bug (keep in step with make_heap)"}})));
+                [](world& w, const params& p) { return make_heap(w, p, mode::promise_race); }, run_limits{50'000, 4'000'000}, {}, {}},
+                         {{"heap_kib", 64, 64, 64, "heap size in KiB (two 32 KiB superbins)"}, {"bug", 0, 43, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"adopt-race",
                 std::string("targeted: a group leader adopts a superbin that a member found in a pin slot, and another warp "
                             "serves from the slot it adopted into (the __syncwarp after the scan; run with --memory weak); "
                             "5 warps of 2 lanes, 1 SM, 4 KiB slots in 32 KiB superbins, 3 pin slots") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 5, 2}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::adopt_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {{"heap_kib", 512, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"pins", 3, 3, 3, "pin slots per (arena, class): 3, the roles' own slots are 8k mod 3"}, {"bug", 0, 44, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 512, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"pins", 3, 3, 3, "pin slots per (arena, class): 3, the roles' own slots are 8k mod 3"}, {"bug", 0, 43, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"inbox-race",
                 std::string("targeted: a taker holds an exhausted inbox bin while a free refills it (the re-read of the "
                             "count when the taker lets go); 3 warps of one lane, 1 SM, 1024 B, 1 pin slot; lane 1 keeps its block") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 3, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::inbox_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that a GROW queues its bin while the pinned one has slots"}, {"bug", 0, 44, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that a GROW queues its bin while the pinned one has slots"}, {"bug", 0, 43, 0, "planted bug (keep in step with make_heap)"}})));
   {
     auto keys = heap_keys(1, 32, 1, 1, 16, 2048);
     keys.push_back({"rounds", 1, 100, 2, "alloc-all / free-all rounds"});

@@ -119,7 +119,7 @@ TEST(Allocator, InboxRacePasses100kSchedules) { passes_100k("inbox-race", {}, "i
 TEST(Allocator, FailFastRacesPassTheirSchedules) {
   passes_seeds("failfast-race", {}, "failfast-race", 1, 100'000);
   passes_seeds("clean-race", {}, "clean-race", 1, 20'000);
-  passes_seeds("shortcut-race", {}, "shortcut-race", 1, 50'000);
+  passes_seeds("promise-race", {}, "promise-race", 1, 50'000);
 }
 // Groups of lanes (warp aggregation at every entry point, fast-path.md E1): one warp of 8 lanes
 // on one SM, so that reservations, word claims, pin swaps and aggregated frees of several lanes
@@ -238,7 +238,6 @@ const std::vector<planted>& planted_allocator_bugs() {
       {"failfast-race", {{"bug", 41}}, "failure recorded for smaller orders", true},
       {"clean-race", {{"bug", 42}}, "a free emptying a bin does not count", true},
       {"clean-race", {{"bug", 43}}, "reclaim walk reads the count late", true},
-      {"exhaust-recover", {{"bug", 44}, {"size", 1024}, {"heap_kib", 512}, {"threads", 4}}, "GROW known to fail keeps its promise", true},
   };
   return bugs;
 }

@@ -111,7 +111,6 @@ enum class ualloc_bug : std::uint8_t {
   // failing fast (docs/allocator.md "Failing fast")
   empty_bin_unnoted,              //!< a free that empties a bin does not count a reclaim change: a clean record outlives it
   clean_read_late,                //!< a walk reads the change count after walking, not before: a change during the walk is lost
-  shortcut_keeps_promise,         //!< a GROW known to fail goes to the fallback without withdrawing its promise
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -655,19 +654,11 @@ struct ualloc {
         std::uint32_t batches = (t + cap - 1) / cap;
         // (superbins: no over-production; one holds 32 .. 1024 slots and a whole TBuddy block)
         if (!G::superbins && cap >= hysteresis_min_capacity && batches < 4) batches = t < 4 ? (batches > t ? batches : t) : 4;
-        if (L.slot_sem.wait_slow(t, std::uint64_t{batches} * cap) == sem_result::grow) {
-          m = batches;
-          if (grow_known_to_fail(a)) {  // fail fast (allocator.md §15): withdraw the promise at once, no GROW
-            if constexpr (Bug != ualloc_bug::shortcut_keeps_promise) L.slot_sem.signal(0, std::uint64_t{batches} * cap - t);
-            m = ~0u;
-          }
-        } else {
-          pr.token = L.rcu.read_lock();
-        }
+        if (L.slot_sem.wait_slow(t, std::uint64_t{batches} * cap) == sem_result::grow) m = batches;
+        else pr.token = L.rcu.read_lock();
         pr.units = t;
       }
       m = g.broadcast(m);
-      if (m == ~0u) return fallback_if_failed(a, c, g, no_block);
       if (m > 0) {
         mine = grow(a, c, g, m);
         return fallback_if_failed(a, c, g, mine);
@@ -1115,22 +1106,6 @@ struct ualloc {
     g.sync();
     const std::uint64_t mine = g.from_rank(bin, g.rank / cap);
     return mine == 0 ? no_block : slot_at(mine, c, g.rank % cap);
-  }
-  // Whether a GROW in arena a is known to fail now (allocator.md §15), judged from what is known
-  // without changing anything: reclaim is known to give nothing back, and TBuddy is known to have
-  // no block for a superbin, or for a chunk while the arena's chunks have no free or promised bins.
-  // Asked only after the CAS loop answered GROW (so promised units were waited for).
-  TOGA_DEVICE bool grow_known_to_fail(unsigned a) const TOGA_NOEXCEPT(P) {
-    if (!known_clean()) return false;
-    if constexpr (G::superbins) {
-      (void)a;
-      return buddy.known_exhausted(sb_shift - geom::page_shift);
-    } else {
-      using sem = slot_semaphore<P>;
-      const typename sem::fields k = arenas[a].chunk_sem.peek();
-      if (k.c < sem::bias || k.c - sem::bias + k.e > k.r) return false;  // free or promised bins (or undecidable)
-      return buddy.known_exhausted(geom::chunk_order);
-    }
   }
   // Lanes that got no_block: try the other arenas' bins of the class, then reclaim and retry
   // once (E12). Entered by the whole group.
