@@ -373,9 +373,6 @@ struct heap_inst final : instance {
   std::uint32_t phase = 0;
   std::uint64_t handoff[3] = {0, 0, 0};
   void retire_race_lane(unsigned me) {
-    auto wait_for = [this](std::uint32_t want) {
-      for (unsigned attempt = 0; P::load(&phase, acquire, device_scope) < want; ++attempt) P::backoff(attempt);
-    };
     if (me == 0) {
       handoff[1] = do_alloc(1024);
       handoff[2] = do_alloc(1024);
@@ -383,13 +380,13 @@ struct heap_inst final : instance {
       const std::uint64_t y = do_alloc(1024);
       handoff[0] = third;
       P::store(&phase, 1u, release, device_scope);
-      wait_for(2);  // lane 2 freed its two
+      wait_phase(2);  // lane 2 freed its two
       const std::uint64_t small = do_alloc(16);
       if (y) do_free(y);
       if (small) do_free(small);
       return;
     }
-    wait_for(1);
+    wait_phase(1);
     if (me == 1) {
       if (handoff[1]) do_free(handoff[1]);
     } else if (me == 2) {
@@ -412,26 +409,23 @@ struct heap_inst final : instance {
   // lets go. R keeps r to the end (a full bin would be retired and nothing would show): a B
   // with free slots that is neither pinned nor queued is a U2' failure of the final check.
   void inbox_race_lane(unsigned me) {
-    auto wait_for = [this](std::uint32_t want) {
-      for (unsigned attempt = 0; P::load(&phase, acquire, device_scope) < want; ++attempt) P::backoff(attempt);
-    };
     if (me == 0) {
       handoff[0] = do_alloc(1024);
       const std::uint64_t a2 = do_alloc(1024);
       P::store(&phase, 1u, release, device_scope);
-      wait_for(3);
+      wait_phase(3);
       if (a2) do_free(a2);
     } else if (me == 1) {
-      wait_for(1);
+      wait_phase(1);
       const std::uint64_t r = do_alloc(1024);
       P::store(&phase, 2u, release, device_scope);
       if (r) keep_at_end.push_back(r);
     } else if (me == 2) {
-      wait_for(1);
+      wait_phase(1);
       std::uint64_t x[6] = {};
       for (unsigned i = 0; i < 4; ++i) x[i] = do_alloc(1024);
       if (handoff[0]) do_free(handoff[0]);
-      wait_for(2);
+      wait_phase(2);
       x[4] = do_alloc(1024);
       P::store(&phase, 3u, release, device_scope);
       x[5] = do_alloc(1024);
@@ -458,15 +452,12 @@ struct heap_inst final : instance {
     const unsigned block = me / 2, rank = me % 2;
     const bool active = block == 0 || block == 2 || (block == 3 && rank == 0) || (block == 4 && rank == 0);
     if (!active) return;
-    auto wait_for = [this](std::uint32_t want) {
-      for (unsigned attempt = 0; P::load(&phase, acquire, device_scope) < want; ++attempt) P::backoff(attempt);
-    };
     std::vector<std::uint64_t> mine;
     if (block == 4) {
       for (unsigned i = 0; i < 5; ++i) mine.push_back(do_alloc(4096));
       P::store(&phase, 1u, release, device_scope);
     } else {
-      wait_for(1);
+      wait_phase(1);
       mine.push_back(do_alloc(4096));
     }
     // every active lane (6) holds its blocks until all are served, then frees them
