@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -71,10 +72,21 @@ run_result run_one(const scenario& sc, const params& p, strategy& strat, std::ui
   return r;
 }
 
+namespace {
+std::string program = "toga-sim";
+char program_c[256] = "toga-sim";  // the crash reporter's copy (no allocation in a signal handler)
+}  // namespace
+
+void set_program_name(const std::string& name) {
+  program = name.empty() ? std::string("toga-sim") : name.substr(0, sizeof program_c - 1);
+  std::memcpy(program_c, program.c_str(), program.size() + 1);
+}
+const std::string& program_name() { return program; }
+
 std::string replay_command(const scenario& sc, const params& p, const strategy_config& s,
                            std::uint64_t seed, const run_limits& limits) {
   std::ostringstream c;
-  c << "toga-sim replay --scenario " << sc.name << " --strategy " << to_string(s.kind);
+  c << program << " replay --scenario " << sc.name << " --strategy " << to_string(s.kind);
   if (s.kind == strategy_kind::pct) c << " --pct-depth " << s.pct_depth << " --pct-steps " << s.pct_steps;
   c << " --seed " << seed;
   for (const auto& [k, v] : p.values()) c << " --set " << k << "=" << v;
@@ -123,7 +135,9 @@ void on_crash(int sig) {
     put(2, ", a wild memory access or the like) in the default-policy schedule that calibrates PCT (before schedule 0) of "
            "scenario ");
     put(2, c.scenario);
-    put(2, "; it runs again first in:\n  toga-sim explore --scenario ");
+    put(2, "; it runs again first in:\n  ");
+    put(2, program_c);
+    put(2, " explore --scenario ");
     put(2, c.scenario);
     put(2, " --strategy portfolio --schedules 1 --threads 1 (with the same --set, --memory and --faults options)\n");
     if (crash_fd >= 0) {  // CRASH 0 0 255 (calibration) 0 0 signal
@@ -136,7 +150,9 @@ void on_crash(int sig) {
     put_u64(2, c.index);
     put(2, " of scenario ");
     put(2, c.scenario);
-    put(2, "; replay it alone (under a debugger) with:\n  toga-sim replay --scenario ");
+    put(2, "; replay it alone (under a debugger) with:\n  ");
+    put(2, program_c);
+    put(2, " replay --scenario ");
     put(2, c.scenario);
     put(2, " --strategy ");
     put(2, to_string(c.strategy));
@@ -340,7 +356,7 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
     f.deterministic = worker_same && r2.kind == f.result.kind && r2.trace_hash == f.result.trace_hash;
     if (f.strategy.kind == strategy_kind::replay) {
       std::ostringstream c;
-      c << "toga-sim replay --decisions FILE  (write FILE with --save-failure; " << sc.name << ", exhaustive schedule "
+      c << program << " replay --decisions FILE  (write FILE with --save-failure; " << sc.name << ", exhaustive schedule "
         << f.index << ")";
       f.replay_command = c.str();
     } else {

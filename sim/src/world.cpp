@@ -59,7 +59,10 @@ std::string faults_to_string(std::uint32_t mask) {
   if (mask == all_fault_sites) return "all";
   std::string out;
   for (unsigned i = 0; i < toga::fault_site_count; ++i)
-    if (mask & (1u << i)) out += (out.empty() ? "" : ",") + std::string(toga::to_string(static_cast<toga::fault_site>(i)));
+    if (mask & (1u << i)) {
+      if (!out.empty()) out += ',';
+      out += toga::to_string(static_cast<toga::fault_site>(i));
+    }
   return out;
 }
 

@@ -372,6 +372,8 @@ TEST(GrowableHeap, OptionErrors) {
   o.initial_bytes = 0;
   o.max_bytes = 256ull * GiB;
   EXPECT_NE(message(o).find("max_bytes"), std::string::npos);
+  o.max_bytes = 1;  // below one VMM granule: the message names the smallest valid max_bytes
+  EXPECT_NE(message(o).find("the smallest valid max_bytes is"), std::string::npos) << message(o);
   toga::cuda::heap_options fixed_o;
   fixed_o.release_threshold = 0;  // a growth option on a fixed heap
   EXPECT_NE(message(fixed_o, 64 * MiB).find("release_threshold"), std::string::npos);

@@ -29,6 +29,9 @@ expect() {
 # usage errors: exit 2
 expect 2 "explores nothing" explore --scenario lost-update --schedules 0
 expect 2 "explores nothing" demo --schedules 0
+expect 2 "--schedules: '-5' is not a whole number" explore --scenario lost-update --schedules -5
+expect 2 "--seed: '1x' is not a whole number" replay --scenario lost-update --seed 1x
+expect 2 "--threads: '-1' is not a whole number" mutants --threads -1
 expect 2 "has no parameter 'foo'; valid keys: lanes=4 \[1\.\.1024\], points=50" explore --scenario lost-update --set foo=1
 expect 2 "has no parameter 'x'; it takes none" explore --scenario aba-stack --set x=1
 expect 2 "lanes=-1 is out of range \[1\.\.1024\]" explore --scenario counter --set lanes=-1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The replay command that `toga-sim explore` prints must reproduce the failure (same verdict,
-# same trace hash); a saved, shrunk decision file must replay too. Usage: replay_cli_test.sh TOGA_SIM
+# The replay command that `toga-sim explore` prints must run as printed (it names the binary by
+# the path it was started with) and reproduce the failure (same verdict, same trace hash); a saved, shrunk decision file must replay too. Usage: replay_cli_test.sh TOGA_SIM
 set -euo pipefail
 sim="$1"
 tmp=$(mktemp -d)
@@ -17,7 +17,7 @@ for strategy in random pct portfolio; do
     want=$(sed -n 's/.*trace hash \([0-9a-f]*\) (re-run: same hash).*/\1/p' "$tmp/out")
     [ -n "$cmd" ] && [ -n "$want" ] || { echo "FAIL: no replay line or hash"; cat "$tmp/out"; exit 1; }
     set +e
-    got_out=$("$sim" ${cmd#toga-sim } 2>&1)
+    got_out=$(bash -c "$cmd" 2>&1)  # the line runs as printed: it names the binary by its path
     set -e
     echo "$got_out" | grep -q "trace hash $want" || { echo "FAIL: '$cmd' did not reproduce hash $want:"; echo "$got_out"; exit 1; }
     set +e

@@ -459,9 +459,9 @@ TEST(Faults, UnmutatedAllocatorPassesWithEveryFaultSite) {
 // expose within a few thousand schedules): the correct core passes, under both memory models.
 TEST(Faults, InboxRacePassesWithItsStallSites) {
   const std::uint32_t f = ts::fault_bit(toga::fault_site::stall_read_to_rmw) | ts::fault_bit(toga::fault_site::stall_inbox_hold);
-  const auto s = explore("inbox-race", {}, ts::memory_model::sc, ts::strategy_kind::portfolio, 50'000, f);
+  const auto s = explore("inbox-race", {}, ts::memory_model::sc, ts::strategy_kind::portfolio, toga::test::schedules(5'000, 50'000), f);
   EXPECT_FALSE(s.first_failure) << failure_text(s);
-  const auto w = explore("inbox-race", {}, ts::memory_model::weak, ts::strategy_kind::portfolio, 10'000, f);
+  const auto w = explore("inbox-race", {}, ts::memory_model::weak, ts::strategy_kind::portfolio, toga::test::schedules(1'000, 10'000), f);
   EXPECT_FALSE(w.first_failure) << failure_text(w);
 }
 
@@ -469,7 +469,7 @@ TEST(Faults, InboxRacePassesWithItsStallSites) {
 // holds its unit in the fast path's read-side section across a GROW's signal): the correct core
 // passes under weak memory, where the mutant fails within a few thousand schedules.
 TEST(Faults, AdoptRacePassesWithItsStallSiteUnderWeakMemory) {
-  const auto w = explore("adopt-race", {}, ts::memory_model::weak, ts::strategy_kind::portfolio, 50'000,
+  const auto w = explore("adopt-race", {}, ts::memory_model::weak, ts::strategy_kind::portfolio, toga::test::schedules(10'000, 50'000),
                          ts::fault_bit(toga::fault_site::stall_read_section));
   EXPECT_FALSE(w.first_failure) << failure_text(w);
 }

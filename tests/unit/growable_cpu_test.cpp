@@ -329,6 +329,19 @@ TEST(GrowableCpuHeap, OptionErrorsNameTheOption) {
   EXPECT_NE(message(opts(64 * MiB, 128 * MiB)).find("granule_bytes"), std::string::npos);
   EXPECT_NE(message(opts(64 * MiB, 0, 128 * MiB)).find("initial_bytes"), std::string::npos);
   EXPECT_NE(message(opts(5 * MiB, MiB, 6 * MiB)).find("initial_bytes"), std::string::npos);
+  // a range smaller than one granule of the provider (the CUDA VMM's 2 MiB on an H100): the
+  // message gives the smallest valid max_bytes
+  {
+    toga::growth_options tiny{};
+    tiny.max_bytes = 1;
+    std::string got = "no error";
+    try {
+      (void)toga::growth_granule_bytes(tiny, toga::growth_capacity(tiny, 1ull << 37), 2 * MiB);
+    } catch (const std::invalid_argument& e) {
+      got = e.what();
+    }
+    EXPECT_NE(got.find("the smallest valid max_bytes is 2097152 B"), std::string::npos) << got;
+  }
   // toga's choice: 32 MiB granules, less on a small range
   EXPECT_EQ(growable_heap(opts(1ull << 30, 0)).granule_bytes(), 32 * MiB);
   EXPECT_EQ(growable_heap(opts(8 * MiB, 0)).granule_bytes(), 8 * MiB);

@@ -60,13 +60,22 @@ struct common_args {
   CLI::Option* set_option = nullptr;
 };
 
+// Unsigned options: CLI11 would wrap "-5" to 2^64 - 5; refuse anything but digits (exit 2).
+const CLI::Validator whole_number(
+    [](std::string& v) -> std::string {
+      if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
+        return "'" + v + "' is not a whole number (0, 1, 2, ...)";
+      return {};
+    },
+    "N", "whole number");
+
 void add_common(CLI::App* c, common_args& a) {
   auto& o = a.schedule_options;
   o.push_back(c->add_option("--strategy", a.strategy, "random | pct | stall | exhaustive | portfolio")->capture_default_str());
-  o.push_back(c->add_option("--seed", a.seed, "seed (schedule i uses seed + i)")->capture_default_str());
-  o.push_back(c->add_option("--pct-depth", a.pct_depth, "PCT depth d (bug depth; d-1 priority changes)")->capture_default_str());
-  o.push_back(c->add_option("--pct-steps", a.pct_steps, "PCT k, the expected schedule length (0: calibrate)"));
-  o.push_back(c->add_option("--bound", a.bound, "exhaustive: deviations from the default policy")->capture_default_str());
+  o.push_back(c->add_option("--seed", a.seed, "seed (schedule i uses seed + i)")->check(whole_number)->capture_default_str());
+  o.push_back(c->add_option("--pct-depth", a.pct_depth, "PCT depth d (bug depth; d-1 priority changes)")->check(whole_number)->capture_default_str());
+  o.push_back(c->add_option("--pct-steps", a.pct_steps, "PCT k, the expected schedule length (0: calibrate)")->check(whole_number));
+  o.push_back(c->add_option("--bound", a.bound, "exhaustive: deviations from the default policy")->check(whole_number)->capture_default_str());
   a.set_option = c->add_option("--set", a.sets, "scenario parameter name=value (repeatable; toga-sim list --keys names them)");
   o.push_back(c->add_option("--fair-after", a.fair_after, "scheduling points before the fair tail (0: scenario default)"));
   o.push_back(c->add_option("--max-steps", a.max_steps,
@@ -177,11 +186,35 @@ void print_run(const ts::run_result& r) {
   for (const auto& [name, value] : r.metrics) fmt::print("  {} = {:.6g}\n", name, value);
 }
 
-int cmd_list(bool keys) {
+// `text` in lines of at most `width` characters, every line after the first indented by `indent`.
+std::string wrap(const std::string& text, std::size_t indent, std::size_t width) {
+  std::string out, line;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find(' ', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(at, end - at);
+    if (!line.empty() && indent + line.size() + 1 + word.size() > width) {
+      out += line + "\n" + std::string(indent, ' ');
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+    at = end + 1;
+  }
+  return out + line;
+}
+
+int cmd_list(bool keys, bool bugs) {
   ts::register_builtin_scenarios();
+  if (bugs) {
+    fmt::print("The allocator scenarios' planted bugs (--set bug=N; docs/simulator.md section 16 and toga-sim mutants):\n");
+    for (const auto& b : ts::allocator_planted_bugs())
+      fmt::print("{:>4}  {:<26} {}\n", b.number, b.area, wrap(b.what, 33, 100));
+    return 0;
+  }
   for (const auto& s : ts::catalogue()) {
-    fmt::print("{:<20} {:<6} {}\n", s.name, s.expected == ts::expectation::fails ? "[bug]" : "", s.summary);
-    if (keys) fmt::print("{:<27} keys: {}\n", "", ts::describe_keys(s));
+    fmt::print("{:<20} {:<6} {}\n", s.name, s.expected == ts::expectation::fails ? "[bug]" : "", wrap(s.summary, 28, 100));
+    if (keys) fmt::print("{:<27} keys: {}\n", "", wrap(ts::describe_keys(s), 34, 100));
   }
   return 0;
 }
@@ -339,8 +372,8 @@ struct mutants_args {
 
 void add_mutants(CLI::App* c, mutants_args& a) {
   c->add_option("--filter", a.filter, "run the mutants whose id, class or scenario matches this regular expression");
-  c->add_option("--schedules", a.schedules, "at most this many schedules per mutant")->capture_default_str();
-  c->add_option("--threads", a.threads, "worker threads (0: all cores)");
+  c->add_option("--schedules", a.schedules, "at most this many schedules per mutant")->check(whole_number)->capture_default_str();
+  c->add_option("--threads", a.threads, "worker threads (0: all cores)")->check(whole_number);
   c->add_option("--json", a.json, "write the results to FILE");
   c->add_option("--baseline", a.baseline, "baseline of killed mutants (default: sim/mutants-baseline.json of the source "
                                           "tree; 'none': no comparison)");
@@ -433,7 +466,7 @@ ts::mutant_result run_isolated(const ts::mutant& m, const mutants_args& a) {
     if (kind == 255) {  // in the default-policy schedule that calibrates PCT, before schedule 0
       r.schedules = 1;
       r.message += " in the default-policy schedule (PCT's calibration)";
-      std::string cmd = "toga-sim explore --scenario " + m.scenario;
+      std::string cmd = ts::program_name() + " explore --scenario " + m.scenario;
       for (const auto& [k, v] : m.params) cmd += " --set " + k + "=" + std::to_string(v);
       if (m.memory != ts::memory_model::sc) cmd += " --memory " + std::string(ts::to_string(m.memory));
       if (m.faults) cmd += " --faults " + ts::faults_to_string(m.faults);
@@ -629,10 +662,13 @@ int cmd_demo(std::uint64_t schedules, unsigned threads) {
 
 int main(int argc, char** argv) {
   ts::install_crash_reporter();
+  if (argc > 0) ts::set_program_name(argv[0]);  // replay lines name the binary as it was started
   CLI::App app{"toga-sim: the toga fiber simulator (schedules of simulated GPU lanes)"};
   app.require_subcommand(1);
-  bool list_keys = false;
-  app.add_subcommand("list", "name the built-in scenarios")->add_flag("--keys", list_keys, "also name each scenario's parameters and ranges");
+  bool list_keys = false, list_bugs = false;
+  auto* ls = app.add_subcommand("list", "name the built-in scenarios");
+  ls->add_flag("--keys", list_keys, "also name each scenario's parameters and ranges");
+  ls->add_flag("--bugs", list_bugs, "name the allocator scenarios' planted bugs (--set bug=N) instead");
 
   common_args ea;
   std::uint64_t schedules = 1000;
@@ -641,8 +677,8 @@ int main(int argc, char** argv) {
   std::string save;
   auto* ex = app.add_subcommand("explore", "run many schedules of a scenario");
   ea.scenario_option = ex->add_option("--scenario", ea.scenario, "scenario name (toga-sim list)")->required();
-  ex->add_option("--schedules", schedules, "number of schedules")->capture_default_str();
-  ex->add_option("--threads", threads, "worker threads (0: all cores)");
+  ex->add_option("--schedules", schedules, "number of schedules")->check(whole_number)->capture_default_str();
+  ex->add_option("--threads", threads, "worker threads (0: all cores)")->check(whole_number);
   ex->add_flag("--keep-going", keep_going, "do not stop at the first failure");
   ex->add_option("--save-failure", save, "write the first failure's decisions to FILE");
   ex->add_flag("--shrink", shrink_flag, "shrink the first failure before saving it");
@@ -662,16 +698,16 @@ int main(int argc, char** argv) {
   std::uint64_t demo_schedules = 2000;
   unsigned demo_threads = 0;
   auto* dm = app.add_subcommand("demo", "explore every built-in scenario and check the expected verdicts");
-  dm->add_option("--schedules", demo_schedules, "schedules per exploration")->capture_default_str();
-  dm->add_option("--threads", demo_threads, "worker threads (0: all cores)");
+  dm->add_option("--schedules", demo_schedules, "schedules per exploration")->check(whole_number)->capture_default_str();
+  dm->add_option("--threads", demo_threads, "worker threads (0: all cores)")->check(whole_number);
 
   std::string litmus_memory = "weak";
   unsigned litmus_bound = 6;
   std::uint64_t litmus_schedules = 200'000;
   auto* lt = app.add_subcommand("litmus", "run every litmus test of the memory model exhaustively; print the table");
   lt->add_option("--memory", litmus_memory, "memory model: weak or sc")->capture_default_str();
-  lt->add_option("--bound", litmus_bound, "deviations from the default policy (scheduling and read choices)")->capture_default_str();
-  lt->add_option("--schedules", litmus_schedules, "at most this many schedules per configuration")->capture_default_str();
+  lt->add_option("--bound", litmus_bound, "deviations from the default policy (scheduling and read choices)")->check(whole_number)->capture_default_str();
+  lt->add_option("--schedules", litmus_schedules, "at most this many schedules per configuration")->check(whole_number)->capture_default_str();
 
   mutants_args ma;
   auto* mu = app.add_subcommand("mutants", "run the mutant suite: every planted bug, schedules to its first failure, "
@@ -685,7 +721,7 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   try {
-    if (app.got_subcommand("list")) return cmd_list(list_keys);
+    if (app.got_subcommand("list")) return cmd_list(list_keys, list_bugs);
     if (app.got_subcommand(ex)) return cmd_explore(ea, schedules, threads, keep_going, save, shrink_flag);
     if (app.got_subcommand(rp)) return cmd_replay(ra, decisions, rsave, rshrink, rtrace);
     if (app.got_subcommand(dm)) return cmd_demo(demo_schedules, demo_threads);

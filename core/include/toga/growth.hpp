@@ -122,9 +122,11 @@ inline std::uint64_t growth_granule_bytes(const growth_options& o, std::uint64_t
   }
   std::uint64_t g = std::uint64_t{32} << 20;
   while (g > capacity && g > granularity) g >>= 1;
-  if (g < granularity || g % granularity != 0 || g < geom::page_bytes)
-    throw std::invalid_argument("toga: max_bytes " + std::to_string(o.max_bytes) + " is smaller than the memory provider's granularity " +
-                                std::to_string(granularity) + " B; ask for a larger max_bytes");
+  if (g > capacity || g < granularity || g % granularity != 0 || g < geom::page_bytes) {
+    const std::uint64_t least = std::max<std::uint64_t>(granularity, geom::page_bytes);
+    throw std::invalid_argument("toga: max_bytes " + std::to_string(o.max_bytes) + " is smaller than one granule of the memory provider (" +
+                                std::to_string(granularity) + " B); the smallest valid max_bytes is " + std::to_string(least) + " B");
+  }
   return g;
 }
 

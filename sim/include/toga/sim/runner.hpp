@@ -93,6 +93,12 @@ struct explore_summary {
 //! seed + i), and the reported failure is the one with the lowest index.
 explore_summary explore(const scenario& sc, const explore_options& opt);
 
+//! The program that replay commands and crash reports name: "toga-sim" unless set (toga-sim's
+//! main sets the path it was started by, so that the printed command runs as it stands). Not
+//! thread-safe: set it before exploring; at most 255 characters are kept.
+void set_program_name(const std::string& name);
+const std::string& program_name();
+
 //! The command line that replays one schedule.
 std::string replay_command(const scenario& sc, const params& p, const strategy_config& s,
                            std::uint64_t seed, const run_limits& limits);

@@ -69,11 +69,21 @@ struct scenario {
   //! The parameters it reads. nullopt: not declared (any parameter is accepted unchecked; for
   //! scenarios built in tests). An empty list: the scenario takes no parameters. Every built-in
   //! scenario declares its keys.
-  std::optional<std::vector<param_spec>> keys;
+  std::optional<std::vector<param_spec>> keys{};
   //! Constraints between parameters that ranges cannot say (e.g. readers < lanes): a message
   //! when `p` is invalid. Optional; called by validate_params after the range checks.
-  std::function<std::optional<std::string>(const params&)> check;
+  std::function<std::optional<std::string>(const params&)> check{};
 };
+
+//! A planted bug of the allocator scenarios, selected by their parameter bug=N (the core's
+//! toga::ualloc_bug / toga::tbuddy_bug value that the scenario instantiates).
+struct planted_bug {
+  int number;        //!< the value of bug=N
+  const char* area;  //!< the mechanism it breaks ("fast path", "superbins", ...)
+  const char* what;  //!< what the planted code does wrong
+};
+//! Every planted bug of the allocator scenarios, by number (1..43); `toga-sim list --bugs`.
+const std::vector<planted_bug>& allocator_planted_bugs();
 
 //! Checks `p` against `sc.keys` (when declared): every name must be a declared key and every
 //! value within its range. Throws std::invalid_argument naming the scenario, the offending

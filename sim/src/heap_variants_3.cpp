@@ -1,0 +1,24 @@
+// heap_inst instantiations (sim/src/heap_instance.hpp): planted TBuddy bugs.
+#include "heap_instance.hpp"
+
+namespace toga::sim::heap_scenarios {
+
+template <ualloc_bug UB, tbuddy_bug TB>
+std::unique_ptr<instance> make_one(world& w, const params& p, mode md) {
+  return std::make_unique<heap_inst<UB, TB>>(w, p, md);
+}
+
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::merge_without_unit>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::claim_without_lock>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::oom_keeps_promises>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::run_leftover_unsignalled>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::run_boundary_off_by_one>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::tile_free_keeps_leaves>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::adopt_without_merge>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::adopt_uncharges_limit>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::withdraw_used_granule>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::free_skips_generation>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::failure_read_late>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::failure_covers_smaller>(world&, const params&, mode);
+
+}  // namespace toga::sim::heap_scenarios
