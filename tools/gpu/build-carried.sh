@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
-cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTOGA_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DTOGA_BUILD_SIM=OFF > /dev/null
+cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTOGA_ENABLE_CUDA=ON -DTOGA_GPU_TARGETS=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DTOGA_BUILD_SIM=OFF > /dev/null
 ninja -C build/gpu tests/toga_gpu_tests tools/toga-bench
 mkdir -p build/gpubin
 cp build/gpu/tests/toga_gpu_tests build/gpu/tools/toga-bench build/gpubin/

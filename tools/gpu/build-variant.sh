@@ -27,7 +27,7 @@ if [ -n "$rev" ]; then
   git worktree add -f --detach "$src" "$rev" > /dev/null
 fi
 bdir="$PWD/build/gpu-$name"
-cmake -S "$src" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTOGA_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+cmake -S "$src" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTOGA_ENABLE_CUDA=ON -DTOGA_GPU_TARGETS=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DTOGA_BUILD_SIM=OFF "-DCMAKE_CUDA_FLAGS=$flags" > /dev/null
 ninja -C "$bdir" tools/toga-bench
 mkdir -p build/gpubin

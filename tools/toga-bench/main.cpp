@@ -52,6 +52,10 @@
 #define TOGA_BENCH_SOURCE_DIR "."
 #endif
 
+#ifndef TOGA_BENCH_NO_GPU_REASON  // (set by tools/CMakeLists.txt: why the GPU backend is not built)
+#define TOGA_BENCH_NO_GPU_REASON "not configured"
+#endif
+
 namespace fs = std::filesystem;
 using namespace toga::bench;
 
@@ -215,7 +219,7 @@ int cmd_list() {
     const auto why = b->unavailable();
     std::printf("  %-32s %s\n", names.c_str(), why ? ("cannot run here: " + *why).c_str() : "available");
   };
-  show("gpu", gpu, "CUDA was not found when toga was configured");
+  show("gpu", gpu, TOGA_BENCH_NO_GPU_REASON);
   show("sim", sim, "Boost.Fiber 1.81 / oneTBB were not found when toga was configured");
   std::printf("\nreferences: bump-warp (the floor; every \"x bump\" ratio) and cuda-malloc on the GPU,\n"
               "bump-warp-sim in the simulator; bump / bump-sim (one atomic per thread) as extra rows\n");
@@ -359,8 +363,8 @@ int main(int argc, char** argv) {
   for (const auto& a : want) {
     if (gpu_names.count(a)) {
       if (!gpu) {
-        std::fprintf(stderr, "toga-bench: allocator '%s' needs the GPU backend, but toga-bench was built without CUDA "
-                             "(no nvcc at configure time). Use --allocators toga-sim to run in the simulator.\n", a.c_str());
+        std::fprintf(stderr, "toga-bench: allocator '%s' needs the GPU backend, but toga-bench was built without it "
+                             "(%s). Use --allocators toga-sim to run in the simulator.\n", a.c_str(), TOGA_BENCH_NO_GPU_REASON);
         return 2;
       }
       if (auto why = gpu->unavailable()) {
