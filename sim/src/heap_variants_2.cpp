@@ -24,6 +24,5 @@ template std::unique_ptr<instance> make_one<ualloc_bug::free_into_unmapped, tbud
 template std::unique_ptr<instance> make_one<ualloc_bug::trim_without_reclaim, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::empty_bin_unnoted, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::clean_read_late, tbuddy_bug::none>(world&, const params&, mode);
-template std::unique_ptr<instance> make_one<ualloc_bug::group_take_serves_all, tbuddy_bug::none>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

@@ -320,13 +320,6 @@ std::vector<mutant> build() {
       mb("ualloc.clean-read-late", "fail-fast", "clean-race", P{{"bug", 43}},
          "a reclaim walk reads the change count after walking: a bin emptied behind the walk is recorded clean")
           .depth(1),
-      mb("ualloc.group-take-serves-all", "accounting", "exhaust-recover",
-         P{{"bug", 44}, {"sms", 2}, {"warps", 2}, {"threads", 4}, {"size", 512}, {"sb_shift", 0}, {"heap_kib", 1024}},
-         "the fallback's group take serves every failed lane, not one per unit it took from the other arena")
-          .depth(1)
-          .note("at least 1: the default schedule passes (bound 0 is complete); the failure is a livelock (the unserved "
-                "lanes search for slots that do not exist), which random finds at schedule 1 and the shrinker does not "
-                "reduce below thousands of preemptions"),
 
   };
   return c;

@@ -198,14 +198,14 @@ TEST(Allocator, ExhaustRecoverUAllocClassesOnSmallHeaps) {
   const auto m = explore("exhaust-recover", {{"heap_kib", 1024}, {"size", 256}, {"threads", 2}, {"warps", 2}, {"sms", 2}},
                          ts::strategy_kind::portfolio, schedules(100, 200));
   EXPECT_FALSE(m.first_failure) << "2 SMs: " << failure_text(m);
-  // groups of 4 lanes failing together on 2 SMs: the fallback's group take from the other
-  // arena, for a UAlloc class (512 B) and a superbin class (4 KiB)
+  // groups of 4 lanes failing together on 2 SMs: the fallback takes the other arena's free slots
+  // (allocator.md §15), for a UAlloc class (512 B) and a superbin class (4 KiB)
   const auto gt = explore("exhaust-recover", {{"heap_kib", 1024}, {"size", 512}, {"sb_shift", 0}, {"threads", 4}, {"warps", 2}, {"sms", 2}},
                           ts::strategy_kind::portfolio, schedules(40, 400));
-  EXPECT_FALSE(gt.first_failure) << "group take, 512 B: " << failure_text(gt);
+  EXPECT_FALSE(gt.first_failure) << "fallback of 4-lane groups, 512 B: " << failure_text(gt);
   const auto gs = explore("exhaust-recover", {{"heap_kib", 256}, {"size", 4096}, {"threads", 4}, {"warps", 2}, {"sms", 2}},
                           ts::strategy_kind::portfolio, schedules(1'000, 10'000));
-  EXPECT_FALSE(gs.first_failure) << "group take, 4 KiB superbin slots: " << failure_text(gs);
+  EXPECT_FALSE(gs.first_failure) << "fallback of 4-lane groups, 4 KiB superbin slots: " << failure_text(gs);
 }
 
 // The planted allocator bugs, each run with random, PCT d=3 and stall for up to 10,000 schedules
@@ -258,10 +258,6 @@ const std::vector<planted>& planted_allocator_bugs() {
       {"failfast-race", {{"bug", 41}}, "failure recorded for smaller orders", true},
       {"clean-race", {{"bug", 42}}, "a free emptying a bin does not count", true},
       {"clean-race", {{"bug", 43}}, "reclaim walk reads the count late", true},
-      // the fallback's group take (allocator.md §15.6): lanes of SM 0 fail together while SM 1's
-      // bins have fewer free slots than they are
-      {"exhaust-recover", {{"bug", 44}, {"sms", 2}, {"warps", 2}, {"threads", 4}, {"size", 512}, {"sb_shift", 0}, {"heap_kib", 1024}},
-       "group take serves more lanes than units", true},
   };
   return bugs;
 }

@@ -158,22 +158,6 @@ class bulk_semaphore {
     }
   }
 
-  //! Non-blocking: takes min(n, C) units (at least 1) if C >= 1 (acquire) and returns how many;
-  //! 0: none available. Ignores E and R; with a bias, as try_wait (C below bias + 1 counts as none).
-  //! For a group of lanes that may be served in part (the allocator's out-of-memory fallback).
-  TOGA_DEVICE word_t try_wait_up_to(word_t n) TOGA_NOEXCEPT(P) {
-    word_t cur = P::load(&word_, relaxed, device_scope);
-    for (unsigned lost = 0;; ++lost) {
-      fields f = unpack(cur);
-      if (f.c < 1 + Bias) return 0;
-      const word_t k = f.c - Bias < n ? f.c - Bias : n;
-      f.c -= k;
-      if (P::compare_exchange(&word_, cur, pack(f), acquire, device_scope)) return k;
-      P::backoff(lost);
-      cur = P::load(&word_, relaxed, device_scope);
-    }
-  }
-
   //! Collective stage 1 (spec §2.6): every lane of the group `g` (lanes calling with this
   //! semaphore) asks for n units; the leader does one CAS for T = n * g.size units and the
   //! result is broadcast. GROW(m): lanes of rank < m each produce one batch of b units; lane r

@@ -111,7 +111,6 @@ enum class ualloc_bug : std::uint8_t {
   // failing fast (docs/allocator.md "Failing fast")
   empty_bin_unnoted,              //!< a free that empties a bin does not count a reclaim change: a clean record outlives it
   clean_read_late,                //!< a walk reads the change count after walking, not before: a change during the walk is lost
-  group_take_serves_all,          //!< the fallback's group take serves every failed lane, not one per unit it took
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -679,15 +678,6 @@ struct ualloc {
         if (got == 0) pr.bin = 0;
       }
     }
-    return serve_group(L, c, g, pr, mine);
-  }
-  // Stage 2 to the end: the leader, inside its read-side section, holds units (pr.units, plus
-  // pr.reserved in pr.bin) for every lane of g not yet served (ranks >= pr.served); reservations
-  // and claims until each lane has its slot, then the section ends. Returns this lane's offset.
-  TOGA_DEVICE std::uint64_t serve_group(class_list<P>& L, unsigned c, const coalesced_group<P>& g, alloc_progress& pr,
-                                        std::uint64_t mine) const TOGA_NOEXCEPT(P) {
-    const std::uint32_t cap = capacity(c);
-    const std::uint32_t t = g.size;
     while (g.broadcast(pr.served) < t) {
       if (g.broadcast(pr.reserved) == 0) find_reservation(L, c, g, pr);
       std::uint64_t claimed = 0;
@@ -1122,58 +1112,34 @@ struct ualloc {
   //
   // The group reads the class's semaphore in every other arena, g.size arenas at a time (one
   // relaxed load per lane and round), and its failed lanes try only the arenas that showed free
-  // units, as a group (take_elsewhere_group: one CAS for as many units as the arena has, up to
-  // one per failed lane, and one stage 2 for the lanes they serve). docs/allocator.md "Failing
-  // fast" and "Filling the last bytes": a lane that tried every arena in turn made ~130 dependent
-  // CAS loops per failing lane; failed lanes that each took one unit alone made 32 CAS loops on
-  // one word per warp and arena.
+  // units (docs/allocator.md "Failing fast": a lane that tried every arena in turn made ~130
+  // dependent CAS loops per failing lane).
   TOGA_DEVICE std::uint64_t fallback_if_failed(unsigned a, unsigned c, const coalesced_group<P>& g, std::uint64_t mine) const TOGA_NOEXCEPT(P) {
-    std::uint32_t failed = g.ballot(mine == no_block);
+    const std::uint32_t failed = g.ballot(mine == no_block);
     if (failed == 0) return mine;
     if (mine == no_block) TOGA_PROFILE_COUNT(prof_ua_fallback);
     using sem = slot_semaphore<P>;
     const unsigned n = num_arenas;
-    for (unsigned first = 1; first < n && failed != 0; first += g.size) {
+    for (unsigned first = 1; first < n; first += g.size) {
       const unsigned i = first + g.rank;
       bool has = false;
-      if (i < n) has = arenas[(a + i) % n].lists[c].slot_sem.peek().c > sem::bias;  // try_wait may succeed
-      const std::uint32_t cands = g.ballot(has);
-      if (mine == no_block && cands != 0) mine = take_elsewhere_group(a + first, c, g, cands, failed);
-      failed = g.ballot(mine == no_block);
+      if (i < n) has = arenas[(a + i) % n].lists[c].slot_sem.peek().c > sem::bias;  // try_wait(1) may succeed
+      for (std::uint32_t cand = g.ballot(has); cand != 0; cand &= cand - 1) {
+        const unsigned r = bits::popc(g.mask & ((1u << bits::ctz(cand)) - 1u));  // the candidate lane's rank
+        if (mine == no_block) mine = take_elsewhere((a + first + r) % n, c);
+      }
     }
     if (mine != no_block) return mine;
     // the failed lanes continue alone (rare: the heap is nearly exhausted)
     if (reclaim()) mine = retry_once(a, c);
     return mine;
   }
-  // Called by exactly the lanes of `failed` (lanes of g): for each candidate (a set bit of
-  // `cands`: the lane of that rank in g saw units in arena (base + rank) % num_arenas), the
-  // failed lanes' leader takes up to one unit per failed lane with one CAS loop (no speculative
-  // decrement on a semaphore of another SM: its bias covers its own lanes only), and the lanes of
-  // lowest rank, one per unit taken, are served there by one stage 2. Lanes served return; the
-  // others go on with the next candidate. Returns this lane's offset or no_block.
-  TOGA_DEVICE std::uint64_t take_elsewhere_group(unsigned base, unsigned c, const coalesced_group<P>& g, std::uint32_t cands,
-                                                 std::uint32_t failed) const TOGA_NOEXCEPT(P) {
-    for (std::uint32_t cand = cands; cand != 0; cand &= cand - 1) {
-      const coalesced_group<P> f = coalesced_group<P>::of(failed);
-      const unsigned r = bits::popc(g.mask & ((1u << bits::ctz(cand)) - 1u));  // the candidate lane's rank
-      class_list<P>& L = arenas[(base + r) % num_arenas].lists[c];
-      std::uint32_t got = 0;
-      if (f.is_leader()) got = L.slot_sem.try_wait_up_to(f.size);
-      got = f.broadcast(got);
-      if (got == 0) continue;
-      if constexpr (Bug == ualloc_bug::group_take_serves_all) got = f.size;
-      std::uint32_t served = 0;  // the `got` lanes of lowest rank in f
-      for (std::uint32_t m = f.mask, k = 0; k < got; ++k, m &= m - 1) served |= m & (~m + 1u);
-      if (f.rank < got) {
-        const coalesced_group<P> s = coalesced_group<P>::of(served);
-        alloc_progress pr{0, 0, got, 0, 0, 0, 1, 0};
-        if (s.is_leader()) pr.token = L.rcu.read_lock();
-        return serve_group(L, c, s, pr, no_block);
-      }
-      failed &= ~served;
-    }
-    return no_block;
+  // One slot of class c from arena b's findable bins, without GROW: a CAS take (no speculative
+  // decrement on a semaphore of another SM: its bias covers its own lanes only).
+  TOGA_DEVICE std::uint64_t take_elsewhere(unsigned b, unsigned c) const TOGA_NOEXCEPT(P) {
+    class_list<P>& L = arenas[b].lists[c];
+    if (!L.slot_sem.try_wait(1)) return no_block;
+    return stage2_one(L, c);
   }
   // Stage 2 for one lane holding one unit of L (outside any read-side section).
   TOGA_DEVICE std::uint64_t stage2_one(class_list<P>& L, unsigned c) const TOGA_NOEXCEPT(P) {
