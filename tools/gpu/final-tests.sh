@@ -15,7 +15,7 @@ timeout 300 ./build/cuda/tests/toga_gpu_tests > "$out/logs/gtest-gpu.log" 2>&1; 
 grep -E "^\[  (PASSED|FAILED) |tests from .* ran|FAILED|figure|stress" "$out/logs/gtest-gpu.log" | head -40
 for tool in memcheck racecheck; do
   TOGA_STRESS_THREADS=8192 TOGA_STRESS_SECONDS=0.3 timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 \
-    ./build/cuda/tests/toga_gpu_tests --gtest_filter='CudaStress.*:CudaHeap.Cooperative*:CudaHeap.Attributes*:CudaAllocator.CrossKernel*:Conformance*:DefaultHeap.*' \
+    ./build/cuda/tests/toga_gpu_tests --gtest_filter='CudaStress.*:CudaHeap.Cooperative*:CudaHeap.Attributes*:CudaAllocator.CrossKernel*:CudaConformance.*:DefaultHeap.*' \
     > "$out/logs/sanitizer-$tool.log" 2>&1
   echo "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY' "$out/logs/sanitizer-$tool.log" | tail -1))"
 done
