@@ -1,7 +1,7 @@
 // The simulated heap of the allocator scenarios (sim/src/scenarios_allocator.cpp): one
-// instance type per planted bug, `heap_inst<UB, TB>`. Private to the simulator library. The
-// 44 instantiations are spread over the heap_variants_*.cpp files so that they compile in
-// parallel (one file of all of them took about 10 minutes to compile alone).
+// instance type per planted bug, `heap_inst<UB, TB>`, and make_one's definition. Private to the
+// simulator library and included only by the heap_variants_*.cpp files, which instantiate the
+// 44 pairs in parallel (one file of all of them took about 10 minutes to compile alone).
 #pragma once
 
 #include <sys/mman.h>
@@ -12,6 +12,7 @@
 #include <memory>
 #include <sstream>
 
+#include "heap_scenarios.hpp"
 #include "toga/allocator.hpp"
 #include "toga/heap_walk.hpp"
 #include "toga/sim/faults.hpp"
@@ -26,8 +27,6 @@ namespace toga::sim::heap_scenarios {
 using P = toga::sim::platform;
 inline std::string str(std::uint64_t v) { return std::to_string(v); }
 
-enum class mode { storm, exhaust, mixed, retire_race, inbox_race, adopt_race, rounds, superbins, grow, grow_exhaust, trim, failfast_race, clean_race, promise_race };
-inline bool growable(mode m) { return m == mode::grow || m == mode::grow_exhaust || m == mode::trim; }
 
 // The simulated heap: aligned_alloc, or for growable heaps an mmap(PROT_NONE) range whose
 // granules become read-write when adopted (touching an unbacked granule crashes the test: issue 14).
@@ -879,11 +878,9 @@ struct heap_inst final : instance {
   }
 };
 
-//! The heap instance of one planted-bug pair; instantiated in heap_variants_*.cpp.
 template <ualloc_bug UB, tbuddy_bug TB>
-std::unique_ptr<instance> make_one(world& w, const params& p, mode md);
-
-//! The instance for the scenario parameter bug=N (0: the correct allocator).
-std::unique_ptr<instance> make_heap(world& w, const params& p, mode md);
+std::unique_ptr<instance> make_one(world& w, const params& p, mode md) {
+  return std::make_unique<heap_inst<UB, TB>>(w, p, md);
+}
 
 }  // namespace toga::sim::heap_scenarios

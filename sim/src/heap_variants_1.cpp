@@ -3,11 +3,6 @@
 
 namespace toga::sim::heap_scenarios {
 
-template <ualloc_bug UB, tbuddy_bug TB>
-std::unique_ptr<instance> make_one(world& w, const params& p, mode md) {
-  return std::make_unique<heap_inst<UB, TB>>(w, p, md);
-}
-
 template std::unique_ptr<instance> make_one<ualloc_bug::free_outside_read_section, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::retire_without_try_wait, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::chunk_returned_with_live_bins, tbuddy_bug::none>(world&, const params&, mode);

@@ -3,11 +3,6 @@
 
 namespace toga::sim::heap_scenarios {
 
-template <ualloc_bug UB, tbuddy_bug TB>
-std::unique_ptr<instance> make_one(world& w, const params& p, mode md) {
-  return std::make_unique<heap_inst<UB, TB>>(w, p, md);
-}
-
 template std::unique_ptr<instance> make_one<ualloc_bug::relaxed_slot_claim, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::free_without_warp_barrier, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::superbin_tag_not_set, tbuddy_bug::none>(world&, const params&, mode);

@@ -3,11 +3,6 @@
 
 namespace toga::sim::heap_scenarios {
 
-template <ualloc_bug UB, tbuddy_bug TB>
-std::unique_ptr<instance> make_one(world& w, const params& p, mode md) {
-  return std::make_unique<heap_inst<UB, TB>>(w, p, md);
-}
-
 template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::merge_without_unit>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::claim_without_lock>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::oom_keeps_promises>(world&, const params&, mode);

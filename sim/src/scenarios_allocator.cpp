@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "heap_instance.hpp"
+#include "heap_scenarios.hpp"
 #include "toga/sim/scenario.hpp"
 
 namespace toga::sim {
