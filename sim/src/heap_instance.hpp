@@ -169,7 +169,7 @@ struct heap_inst final : instance {
     return out;
   }
 
-  // S1' for the per-SM semaphores with the fast path (fast-path.md E2): the stored C minus the
+  // S1' for the per-SM semaphores with the fast path (E2, design.md §3.4): the stored C minus the
   // bias plus the units of speculative decrements not yet undone (ghost) is never negative.
   std::optional<std::string> semaphores_in_range() const {
     const ghost_table& gt = ghost_table::current();
@@ -472,7 +472,7 @@ struct heap_inst final : instance {
     for (unsigned attempt = 0; P::load(&met, acquire, device_scope) < n * lanes; ++attempt) P::backoff(attempt);
   }
 
-  // failfast-race (docs/allocator.md "Failing fast"): an 8 KiB heap of two 4 KiB blocks. Lanes 0
+  // failfast-race (design.md §13, §20.2): an 8 KiB heap of two 4 KiB blocks. Lanes 0
   // and 1 take a and b; lane 0 frees a while lane 2 asks for 4 KiB (it fails unless the free came
   // first: its recorded failure must not outlive that free); then lane 3 asks for 8 KiB, which
   // fails (b is held), and for 4 KiB, which must be served (a is free: neither failure may answer
@@ -503,7 +503,7 @@ struct heap_inst final : instance {
       P::fetch_add(&phase, 1u, release, device_scope);
     }
   }
-  // clean-race (docs/allocator.md "Failing fast"): a 1 MiB heap of two 512 KiB halves. Lane 0
+  // clean-race (design.md §13, §20.2): a 1 MiB heap of two 512 KiB halves. Lane 0
   // takes a 16 B slot s (a UAlloc chunk: one half) and lane 1 the other half; lane 2 asks for
   // 512 KiB, which fails in TBuddy and makes reclaim walk while lane 0 frees s (the bin, then the
   // chunk, become free: the walk must not record the heap clean over that free); then lane 3 asks
@@ -534,7 +534,7 @@ struct heap_inst final : instance {
       P::fetch_add(&phase, 1u, release, device_scope);
     }
   }
-  // promise-race (docs/allocator.md "Failing fast"): a 64 KiB heap of two 32 KiB superbins.
+  // promise-race (design.md §13, §20.2): a 64 KiB heap of two 32 KiB superbins.
   // Lane 0 holds a 2 KiB slot (one superbin); lane 1 (P) asks for 1 KiB, whose GROW takes the
   // other superbin; once it is gone from the tree, lane 2 asks for 32 KiB, which fails and records
   // the superbin order exhausted (its reclaim finds nothing); then lane 3 (R) asks for 1 KiB, which
@@ -785,7 +785,7 @@ struct heap_inst final : instance {
     return std::nullopt;
   }
 
-  // Failing fast (docs/allocator.md), at quiescence: a TBuddy failure recorded as current means
+  // Failing fast (design.md §13), at quiescence: a TBuddy failure recorded as current means
   // no node of that order or above is AVAILABLE; a reclaim recorded clean and current means a
   // walk gives nothing back (checked with a forced walk, the last thing done to the heap here
   // when it fails).
@@ -849,7 +849,7 @@ struct heap_inst final : instance {
     if (m == mode::exhaust) {
       // recovery without a trim: every block was freed, so a block of a quarter of the heap is
       // served (reclaim gives back what hysteresis keeps; no recorded failure outlives the frees:
-      // docs/allocator.md "Failing fast")
+      // design.md §13)
       const std::uint64_t quarter = a.heap_bytes / 4;
       bool served = false;
       random_strategy rq;

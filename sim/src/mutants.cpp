@@ -244,7 +244,7 @@ std::vector<mutant> build() {
          "the slot claim's fetch_or acquire -> relaxed").gpu().weak(),
       mb("ualloc.free-without-syncwarp", "its", "alloc-storm", P{{"bug", 20}},
          "a group free releases the bitmap word without the __syncwarp that orders its members' accesses").gpu().weak(),
-      // superbins (fast-path.md E6), in the scaled geometry of the superbins scenario
+      // superbins (E6, design.md §11), in the scaled geometry of the superbins scenario
       mb("ualloc.superbin-tag-not-set", "routing", "superbins", P{{"bug", 21}},
          "a GROW makes a superbin without tagging its TBuddy node").depth(0).ci(),
       mb("ualloc.superbin-slot-past-end", "off-by-one", "superbins", P{{"bug", 22}},
@@ -253,7 +253,7 @@ std::vector<mutant> build() {
          "a superbin with live slots is returned to TBuddy").depth(1),
       mb("ualloc.superbin-free-to-tbuddy", "routing", "superbins", P{{"bug", 24}},
          "a free of a 4 KiB-aligned superbin slot is routed to TBuddy without looking at the tag").depth(0),
-      // TBuddy groups (fast-path.md E7): carved runs and tile frees of warps asking one order
+      // TBuddy groups (E7, design.md §10.4): carved runs and tile frees of warps asking one order
       mb("tbuddy.run-leftover-unsignalled", "liveness", "exhaust-recover", P{{"bug", 25}, {"threads", 4}, {"size", 8192}},
          "a carved run publishes its leftover nodes but never delivers their promised units").depth(0),
       mb("tbuddy.run-boundary-off-by-one", "off-by-one", "exhaust-recover", P{{"bug", 26}, {"threads", 3}, {"size", 8192}},
@@ -270,10 +270,10 @@ std::vector<mutant> build() {
       // superbin arenas shared by SMs (heap_layout::sb_arenas): both SMs must use arena 0
       mb("ualloc.superbin-arena-ignores-sharing", "routing", "superbins", P{{"bug", 30}, {"sb_arenas", 1}},
          "with one superbin arena for two SMs, SM 1 still allocates from superbin arena 1 (outside the arenas in use)").depth(0),
-      // stealing idle superbin units from another arena before a GROW (allocator.md §12.12)
+      // stealing idle superbin units from another arena before a GROW (design.md §11.8)
       mb("ualloc.steal-searches-own-arena", "accounting", "superbins", P{{"bug", 31}},
          "a group that took another arena's units searches its own arena's superbins for its reservation").depth(0),
-      // the views' resident copies that out-of-line members run on (allocator.md §3.9)
+      // the views' resident copies that out-of-line members run on (design.md §8.8)
       mb("ualloc.resident-views-unpublished", "publication", "mixed-sizes", P{{"bug", 32}},
          "init_after_zero never writes the views' copies in the metadata: the out-of-line paths run on a zeroed view").depth(0),
       mb("ualloc.find-without-warp-barrier", "its", "adopt-race", P{{"bug", 33}},
@@ -285,8 +285,8 @@ std::vector<mutant> build() {
           .note("at least 2 deviations on 2026-11-27's core: in adopt-race under --memory weak without faults the "
                 "delay-bounded search with 1 is complete without a failure (2,631 schedules); the failure needs the third "
                 "warp to hold its unit across the producer's signal (a stall in the fast path's read-side section) and a "
-                "stale read; in rounds (32 lanes a warp) it shrank to 746 preemptions (simulator.md 16.5)"),
-      // growable heaps (allocator.md §14)
+                "stale read; in rounds (32 lanes a warp) it shrank to 746 preemptions (simulator.md 16.6)"),
+      // growable heaps (design.md §12)
       mb("ualloc.free-into-unmapped", "routing", "grow-while-alloc", P{{"bug", 34}},
          "a free of an address in an unmapped granule does not look at the tag and touches memory that is not there")
           .depth(0),
@@ -302,7 +302,7 @@ std::vector<mutant> build() {
       mb("tbuddy.withdraw-used-granule", "reclamation", "trim-after-churn", P{{"bug", 38}},
          "a trim withdraws a granule inside a chunk or a superbin, whose live slots are then unmapped under their owners")
           .depth(0),
-      // failing fast (allocator.md §15): recorded TBuddy failures and clean reclaim walks
+      // failing fast (design.md §13): recorded TBuddy failures and clean reclaim walks
       mb("tbuddy.free-skips-generation", "fail-fast", "exhaust-recover", P{{"bug", 39}},
          "a TBuddy free does not count its publication: a failure recorded at exhaustion outlives every free, and the "
          "recovery request gets nullptr")

@@ -1,4 +1,4 @@
-// Simulator scenarios for toga's allocator (allocator-spec §5-8): alloc-storm, exhaust-recover,
+// Simulator scenarios for toga's allocator (design.md §6-§17; scenarios: §20.2): alloc-storm, exhaust-recover,
 // mixed-sizes. Every block gets a per-allocation pattern that is verified when it is freed; a
 // ghost map of live blocks checks overlap (G1), alignment (G4) and routing/size (G3, G5) at
 // every allocation; per-step invariants check that no semaphore counts more units than can be
@@ -197,22 +197,22 @@ void register_allocator_scenarios() {
                          {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 43, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"failfast-race",
                 std::string("targeted: a free races with a failing 4 KiB request (its recorded failure must not outlive "
-                            "the free), then a failing 8 KiB request must not answer for 4 KiB (docs/allocator.md \"Failing "
-                            "fast\"); 4 warps of 1 lane, 1 SM, an 8 KiB heap") + bug_help,
+                            "the free), then a failing 8 KiB request must not answer for 4 KiB (docs/design.md "
+                            "section 13); 4 warps of 1 lane, 1 SM, an 8 KiB heap") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::failfast_race); }, run_limits{50'000, 2'000'000}, {}, {}},
                          {{"heap_kib", 8, 8, 8, "heap size in KiB (two 4 KiB blocks)"}, {"bug", 0, 43, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"clean-race",
                 std::string("targeted: a free that empties a bin races with a reclaim walk (the walk must not record the "
-                            "heap clean over it), then a 512 KiB request must get the chunk back (docs/allocator.md \"Failing "
-                            "fast\"); 4 warps of 1 lane, 1 SM, a 1 MiB heap") + bug_help,
+                            "heap clean over it), then a 512 KiB request must get the chunk back (docs/design.md "
+                            "section 13); 4 warps of 1 lane, 1 SM, a 1 MiB heap") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::clean_race); }, run_limits{50'000, 4'000'000}, {}, {}},
                          {{"heap_kib", 1024, 1024, 1024, "heap size in KiB (two 512 KiB halves)"}, {"bug", 0, 43, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"promise-race",
                 std::string("targeted: a 1 KiB request arrives while another group's GROW publishes the last superbin "
                             "and after a failed request recorded the superbin order exhausted: it must wait for the promised "
-                            "slots (docs/allocator.md \"Failing fast\"); 4 warps of 1 lane, 1 SM, a "
+                            "slots (docs/design.md section 13); 4 warps of 1 lane, 1 SM, a "
                             "64 KiB heap of 32 KiB superbins") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::promise_race); }, run_limits{50'000, 4'000'000}, {}, {}},

@@ -6,7 +6,7 @@
 // Each schedule reports its outcome as metrics (the registers and the final x, y) and whether it
 // is the test's weak outcome; a weak outcome that PTX forbids for the variant fails the schedule
 // (check_final), so explorations assert "never forbidden". `toga-sim litmus` runs every
-// configuration exhaustively and prints the table of docs/simulator.md.
+// configuration exhaustively and prints the table of docs/simulator.md §4.4.
 #include <mutex>
 #include <string>
 

@@ -1,4 +1,4 @@
-// Simulator scenarios for the core synchronisation primitives (allocator-spec §2-4, §8): the
+// Simulator scenarios for the core synchronisation primitives (design.md §3-§5, §20.1): the
 // bulk semaphore, the collective mutex and pop-k, and RCU with delegated reclamation. Each has
 // ghost state checked at every scheduling step and a `bug` parameter that selects a planted bug
 // (0 = the correct code). Ghost updates are plain C++ placed where no scheduling point separates
@@ -31,7 +31,7 @@ std::string str(std::uint64_t v) { return std::to_string(v); }
 // batches (failing when it is used up), keeps one, publishes B-1 and signals them. It uses its
 // item, then puts it back and signals 1. bug: 1 fast-path fetch_sub, 2 spin ignores shortfall,
 // 3 GROW promises the full batch, 4 a failing producer does not withdraw its promise. fast=1 (and
-// bugs 5-8) use the biased semaphore with the speculative fetch_sub fast path (fast-path.md E2):
+// bugs 5-8) use the biased semaphore with the speculative fetch_sub fast path (E2, design.md §3.4):
 // C is then the stored C minus the bias plus the ghost count of units in flight (S1'), and no unit
 // may be in flight at quiescence. bug: 5 no undo, 6 undo one short, 7 fast path ignores the bias,
 // 8 CAS loop decides below the bias.
@@ -538,7 +538,7 @@ void register_publish_scenario() {
 // Lanes take one of `cap` permits (load the count, check it is below cap, CAS it one up, retry
 // on failure), hold it for a few scheduling points and give it back with fetch_sub. Invariant at
 // every step: at most cap lanes hold a permit. The planted bugs need cap + 1 lanes past the check
-// at once, so a failing schedule needs about cap preemptions (deep bugs, simulator-notes §4): bug 1
+// at once, so a failing schedule needs about cap preemptions (deep bugs, simulator.md §16.4): bug 1
 // check then fetch_add (the check and the increment are separate steps; cap + 1 deviations), 2
 // retry-less CAS (a failed CAS is taken for a success), 3 the permit is given back before the
 // last scheduling point of the hold (cap deviations), 4 the check is <= cap (off by one; cap

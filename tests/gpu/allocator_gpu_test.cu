@@ -1,7 +1,7 @@
 //! @file tests/gpu/allocator_gpu_test.cu
 //! toga's allocator (`toga::allocator<toga::cuda::platform>`: UAlloc for <= 1 KiB, TBuddy
 //! above) in real kernels with up to 2^16 threads, checked at quiescence on a host copy of the
-//! heap and its metadata with the heap walk (toga/heap_walk.hpp: allocator-spec §8 invariants
+//! heap and its metadata with the heap walk (toga/heap_walk.hpp: design.md §16.2 invariants
 //! G6, S5, T1-T3, T7, U1-U3, R4, and the statistics):
 //!
 //!  1. every size class and more (1 B .. 64 KiB): allocate in one kernel, write a per-thread

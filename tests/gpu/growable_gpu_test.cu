@@ -1,4 +1,4 @@
-// Growable heaps on a real GPU (issue 14, docs/usage.md "Growable heaps"): a heap that starts at
+// Growable heaps on a real GPU (issue 14, docs/usage.md §9 "Growable heaps"): a heap that starts at
 // 0 bytes in a 64 GiB range and grows to 8 GiB by the retry protocol (nullptr, grow_if_needed,
 // relaunch), every granule adopted once and the heap walk passing; trim_to(0) giving every mapped
 // byte back to the driver; a trim after freeing a random half that unmaps exactly the wholly free

@@ -138,7 +138,7 @@ TEST(CudaHeap, AllocateFreeAcrossKernelsWithStatistics) {
   EXPECT_TRUE(h.errors().empty());
 }
 
-// Hysteresis (fast-path.md E11) keeps empty 16 B bins and a cached chunk after every block is
+// Hysteresis (E11, design.md §9.4) keeps empty 16 B bins and a cached chunk after every block is
 // freed; trim() gives them back without touching live blocks.
 TEST(CudaHeap, TrimGivesBackWhatHysteresisKeeps) {
   TOGA_TEST_REQUIRE_GPU();

@@ -3,7 +3,7 @@
 //! pop-k, SRCU with delegated reclamation) instantiated with `toga::cuda::platform` and run
 //! inside real kernels, with up to 2^16 threads contending. The simulator scenarios in
 //! sim/src/scenarios_primitives.cpp explore interleavings of a few lanes; these tests check the
-//! same properties (allocator-spec §8: S1-S7, M1-M4, R1-R4) at GPU scale:
+//! same properties (design.md §2.3: S1-S7, M1-M4, R1-R4) at GPU scale:
 //!
 //!  * coalesced groups over partial warps with 1-3 keys per warp: leader, rank, size,
 //!    broadcast, from_rank, exclusive_scan (checked against the mask each lane recorded);
@@ -19,7 +19,7 @@
 //!    retired node is reclaimed exactly once, retires are delegated, the domain is quiescent.
 //!
 //! Field widths. `arena_semaphore` (C:31 | E:21 | R:12) is specified for per-SM semaphores,
-//! waited on by at most 2048 threads at once (allocator-spec §2.4: R <= 2048 * N). The
+//! waited on by at most 2048 threads at once (design.md §3.1: R <= 2048 * N). The
 //! arena tests therefore give each semaphore at most 2048 threads (8 blocks of 256: the
 //! threads one SM can hold). Device-wide semaphores with 2^16 waiters use the global widths
 //! (`tbuddy_semaphore`, R:19) and print the largest R they sampled.
@@ -817,7 +817,7 @@ TEST(CudaPrimitives, BulkSemaphoreDeviceWideStoreTooSmallOomReachesEveryWaiter) 
 }
 
 //! ONE device-wide arena_semaphore (R:12) waited on by 2^16 threads. Outside the specified
-//! envelope (allocator-spec §2.4: at most 2048 waiters per arena semaphore): nothing bounds R
+//! envelope (design.md §3.1: at most 2048 waiters per arena semaphore): nothing bounds R
 //! by 4095 here, and if it got there the core would trap with "E or R overflows its field
 //! (invariant S1)", ending the CUDA context. On an H200 it passed, sampling R <= ~270, but that
 //! is luck of timing, not a guarantee. Disabled; run it alone with

@@ -120,14 +120,14 @@ TEST(Allocator, MixedSizesPassesItsSchedulesSecondHalf) {
 }
 TEST(Allocator, RetireRacePassesItsSchedules) { passes_many("retire-race", {}, "retire-race"); }
 TEST(Allocator, InboxRacePassesItsSchedules) { passes_many("inbox-race", {}, "inbox-race"); }
-// Failing fast (allocator.md §15): a free racing with a failing climb, a free racing with a
+// Failing fast (design.md §13): a free racing with a failing climb, a free racing with a
 // reclaim walk; every schedule then asks for the freed memory and must get it.
 TEST(Allocator, FailFastRacesPassTheirSchedules) {
   passes_seeds("failfast-race", {}, "failfast-race", 1, schedules(10'000, 100'000));
   passes_seeds("clean-race", {}, "clean-race", 1, schedules(2'000, 20'000));
   passes_seeds("promise-race", {}, "promise-race", 1, schedules(5'000, 50'000));
 }
-// Groups of lanes (warp aggregation at every entry point, fast-path.md E1): one warp of 8 lanes
+// Groups of lanes (warp aggregation at every entry point, E1, design.md §8.1): one warp of 8 lanes
 // on one SM, so that reservations, word claims, pin swaps and aggregated frees of several lanes
 // interleave with each other.
 TEST(Allocator, WarpGroupsPassTheirSchedules) {
@@ -199,7 +199,7 @@ TEST(Allocator, ExhaustRecoverUAllocClassesOnSmallHeaps) {
                          ts::strategy_kind::portfolio, schedules(100, 200));
   EXPECT_FALSE(m.first_failure) << "2 SMs: " << failure_text(m);
   // groups of 4 lanes failing together on 2 SMs: the fallback takes the other arena's free slots
-  // (allocator.md §15), for a UAlloc class (512 B) and a superbin class (4 KiB)
+  // (design.md §13), for a UAlloc class (512 B) and a superbin class (4 KiB)
   const auto gt = explore("exhaust-recover", {{"heap_kib", 1024}, {"size", 512}, {"sb_shift", 0}, {"threads", 4}, {"warps", 2}, {"sms", 2}},
                           ts::strategy_kind::portfolio, schedules(40, 400));
   EXPECT_FALSE(gt.first_failure) << "fallback of 4-lane groups, 512 B: " << failure_text(gt);
@@ -232,7 +232,7 @@ const std::vector<planted>& planted_allocator_bugs() {
       {"mixed-sizes", {{"bug", 6}}, "buddy merge without the semaphore unit", true},
       {"exhaust-recover", {{"bug", 7}}, "buddy claim without the parent lock", true, ts::strategy_kind::stall},
       {"exhaust-recover", {{"bug", 8}, {"threads", 4}}, "out of memory keeps the climb's promises", true},
-      // the fast path (fast-path.md §5)
+      // the fast path (design.md §20.3)
       {"alloc-storm", {{"bug", 9}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 16}}, "claim without a reservation", true},
       {"alloc-storm", {{"bug", 10}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 16}}, "two lanes mapped to one bit", true},
       {"alloc-storm", {{"bug", 11}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}, {"sb_shift", 0}, {"leak", 1}}, "GROW drops a displaced pin", true},
@@ -244,15 +244,15 @@ const std::vector<planted>& planted_allocator_bugs() {
       {"alloc-storm", {{"bug", 15}, {"threads", 8}, {"warps", 1}, {"sms", 1}, {"size", 16}}, "free OR-reduction drops a lane", true},
       {"alloc-storm", {{"bug", 16}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 16}}, "group free signals k-1", true},
       {"alloc-storm", {{"bug", 17}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}, {"sb_shift", 0}}, "short reservation undoes everything", true},
-      // superbins (fast-path.md E6)
+      // superbins (E6, design.md §11)
       {"superbins", {{"bug", 21}}, "superbin tag not set", true},
       {"superbins", {{"bug", 22}}, "a slot past the superbin's end", true},
       {"superbins", {{"bug", 23}}, "superbin with live slots returned", true},
       {"superbins", {{"bug", 24}}, "4 KiB-aligned superbin slot freed to TBuddy", true},
-      // stealing (allocator.md §12.12): units of arena 1's idle superbins, searched for in arena 0
+      // stealing (design.md §11.8): units of arena 1's idle superbins, searched for in arena 0
       {"superbins", {{"bug", 31}}, "stolen units searched in the own arena", true},
       {"mixed-sizes", {{"bug", 32}}, "resident views never written", true},
-      // failing fast (allocator.md §15): recorded TBuddy failures, clean reclaim walks
+      // failing fast (design.md §13): recorded TBuddy failures, clean reclaim walks
       {"exhaust-recover", {{"bug", 39}}, "a TBuddy free does not count", true},
       {"failfast-race", {{"bug", 40}}, "failed climb reads the count late", true},
       {"failfast-race", {{"bug", 41}}, "failure recorded for smaller orders", true},
@@ -292,7 +292,7 @@ void planted_bugs_caught(std::size_t first, std::size_t last) {
       std::snprintf(cell, sizeof cell, "| %-9s ", c.c_str());
       row += cell;
     }
-    std::printf("%-45s %s%s\n", b.what, row.c_str(), b.expect_caught ? "" : " (known miss, see docs/allocator.md)");
+    std::printf("%-45s %s%s\n", b.what, row.c_str(), b.expect_caught ? "" : " (known miss, see docs/design.md section 20.3)");
     if (b.expect_caught) EXPECT_TRUE(caught) << b.scenario << " (" << b.what << ") not caught in 10,000 schedules";
   }
 }
@@ -530,14 +530,14 @@ TEST(Allocator, SuperbinsServeEveryClassAndRecoverFromExhaustion) {
   }
 }
 
-// TBuddy groups (fast-path.md E7): lanes of one warp asking one order get a carved run (3, 5 and 7
+// TBuddy groups (E7, design.md §10.4): lanes of one warp asking one order get a carved run (3, 5 and 7
 // lanes leave a leftover at one or more levels, 2, 4 and 8 lanes free whole tiles), at
 // exhaustion, under a byte limit and in T1's rounds shape; each planted bug of the group paths
 // fails within 2,000 schedules.
 TEST(Allocator, TBuddyGroupsPassTheirSchedules) {
   passes_many("exhaust-recover", {{"threads", 5}, {"size", 8192}, {"heap_kib", 256}}, "exhaust 5 lanes x 8 KiB");
 }
-// Growable heaps (allocator.md §14): the three scenarios pass, and each planted bug of the
+// Growable heaps (design.md §12): the three scenarios pass, and each planted bug of the
 // growth path is caught (34 and 38 crash on the simulator's PROT_NONE memory: in a child process).
 TEST(Allocator, GrowableHeapAdoptsTrimsAndCatchesItsBugs) {
   for (const char* sc : {"grow-while-alloc", "exhaust-grow-recover", "trim-after-churn"}) {
@@ -684,7 +684,7 @@ TEST(Allocator, ReclaimWithSharedSuperbinArenasReachesEveryChunkArena) {
       << "planted bug reclaim_peer_arenas_ignored was not caught";
 }
 
-// The superbin steal (docs/allocator.md §12.12): SM 1 allocates and frees one superbin's worth of
+// The superbin steal (design.md §11.8): SM 1 allocates and frees one superbin's worth of
 // 2 KiB slots (32 in a 64 KiB superbin: the empty superbin stays findable in SM 1's arena, E11);
 // SM 0 then asks for 32 slots of 2 KiB. Its own superbin arena has no units and none promised, so
 // before a GROW it takes SM 1's idle units and finds them in SM 1's superbin: the heap still holds
@@ -717,8 +717,8 @@ TEST(Allocator, SuperbinGrowTakesIdleUnitsOfAnotherArenaFirst) {
   std::free(heap);
 }
 
-// The allocator's out-of-line members run on the view's copy in the metadata (docs/allocator.md
-// §3.9): make() points `resident` at layout.view_off, init_after_zero writes it. The test checks
+// The allocator's out-of-line members run on the view's copy in the metadata (design.md
+// §8.8): make() points `resident` at layout.view_off, init_after_zero writes it. The test checks
 // the copy, then changes the resident allocator copy alone (no superbins: sb_max_bytes = 0) and
 // sees a 2 KiB request served by TBuddy instead of a superbin: the out-of-line path ran on the
 // copy, not on the caller's view. A view without copies (resident = nullptr, as views built by

@@ -717,7 +717,7 @@ void expect_empty_and_mergeable(test_heap& h, const char* when, std::uint64_t ex
   EXPECT_EQ(s.allocations, expected_allocations);
   EXPECT_EQ(s.errors, 0u);
   EXPECT_EQ(q.live_blocks, 0u);
-  // hysteresis keeps empty bins and a free chunk per arena (fast-path.md E11): the heap is as new
+  // hysteresis keeps empty bins and a free chunk per arena (E11, design.md §9.4): the heap is as new
   // after a trim (what the host's heap::trim does at quiescence)
   toga::cpu::launch(1, 1, 1, [&] { h.a.trim(); });
   if (auto e = toga::check_quiescent(h.a)) ADD_FAILURE() << "check_quiescent after the trim: " << *e;

@@ -1,5 +1,5 @@
 // Unit tests of toga/geometry.hpp: sizes, size classes and the address arithmetic of the heap
-// (allocator-spec §5.1-5.4, §7.1). The checks are exhaustive: every request size 0..2^20 plus
+// (design.md §7, §6.3). The checks are exhaustive: every request size 0..2^20 plus
 // sizes near 2^31, 2^32, 2^40 and 2^63; every slot of every class in every regular bin of a
 // chunk; every byte offset of a chunk for is_slot_start. Expected values come from independent
 // reference computations (loops, bitmaps over the chunk) and from the spec's tables, not from
@@ -37,8 +37,8 @@ constexpr int kMaxFailures = 10;
   } while (0)
 
 constexpr u64 KiB = 1024;
-constexpr u64 kPage = 4096;      // spec §1.1: bin = TBuddy leaf
-constexpr u64 kHeaderArea = 128; // spec §5.1: bin header / chunk header / reserved area
+constexpr u64 kPage = 4096;      // design.md §7.1: bin = TBuddy leaf
+constexpr u64 kHeaderArea = 128; // design.md §7.2: bin header / chunk header / reserved area
 constexpr u64 kTail = 128;
 constexpr u64 kChunk = 512 * KiB;
 constexpr unsigned kBins = 128;
@@ -146,7 +146,7 @@ TEST(SizeClasses, ClassOfInvertsClassBytes) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// round_up / class_of / order_of (spec §5.2, §7.1)
+// round_up / class_of / order_of (design.md §7.3, §6.3)
 // ---------------------------------------------------------------------------------------------
 
 TEST(RoundUp, EverySizeUpTo1MiB) {
@@ -178,7 +178,7 @@ TEST(RoundUp, EverySizeUpTo1MiB) {
 }
 
 TEST(RoundUp, BoundaryCases) {
-  EXPECT_EQ(g::round_up(0), g::min_class_bytes);  // spec §7.1: malloc(0) gets a minimal block
+  EXPECT_EQ(g::round_up(0), g::min_class_bytes);  // design.md §6.3: malloc(0) gets a minimal block
   EXPECT_EQ(g::round_up(1), g::min_class_bytes);
   EXPECT_EQ(g::round_up(8), g::min_class_bytes);
   EXPECT_EQ(g::round_up(17), 32u);
@@ -238,7 +238,7 @@ TEST(OrderOf, EveryPowerOfTwoAboveTheClasses) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tails (spec §5.1)
+// Tails (design.md §7.2)
 // ---------------------------------------------------------------------------------------------
 
 TEST(Tails, AreDistinctAreasInsideTheHeaderBins) {
@@ -268,7 +268,7 @@ TEST(Tails, AreDistinctAreasInsideTheHeaderBins) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Slots (spec §5.2, §5.4, §7.1)
+// Slots (design.md §7.3, §7.5, §6.3)
 // ---------------------------------------------------------------------------------------------
 
 // Every slot of every class in every regular bin: position, alignment, containment, ownership,

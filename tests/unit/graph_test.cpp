@@ -53,7 +53,7 @@ using edge_list = std::vector<std::pair<u32, u32>>;
 // Nodes: the MM size line n for .mtx; the number of distinct ids for SNAP (they are 0..N-1).
 //
 // The numbers below were measured with a Python one-off, not with the loader:
-//   python3 ref.py /work/shared/data/graphs/*.gz     where ref.py is
+//   python3 ref.py ../shared/data/graphs/*.gz     where ref.py is
 //     import gzip, sys
 //     for f in sys.argv[1:]:
 //         lines = gzip.open(f, 'rt', newline='').read().split('\n')
@@ -605,7 +605,7 @@ TEST_F(GraphFiles, DevicesAndDirectoriesAreRefusedBeforeReading) {
   expect_error("/dev/null", 0, "expected a regular file or a pipe, found a character device");
 }
 
-// The default limits, as documented in graph.hpp and docs/benchmarks.md.
+// The default limits, as documented in graph.hpp and docs/benchmarks.md ("Running toga-bench").
 TEST(GraphLimits, Defaults) {
   const toga::bench::graph_limits lim;
   EXPECT_EQ(lim.max_bytes, u64{1} << 30);

@@ -85,7 +85,7 @@ void add_common(CLI::App* c, common_args& a) {
                                                    "(PTX-style relaxed loads, release/acquire, fences, scopes)")
                   ->capture_default_str());
   o.push_back(c->add_option("--faults", a.faults, "fault sites that may fire: none, all, or site,site,... (see "
-                                                   "docs/simulator.md)")
+                                                   "docs/simulator.md section 6.8)")
                   ->capture_default_str());
 }
 
@@ -322,7 +322,7 @@ int cmd_replay(const common_args& a, const std::string& decisions, const std::st
   return r.failed() ? 1 : 0;
 }
 
-// litmus: every litmus configuration, exhaustively, as the Markdown table of docs/simulator.md:
+// litmus: every litmus configuration, exhaustively, as the Markdown table of docs/simulator.md §4.4:
 // one row per test and placement, one column per variant; each cell says whether PTX allows the
 // weak outcome and in how many of the explored schedules the simulator produced it.
 int cmd_litmus(const std::string& memory, unsigned bound, std::uint64_t max_schedules) {

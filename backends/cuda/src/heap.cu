@@ -29,7 +29,7 @@ __global__ void trim_kernel(device_allocator a) { a.trim(); }
 __global__ void init_growable_kernel(device_allocator a, std::uint64_t limit, unsigned granule_order) {
   a.init_growable(limit, granule_order);
 }
-// One thread per granule: adoption is safe while others adopt, allocate and free (allocator.md §14).
+// One thread per granule: adoption is safe while others adopt, allocate and free (design.md §12.1).
 __global__ void adopt_kernel(device_allocator a, const std::uint64_t* offsets, std::uint64_t n, unsigned long long* refused) {
   const std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
   if (i < n && !a.adopt_granule(offsets[i])) atomicAdd(refused, 1ull);

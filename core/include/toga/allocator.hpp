@@ -1,14 +1,14 @@
 //! @file toga/allocator.hpp
 //! toga's allocator: one allocate/deallocate for every size, over UAlloc (<= 128 B, and 256 B .. 1 KiB without superbins; superbins 256 B .. 64 KiB) and TBuddy
-//! (larger), with statistics, an optional byte limit and a checked mode (allocator-spec §7).
+//! (larger), with statistics, an optional byte limit and a checked mode (design.md §6, §14, §15).
 //!
 //! `allocator<P>` is a trivially copyable view (pointers into the heap and into a metadata
 //! block), the shape of `heap_ref` in the CUDA backend: pass it by value to every thread.
 //!
 //! Sizes: `allocate(bytes)` serves next_pow2(max(bytes, 16)) bytes: <= 128 B from UAlloc's bins;
 //! 256 B .. sb_max_bytes (64 KiB on heaps of >= 4 x arenas x 6 x 2 MiB, less on smaller heaps,
-//! heap_layout::auto_sb_shift) from superbins at that size (fast-path.md E6; 1 KiB since
-//! docs/allocator.md §12.8, 256 B and 512 B since §12.9; from UAlloc's classes on heaps without
+//! heap_layout::auto_sb_shift) from superbins at that size (E6, design.md §11; which
+//! classes and why: design.md §11.6; from UAlloc's classes on heaps without
 //! superbins); else, or when no superbin can be had, a TBuddy block of max(4 KiB, that) bytes
 //! (`served_bytes` says which; a 256 B .. 1 KiB request first tries UAlloc's class);
 //! requests larger than the heap fail. allocate(0) serves the smallest class (a unique pointer,
@@ -98,11 +98,11 @@ struct heap_layout {
   unsigned levels = 0;
   unsigned arenas = 0;
   unsigned pins = max_pin_slots;  //!< pin slots used per (arena, class), 1 .. max_pin_slots
-  //! Superbins (fast-path.md E6): log2 of their bytes (0: none) and the classes they serve
+  //! Superbins (E6, design.md §11.1): log2 of their bytes (0: none) and the classes they serve
   //! (256 B << c for c < sb_classes; larger requests go to TBuddy).
   unsigned sb_shift = 0, sb_classes = 0;
   //! Superbin arenas in use (1 .. arenas): SM s allocates superbin slots from arena s % sb_arenas,
-  //! so that SMs share superbins when sb_arenas < arenas (docs/allocator.md §12.10: a more compact
+  //! so that SMs share superbins when sb_arenas < arenas (design.md §11.7: a more compact
   //! address range for slower allocation; the CUDA heap's heap_options::superbin_sharing).
   unsigned sb_arenas = 0;
   std::uint64_t state_off = 0, lock_off = 0, sem_off = 0, sb_table_off = 0, arena_off = 0, sb_arena_off = 0, globals_off = 0,
@@ -111,7 +111,7 @@ struct heap_layout {
   static constexpr std::uint64_t resident_bytes = 256;
 
   //! Most levels of the buddy tree: 4 KiB x 2^25 = 128 GiB. The buddy semaphores' C field (26
-  //! bits, spec §2.4) must count every leaf of the tree.
+  //! bits, design.md §3.1) must count every leaf of the tree.
   static constexpr unsigned max_levels = 26;
   //! Largest heap, in bytes (128 GiB).
   static constexpr std::uint64_t max_heap_bytes = geom::page_bytes << (max_levels - 1);
@@ -127,7 +127,7 @@ struct heap_layout {
   }
   //! The superbin size (log2) toga picks for a heap: 2 MiB, or less on heaps too small for four
   //! superbins per (arena, class) (one superbin per arena and class must not strand a small
-  //! heap: fast-path.md E6); 0 (no superbins) when even 8 KiB ones would not fit.
+  //! heap: design.md §11.1); 0 (no superbins) when even 8 KiB ones would not fit.
   static constexpr unsigned auto_sb_shift(unsigned levels, unsigned arenas) {
     // (counted over the six classes of 2 .. 64 KiB, with 8 KiB superbins at least: the choice of
     // before the 1 KiB class joined the superbins, so that the heaps that get superbins stay the same)
@@ -209,7 +209,7 @@ struct allocator {
     if (layout.view_off != 0) a.resident = reinterpret_cast<const allocator*>(meta + layout.view_off);
     return a;
   }
-  //! Superbins (256 B .. 64 KiB, fast-path.md E6): the same machinery over TBuddy blocks, sharing
+  //! Superbins (256 B .. 64 KiB, E6, design.md §11): the same machinery over TBuddy blocks, sharing
   //! small's base and buddy tree; a view built on demand (kernels pass the allocator by value, and
   //! a second stored view made every kernel's copy of it larger).
   TOGA_HOST_DEVICE ualloc<P, UB, TB, superbin_geometry> super() const {
@@ -217,7 +217,7 @@ struct allocator {
             small.table, small.sb_shift, small.num_arenas, small.arenas};
   }
   //! Runs f(view) on the resident copy (views built by hand: on a copy made here), so that no
-  //! kernel parameter's address is taken (docs/allocator.md §3.9; ualloc::out_of_line).
+  //! kernel parameter's address is taken (design.md §8.8; ualloc::out_of_line).
   //! (TOGA_RESIDENT_VIEW = 0: on this view.)
   template <class F>
   TOGA_DEVICE TOGA_FORCEINLINE auto out_of_line(F&& f) const TOGA_NOEXCEPT(P) {
@@ -312,7 +312,7 @@ struct allocator {
 
   //! At least `bytes` bytes (see the file comment for size and alignment), or nullptr.
   //! Lanes of a warp that call it together for sizes of one class are served as one group (one
-  //! semaphore operation, one reservation, one bitmap claim, statistics once: fast-path.md E1);
+  //! semaphore operation, one reservation, one bitmap claim, statistics once: E1, design.md §8.1);
   //! any subset of a warp may call it, and no lane waits for lanes that do not.
   TOGA_DEVICE TOGA_FORCEINLINE void* allocate(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     if (bytes > heap_bytes) return fail_too_large();  // before rounding: round_up overflows past 2^63
@@ -352,7 +352,7 @@ struct allocator {
   TOGA_DEVICE void deallocate_coalesced(void* ptr) const TOGA_NOEXCEPT(P) { deallocate(ptr); }
 
   //! Frees a block from allocate (any thread, any kernel). nullptr: nothing. Lanes of a warp
-  //! that free slots of one bin together are served as one group (fast-path.md E9).
+  //! that free slots of one bin together are served as one group (E9, design.md §9.2).
   TOGA_DEVICE TOGA_FORCEINLINE void deallocate(void* ptr) const TOGA_NOEXCEPT(P) {
     if (ptr == nullptr) return;
     const char* p = static_cast<const char*>(ptr);
@@ -408,7 +408,7 @@ struct allocator {
     }
   }
 
-  //! Gives back what hysteresis keeps (fast-path.md E11): retires every empty bin, runs pending
+  //! Gives back what hysteresis keeps (E11, design.md §9.4): retires every empty bin, runs pending
   //! RCU callbacks and returns cached free chunks to the buddy tree, in every arena. Safe while
   //! other threads allocate and free; called at quiescence (the host's trim), it leaves the heap
   //! as new once every block is freed (invariant T7 "after trim"). One thread; returns whether
@@ -454,7 +454,7 @@ struct allocator {
   // A UAlloc class for the lanes that ask for it now, as one group keyed by (arena, class).
   TOGA_DEVICE TOGA_FORCEINLINE void* allocate_small(unsigned c) const TOGA_NOEXCEPT(P) {
     const unsigned a = P::sm_id() % small.num_arenas;
-    // Key: the (arena, class) of this heap [DECISION spec §2.6: the semaphore's identity, not its
+    // Key: the (arena, class) of this heap [DECISION design.md §8.1: the semaphore's identity, not its
     // batch size]: the arena's address (8 B aligned at least; classes < 8) with the class in its
     // low bits, so that lanes of one warp allocating from two heaps at once form two groups. All
     // lanes of a warp run on one SM, so they share the arena.
@@ -464,7 +464,7 @@ struct allocator {
     return off == no_block ? nullptr : small.base + off;
   }
   // A superbin class for the lanes that ask for it now, as one group keyed by (arena, class) of the
-  // superbin arenas: the same path as allocate_small over the superbin geometry (fast-path.md E6).
+  // superbin arenas: the same path as allocate_small over the superbin geometry (E6, design.md §11.2).
   // s > 128 B (or a large alignment): a superbin class (256 B .. sb_max_bytes), UAlloc's 256 B ..
   // 1 KiB classes on heaps without superbins (when 128 B alignment is enough: `ualloc_ok`), or a
   // TBuddy block.
@@ -524,7 +524,7 @@ struct allocator {
     count_group_free(g, ok, geom::sb_class_bytes(c), off);
   }
   // A TBuddy block of at least s bytes (s > 64 KiB, a superbin class without a superbin, or a
-  // large alignment). Lanes asking for the same order form one group (fast-path.md E7): one
+  // large alignment). Lanes asking for the same order form one group (E7, design.md §10.4): one
   // semaphore operation or one carved run for the group; what the group path cannot serve goes
   // per lane through tbuddy::alloc (exact at exhaustion), with the trim-and-retry of E12.
   TOGA_DEVICE TOGA_NOINLINE void* allocate_large(std::uint64_t s) const TOGA_NOEXCEPT(P) {
@@ -617,7 +617,7 @@ struct heap_statistics {
   //! the per-arena peaks and buddy_high_bytes (live blocks always lie in TBuddy blocks). Never
   //! above the capacity; exact when one SM allocates.
   std::uint64_t peak_used_bytes = 0;
-  std::uint64_t buddy_bytes = 0;          //!< bytes of TBuddy blocks handed out (chunks and blocks > 1 KiB)
+  std::uint64_t buddy_bytes = 0;          //!< bytes of TBuddy blocks handed out (chunks, superbins, and blocks TBuddy serves itself)
   std::uint64_t buddy_high_bytes = 0;     //!< high-water mark of buddy_bytes (exact)
   std::uint64_t chunk_bytes = 0;          //!< bytes UAlloc holds in chunks
   std::uint64_t allocations = 0, deallocations = 0;

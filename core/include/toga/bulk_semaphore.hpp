@@ -1,6 +1,6 @@
 //! @file toga/bulk_semaphore.hpp
 //! Bulk semaphore: two-stage resource accounting (Gelado & Garland, PPoPP'19, §3.2-3.3;
-//! toga's allocator-spec §2, amended by fast-path.md E2).
+//! toga's design.md §3, with the fast path E2 of §3.4).
 //!
 //! One 64-bit word holds three unsigned fields, C in the low bits:
 //!   C (count)    units available now (stored with a bias, see below);
@@ -11,7 +11,7 @@
 //! keep N, publish the other B - N and then `signal(B - N, B - N)`; a producer that fails must
 //! withdraw its promise with `signal(0, B - N)`, so that out-of-memory reaches every waiter.
 //!
-//! Fast path (fast-path.md E2; reverses spec §2.5 [DECISION] "CAS for every decrement"): with a
+//! Fast path (E2, design.md §3.4; reverses the spec's [DECISION] "CAS for every decrement"): with a
 //! `Bias` > 0, C is stored as C_true + Bias, and a take is one speculative `fetch_sub(T)` judged
 //! on the returned word with the spec's own condition (C >= T and C + E - R >= T); on failure it
 //! is undone with `fetch_add(T)` and the CAS loop decides. The bias keeps the stored field from
@@ -42,7 +42,7 @@
 namespace toga {
 
 //! Result of a wait: OK means the caller owns N units of already-published resources; GROW
-//! means it owns nothing yet and must produce (spec §2.2).
+//! means it owns nothing yet and must produce (design.md §3.2).
 enum class sem_result : std::uint8_t { ok, grow };
 
 //! Deliberate bugs for the simulator's planted-bug tests (never use outside tests).
@@ -132,7 +132,7 @@ class bulk_semaphore {
   TOGA_DEVICE void signal(word_t n, word_t b) TOGA_NOEXCEPT(P) { signal_with(n, b, release); }
   //! signal without a release: for callers whose resources are published by their own release
   //! store or found by RMWs (which read the latest value whatever the order), e.g. UAlloc's
-  //! slots (fast-path.md E4). Saves a full barrier per call on the GPU.
+  //! slots (E4, design.md §17.1). Saves a full barrier per call on the GPU.
   TOGA_DEVICE void signal_relaxed(word_t n, word_t b) TOGA_NOEXCEPT(P) { signal_with(n, b, relaxed); }
 
   //! Adds b promised units to E (a producer announcing a batch it already holds; settle it
@@ -158,7 +158,7 @@ class bulk_semaphore {
     }
   }
 
-  //! Collective stage 1 (spec §2.6): every lane of the group `g` (lanes calling with this
+  //! Collective stage 1 (design.md §3.5): every lane of the group `g` (lanes calling with this
   //! semaphore) asks for n units; the leader does one CAS for T = n * g.size units and the
   //! result is broadcast. GROW(m): lanes of rank < m each produce one batch of b units; lane r
   //! is served from batch r / (b / n); each producer signals what its batch has left over
@@ -246,7 +246,7 @@ class bulk_semaphore {
       // Reserved: wait until units arrived (C >= t: take them and drop the reservation in one
       // CAS, which is un-reserve-then-take without anything in between) or the promises no
       // longer cover the reservations (R > C + E: a producer withdrew, or try_wait drained C:
-      // un-reserve and decide again from scratch). [Deviation from spec §2.2, which leaves the
+      // un-reserve and decide again from scratch). [Deviation from the spec (design.md §3.7), which leaves the
       // spin at R >= C + E: a waiter that reserved the last promised unit (A == N before it
       // reserved, common with TBuddy's B = 2) has R == C + E at once, so it would un-reserve,
       // find A == N again, reserve again, and so on: two atomics per poll on the hot word by
@@ -316,7 +316,7 @@ template <class P, sem_bug Bug = sem_bug::none>
 using tbuddy_semaphore = bulk_semaphore<P, 26, 19, 19, Bug>;
 template <class P, sem_bug Bug = sem_bug::none>
 using arena_semaphore = bulk_semaphore<P, 31, 21, 12, Bug>;
-//! Per-SM semaphores with the fast path (fast-path.md E2): C biased by 2^12 > 2048, the most
+//! Per-SM semaphores with the fast path (E2, design.md §3.4): C biased by 2^12 > 2048, the most
 //! lanes of one SM that can have a speculative decrement in flight at once.
 inline constexpr std::uint64_t arena_bias = std::uint64_t{1} << 12;
 template <class P, sem_bug Bug = sem_bug::none, std::uint64_t Bias = arena_bias>

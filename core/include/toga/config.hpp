@@ -20,21 +20,22 @@
 // TOGA_NOINLINE keeps cold paths (reclamation under memory pressure, making new bins) out of the
 // hot path's register allocation on the GPU.
 
-//! Rounds of the superbin steal (docs/allocator.md §12.12): before a superbin GROW, a group looks
+//! Rounds of the superbin steal (design.md §11.8): before a superbin GROW, a group looks
 //! at up to this many x (its size) other arenas for idle units of its class. 0 turns stealing off
 //! (a build-time switch for A/B measurements; toga's choice is 4).
 #ifndef TOGA_SB_STEAL_ROUNDS
 #define TOGA_SB_STEAL_ROUNDS 4
 #endif
 
-//! Out-of-line members on the view's resident copy (docs/allocator.md §3.9): 1 runs the
-//! allocator's out-of-line wrappers on its copy in the heap's metadata and UAlloc's slow paths on a
-//! local copy made at the call, so that no kernel parameter's address is taken; 0 calls them on the
-//! caller's view (on CUDA, nvcc then copies the kernel's heap_ref to local memory at kernel entry,
-//! in every thread). Measured on an H200 (docs/benchmarks.md, "the view's local copy"): 1 makes
-//! every free 25-50 % faster and meets T2's target, but T1 allocation at 2-16 KiB 34-96 % slower,
-//! so CUDA builds keep 0 until that is understood; the simulator and CPU builds use 1, which keeps
-//! the mechanism tested (the view's data is the same either way).
+//! Out-of-line members on the view's resident copy (design.md §8.8): 1 runs the allocator's
+//! out-of-line wrappers on its copy in the heap's metadata and UAlloc's slow paths on a local copy
+//! made at the call, so that no kernel parameter's address is taken; 0 calls them on the caller's
+//! view (on CUDA, nvcc then copies the kernel's heap_ref to local memory at kernel entry, in every
+//! thread). Measured on an H200 (docs/benchmarks.md "The view's local copy"; the A/B runs in
+//! docs/devlog.md, 2026-11-26): 1 makes every free 25-50 % faster and meets T2's target, but T1
+//! allocation at 2-16 KiB 34-96 % slower, so CUDA builds keep 0 until that is understood; the
+//! simulator and CPU builds use 1, which keeps the mechanism tested (the view's data is the same
+//! either way).
 #ifndef TOGA_RESIDENT_VIEW
 #ifdef __CUDACC__
 #define TOGA_RESIDENT_VIEW 0

@@ -1,7 +1,7 @@
 //! @file toga/fault.hpp
 //! Named fault sites: places in the core where a test platform may inject a fault (a long stall
 //! of the lane, a failed backing allocation, a delayed grace period, poisoned memory), after
-//! simulator-notes §5 and FoundationDB's BUGGIFY.
+//! FoundationDB's BUGGIFY (docs/simulator.md §6.8).
 //!
 //! Core code marks a site with `P::inject(fault_site::X)`. The meaning of the result depends on
 //! the site's kind:

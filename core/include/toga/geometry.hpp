@@ -1,6 +1,6 @@
 //! @file toga/geometry.hpp
 //! Sizes, size classes and address arithmetic of toga's heap (Gelado & Garland, PPoPP'19, §4.2
-//! and Fig. 3; allocator-spec §1.1, §5.1-5.4, §6.1, §7.1). Everything here is constexpr and
+//! and Fig. 3; design.md §7, §6.3). Everything here is constexpr and
 //! checked by static_assert; the tests check every size 0..2^20 and every slot of every class.
 //!
 //! Heap: H = 4 KiB x 2^(levels-1) bytes, addressed by offsets from the heap base.
@@ -8,8 +8,8 @@
 //!  - UAlloc takes 512 KiB chunks from TBuddy. A chunk is 128 bins of 4 KiB; bins 0..3 are
 //!    header bins (bin 0 starts with the chunk header; the first 128 B of bins 1..3 are reserved)
 //!    whose other 31 x 128 B hold the 124 tails; bins 4..127 are regular bins: a 128 B bin header
-//!    and 3968 B of slots, plus one 128 B tail in a header bin. [DECISION spec §5.1]
-//!  - Size classes 16, 32, ..., 1024 B. [DECISION spec §5.2] toga serves 8 B requests from the
+//!    and 3968 B of slots, plus one 128 B tail in a header bin. [DECISION design.md §7.2]
+//!  - Size classes 16, 32, ..., 1024 B. [DECISION design.md §7.3, §7.4] toga serves 8 B requests from the
 //!    16 B class: every block is 16 B aligned, as CUDA's device malloc promises (the paper's 8 B
 //!    class would align only to 8). Building with TOGA_MIN_CLASS_8 restores it.
 //!  - Ownership from the address alone: TBuddy blocks start on 4 KiB boundaries, UAlloc slots
@@ -131,14 +131,14 @@ static_assert(slot_offset(header_bins, 0, 0) == header_bins * page_bytes + bin_h
 static_assert(owner_bin(tail_offset(bins_per_chunk - 1)) == bins_per_chunk - 1);
 static_assert(tail_offset(bins_per_chunk - 1) + tail_bytes <= header_bins * page_bytes, "tails fit the header bins");
 
-// ---- superbins (fast-path.md E6) ----------------------------------------------------------------
+// ---- superbins (E6, design.md §11) --------------------------------------------------------------
 // A superbin is one TBuddy block of 2^sb_shift bytes (2 MiB on large heaps; heap_layout::make picks
 // a smaller one for small heaps) carved into equal slots of one class: 256 B, 512 B, 1, 2, 4, 8, 16,
 // 32 or 64 KiB. Its header lives in a side table indexed by (offset >> sb_shift), so that slots stay
 // aligned to their size and whole. A class is served by superbins when a superbin holds at least
 // sb_min_slots of its slots; larger requests go to TBuddy directly. 256 B .. 1 KiB are served by
-// superbins when the heap has them (a 4 KiB bin holds only 15, 7 or 3 of their slots: spec §5.2),
-// else by UAlloc's classes [DECISION changed: docs/allocator.md §12.2, §12.8, §12.9]; 16 B .. 128 B
+// superbins when the heap has them (a 4 KiB bin holds only 15, 7 or 3 of their slots: design.md §7.3),
+// else by UAlloc's classes [DECISION changed: design.md §11.6]; 16 B .. 128 B
 // are always UAlloc's.
 inline constexpr unsigned sb_min_class_shift = 8;                  //!< 256 B
 inline constexpr std::uint64_t sb_min_class_bytes = std::uint64_t{1} << sb_min_class_shift;

@@ -1,6 +1,6 @@
 //! @file toga/ghost.hpp
-//! Ghost state: counters that exist only for the simulator's invariant checks (allocator-spec §8,
-//! fast-path.md §5). The core reports transient quantities that no shared word holds (units taken
+//! Ghost state: counters that exist only for the simulator's invariant checks (design.md §2.3,
+//! §17.2). The core reports transient quantities that no shared word holds (units taken
 //! by a speculative decrement and not yet undone, slots reserved but not yet claimed) through
 //! `toga::ghost_add<P>(kind, key, delta)`, right after the atomic operation they mirror (no
 //! scheduling point in between, so an invariant comparing ghost and real words is exact at every

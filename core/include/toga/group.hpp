@@ -1,13 +1,13 @@
 //! @file toga/group.hpp
 //! Warp-collective groups, the collective mutex and collective list pop (Gelado & Garland,
-//! PPoPP'19, §2.2 and §4.2.2; toga's allocator-spec §3).
+//! PPoPP'19, §2.2 and §4.2.2; toga's design.md §4).
 //!
 //! A coalesced group is the set of lanes of one warp that call the same operation with the
 //! same key at the same time: `mask = match_any(activemask(), key)`. Its leader is the lowest
-//! lane, ranks are 0..size-1 by lane order. [DECISION spec §3.2] The group scope is the warp;
+//! lane, ranks are 0..size-1 by lane order. [DECISION design.md §4.1] The group scope is the warp;
 //! a group of one is always legal (and is what the single-thread paths use).
 //!
-//! The collective mutex is the counted form (spec §3.3 b): the leader acquires it once for the
+//! The collective mutex is the counted form (design.md §4.2): the leader acquires it once for the
 //! whole group, storing the group size; every member releases its share when it leaves, and the
 //! last one out frees it. Members may leave at different times; no closing barrier.
 #pragma once
@@ -143,7 +143,7 @@ enum class pop_bug : std::uint8_t {
   block_scope_head, //!< the head is read and written with block scope although groups of other blocks pop
 };
 
-//! Collective pop (spec §3.4): each lane of g takes one element of the singly linked list
+//! Collective pop (design.md §4.3): each lane of g takes one element of the singly linked list
 //! (`head`, links `next[i]`, 0 = end) under the collective mutex; one head update for all.
 //! Returns the element (0 if the list ran out).
 template <class P, pop_bug Bug = pop_bug::none, mutex_bug MB = mutex_bug::none>

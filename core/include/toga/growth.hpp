@@ -1,5 +1,5 @@
 //! @file toga/growth.hpp
-//! Host side of a growable heap (issue 14; docs/allocator.md §14, docs/usage.md "Growable
+//! Host side of a growable heap (design.md §12.5, docs/usage.md §9 "Growable
 //! heaps"): one reserved address range of `max_bytes`, physical memory mapped into it granule by
 //! granule on demand, and given back at quiescence. Backend-agnostic: the physical memory comes
 //! from a *provider* (the CUDA virtual memory management API in toga::cuda::heap; `mmap` and
@@ -69,7 +69,7 @@ struct growth_options {
   std::uint64_t release_threshold = std::numeric_limits<std::uint64_t>::max();
   //! Bytes of one granule: the unit mapped, adopted and given back, each granule one physical
   //! handle. A power of two, a multiple of the provider's granularity (2 MiB on current NVIDIA
-  //! GPUs), at most max_bytes. 0: toga's choice, 32 MiB (docs/benchmarks.md "Issue 14: what the
+  //! GPUs), at most max_bytes. 0: toga's choice, 32 MiB (docs/benchmarks.md "What the
   //! CUDA VMM API costs": a handle's calls cost about 30 us from 2 to 32 MiB) or less on a small range.
   std::uint64_t granule_bytes = 0;
 };

@@ -1,6 +1,6 @@
 //! @file toga/heap_walk.hpp
 //! Quiescent heap inspection (host code over host-visible memory; nothing may run in the heap
-//! meanwhile): the live blocks (leak reports), the invariants of allocator-spec §8 that hold at
+//! meanwhile): the live blocks (leak reports), the invariants of design.md §2.3 that hold at
 //! quiescence (G6, S5, T1-T4, U1-U3, U5, R4; T7 is checked by the exhaust-recover scenario), fragmentation quality (T6: unmerged buddy pairs,
 //! counted, not asserted) and a quiescent merge of free buddies.
 //! The simulator runs these after every schedule; the CUDA backend after copying the heap back.
@@ -233,7 +233,7 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
     if (ch->arena >= a.small.num_arenas) return "U3: chunk arena out of range";
     if (ch->listed) chunk_free_listed[ch->arena] += ch->free_bins;
   }
-  // Superbins (fast-path.md E6): tagged nodes of the superbin order, headers in the side table.
+  // Superbins (E6, design.md §11): tagged nodes of the superbin order, headers in the side table.
   for (std::uint64_t v = 1; v < nodes; ++v) {
     if (covered[v] || !(b.state[v] & node_superbin_tag)) continue;
     if (b.state[v] != (node_allocated | node_superbin_tag) || (b.state[v] & node_chunk_tag)) return "G6: node " + to_string(v) + " has a superbin tag in state " + to_string(b.state[v]);

@@ -1,19 +1,19 @@
 //! @file toga/rcu.hpp
 //! SRCU-style read-copy-update with delegated reclamation (Gelado & Garland, PPoPP'19,
-//! §4.2.1 and Fig. 4; toga's allocator-spec §4).
+//! §4.2.1 and Fig. 4; toga's design.md §5).
 //!
 //! State per domain: an epoch, two reader counters (one per epoch parity), a barrier mutex, a
 //! `pending` flag and a lock-free LIFO of retired items. No per-thread state (a GPU has ~10^5
-//! threads). Readers register under the live parity and re-check the epoch (spec §4.7: without
+//! threads). Readers register under the live parity and re-check the epoch (design.md §5.2: without
 //! the re-check a reader that stalled across a flip registers under a parity nobody waits for).
 //!
 //! A writer that retires an item pushes it on the LIFO. If a barrier is already pending (it has
 //! not yet collected the LIFO), that barrier will cover the item: the writer returns at once
 //! (delegation). Otherwise the writer becomes the barrier: clear pending, collect the LIFO, flip
 //! the epoch, wait for the old parity's readers to leave, release the mutex, and only then run
-//! the collected callbacks (spec §4.6, steps 1-5, in that order).
+//! the collected callbacks (design.md §5.3, steps 1-5, in that order).
 //!
-//! Memory orders (fast-path.md E4; changes spec §4.4): the read side is a store-buffering pairing
+//! Memory orders (E4; design.md §5.2, departures in §5.4): the read side is a store-buffering pairing
 //! in which both sides meet on the old parity's counter instead of at two seq_cst fences. Reader:
 //! relaxed epoch load, ACQUIRE increment of its parity's counter, acquire re-load of the epoch;
 //! unlock is a release decrement. Writer: a release store of the new epoch, then an ACQ_REL RMW
@@ -131,7 +131,7 @@ class rcu_domain {
   }
 
  private:
-  // We set pending: become the barrier (spec §4.6 steps 1-5).
+  // We set pending: become the barrier (design.md §5.3 steps 1-5).
   template <class LinkOf, class Reclaim>
   TOGA_DEVICE unsigned run_barrier(LinkOf link_of, Reclaim reclaim) TOGA_NOEXCEPT(P) {
     lock_barrier();

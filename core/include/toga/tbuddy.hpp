@@ -1,26 +1,26 @@
 //! @file toga/tbuddy.hpp
 //! TBuddy: the concurrent binary buddy allocator for blocks of 4 KiB .. the whole heap
-//! (Gelado & Garland, PPoPP'19, §4.1; allocator-spec §6).
+//! (Gelado & Garland, PPoPP'19, §4.1; design.md §10).
 //!
 //! A static, implicitly indexed tree (root 1, children 2i and 2i+1) with one state word and one
 //! lock word per node, and one bulk semaphore per order k whose units are the AVAILABLE nodes of
 //! height k (B = 2, N = 1). States: BUSY (0: covered or unusable), AVAILABLE (free block),
 //! PARTIAL (split, something free below), ALLOCATED (handed out whole, or owned by a thread in
-//! the middle of a split or merge) [DECISION spec §6.2: the 4th state lets free find the order
+//! the middle of a split or merge) [DECISION design.md §10.1: the 4th state lets free find the order
 //! from the address alone]. BUSY = 0 makes initialisation one memset plus the root.
 //!
-//! Locking [spec §6.3]: writing state[v] requires lock(parent(v)) (the root is its own parent);
+//! Locking [design.md §10.2, T4]: writing state[v] requires lock(parent(v)) (the root is its own parent);
 //! locks are taken deeper first and at most two are held, so there is no deadlock.
 //! alloc(n): climb from order n until a semaphore gives a unit (GROW at a level promises the
 //! unit a split from above will deliver), claim an AVAILABLE node by a scattered depth-first
 //! search, split down to order n (each split publishes the right half and pays the promise one
 //! level down). free: find the ALLOCATED ancestor of the block's first leaf, then merge with the
 //! buddy as long as a unit of the buddy's level can be taken (try_wait) and the buddy is
-//! AVAILABLE, cascading upward [DECISION spec §6.5]; signals happen before lock(parent) is
-//! released [DECISION spec §6.6]. Out of memory: only the root level can fail; the climb
+//! AVAILABLE, cascading upward [DECISION design.md §10.3]; signals happen before lock(parent) is
+//! released [DECISION design.md §10.3]. Out of memory: only the root level can fail; the climb
 //! withdraws every promise it made, so waiters find out too.
 //!
-//! Groups (fast-path.md E7): lanes of one warp that ask for blocks of the same order are served
+//! Groups (E7, design.md §10.4): lanes of one warp that ask for blocks of the same order are served
 //! together by alloc_group: the leader takes all their units with one CAS when the order has them
 //! (each lane then searches and claims its own node), or else takes ONE block of order
 //! n + ceil(log2 g) through the ordinary path and carves it into the group's g blocks (a run:
@@ -51,7 +51,7 @@ enum : std::uint32_t { node_busy = 0, node_available = 1, node_partial = 2, node
 //! Tag bit on an ALLOCATED node that UAlloc holds as a chunk (checked frees tell chunks from
 //! user blocks by it); the low two bits stay ALLOCATED.
 inline constexpr std::uint32_t node_chunk_tag = 4;
-//! Tag bit on an ALLOCATED node that UAlloc holds as a superbin (fast-path.md E6): frees of
+//! Tag bit on an ALLOCATED node that UAlloc holds as a superbin (E6, design.md §11): frees of
 //! offsets inside it are routed to the superbin's slots. Cleared with the state when the block
 //! goes back (free) and when the node is claimed again (claim and split write whole states).
 inline constexpr std::uint32_t node_superbin_tag = 8;
@@ -73,7 +73,7 @@ struct byte_limit {
   //! UAlloc's reclaim gate (ualloc::reclaim): bit 0 a reclaim is running, bit 1 the last one gave
   //! something back, bits 2.. its generation. Here because this block is the heap's one global.
   std::uint64_t reclaim_gate;
-  //! Fail fast in TBuddy (docs/allocator.md "Failing fast"): counts the operations that made a
+  //! Fail fast in TBuddy (design.md §13.1): counts the operations that made a
   //! node AVAILABLE (frees, so also adopted granules and returned chunks and superbins; splits and
   //! carved runs, which publish siblings; quiescent merges and recounts), each bumped by a release
   //! RMW after the operation's last store.
@@ -105,7 +105,7 @@ enum class tbuddy_bug : std::uint8_t {
   adopt_without_merge,       //!< adopt publishes the granule AVAILABLE without merging it with a free buddy
   adopt_uncharges_limit,     //!< adopt frees the granule through the charging path: the byte count drops below zero
   withdraw_used_granule,     //!< trim withdraws a granule that is a chunk or a superbin (UAlloc's, with live slots or not)
-  // failing fast (docs/allocator.md "Failing fast")
+  // failing fast (design.md §13.1)
   free_skips_generation,     //!< a TBuddy free does not bump free_generation: a failure recorded before it stays current
   failure_read_late,         //!< a failed climb reads free_generation after the climb, not before: a free during the climb is lost
   failure_covers_smaller,    //!< a failed climb of order k records a failure for every order below k too
@@ -280,7 +280,7 @@ struct tbuddy {
     set_state(v, derive(load_state(2 * v) & node_state_mask, load_state(2 * v + 1) & node_state_mask));
   }
   //! Quiescent (one thread): sets every level's semaphore to C = its AVAILABLE nodes, E = R = 0.
-  //! (A covered node is BUSY, allocator-spec T1, so every AVAILABLE node counts.)
+  //! (A covered node is BUSY, invariant T1 of design.md §2.3, so every AVAILABLE node counts.)
   TOGA_DEVICE void recount_semaphores() const TOGA_NOEXCEPT(P) {
     for (unsigned h = 0; h < levels; ++h) {
       const std::uint64_t first = std::uint64_t{1} << (top() - h);
@@ -293,7 +293,7 @@ struct tbuddy {
   //! A block of 4 KiB x 2^order, aligned to its size; its offset, or no_block when the heap
   //! has no such block (never blocks forever).
   //! Fails fast (two loads) while a failure of this order is recorded and no node was published
-  //! since (docs/allocator.md "Failing fast").
+  //! since (design.md §13.1).
   TOGA_DEVICE std::uint64_t alloc(unsigned order) const TOGA_NOEXCEPT(P) {
     if (order > top()) return no_block;
     if (known_exhausted(order)) return no_block;
@@ -424,7 +424,7 @@ struct tbuddy {
   // g.size .. 2^j - 1, is published in buddy form: walking from V towards leaf g.size, every
   // child that lies wholly in the rest becomes AVAILABLE (one node per level at most, so no two
   // AVAILABLE buddies), the child holding the boundary PARTIAL. Every state write holds the lock
-  // of the node's parent (the tree's rule [spec §6.3]; what makes later lockers see the writes),
+  // of the node's parent (the tree's rule [design.md §10.2, T4]; what makes later lockers see the writes),
   // the lanes writing their pairs in parallel; V itself is written last under lock(parent(V)) and
   // propagated, then the leftover units are signalled (after the path is visible, as in split).
   TOGA_DEVICE void carve_run(std::uint64_t base, unsigned order, unsigned j, const coalesced_group<P>& g) const TOGA_NOEXCEPT(P) {
@@ -557,7 +557,7 @@ struct tbuddy {
         continue;  // state[v] stays PARTIAL (stale) until written below, under lock(g)
       }
       set_state(v, node_available);
-      sem[n].signal(1, 1);  // deliver the promise, while lock(p) is held (spec §6.6)
+      sem[n].signal(1, 1);  // deliver the promise, while lock(p) is held (design.md §10.3)
       propagate_up(p);
       if constexpr (Bug != tbuddy_bug::free_skips_generation) note_publication();
       return;

@@ -1,8 +1,8 @@
 //! @file toga/ualloc.hpp
 //! UAlloc: the fine-grained allocator for 16 B .. 1 KiB (Gelado & Garland, PPoPP'19, §4.2;
-//! allocator-spec §5, amended by fast-path.md E1-E5, E8, E9, E11, E12), and the same machinery
-//! over superbins for 256 B .. 64 KiB (fast-path.md E6; `ualloc<..., superbin_geometry>`: a bin
-//! is one TBuddy block of 2^sb_shift bytes, its header in a side table; docs/allocator.md §12).
+//! design.md §7-§9, with the fast-path elements E1-E5, E8, E9, E11, E12 of design.md §2.1), and the
+//! same machinery over superbins for 256 B .. 64 KiB (E6; `ualloc<..., superbin_geometry>`: a bin
+//! is one TBuddy block of 2^sb_shift bytes, its header in a side table; design.md §11).
 //!
 //! One arena per SM. Each arena has a list of chunks (512 KiB from TBuddy) with a bulk semaphore
 //! counting free bins, and per size class up to 32 *pinned* bins (pin slots, lock-free) plus an
@@ -12,9 +12,10 @@
 //!
 //! Allocation is per group (E1): the lanes of a warp that ask for one class in one arena at the
 //! same time (a group of one is legal). The group leader does the shared-word work; results reach
-//! the lanes by shuffles. The fast path, per group, in order (fast-path.md §1 cost model):
+//! the lanes by shuffles. The fast path, per group, in order (the cost model of design.md §2.1):
 //!   1. `slot_sem.try_take(T)`: one speculative fetch_sub of the group's T units (E2);
-//!   2. `rcu.read_lock()`: one seq_cst fence (E4);
+//!   2. `rcu.read_lock()`: an acquire fetch_add on the reader counter and an acquire re-load of
+//!      the epoch, no fence (E4; design.md §5.2);
 //!   3. load its pin slot (acquire) and reserve T slots with one fetch_sub on the bin's free
 //!      count, keeping clamp(old, 0, T) and undoing the rest (E3);
 //!   4. claim T bits of one bitmap word with one fetch_or (acquire), starting at the reservation's
@@ -79,7 +80,7 @@ enum class ualloc_bug : std::uint8_t {
   chunk_returned_with_live_bins,  //!< a chunk goes back to TBuddy while some of its bins are in use
   no_unlink_on_exhaustion,    //!< a taker drops an exhausted inbox bin without re-reading its count afterwards
   no_relink_on_refill,        //!< a free that refills an exhausted bin does not re-link it
-  // fast path (fast-path.md §5)
+  // fast path (design.md §20.3)
   claim_without_reservation,  //!< the fast path claims bits without reserving them in the free count
   two_lanes_one_bit,          //!< lanes take claimed bits off by one: two lanes get the same slot
   pin_swap_drops_bin,         //!< a bin displaced from a pin slot is dropped even if it has free slots
@@ -93,7 +94,7 @@ enum class ualloc_bug : std::uint8_t {
   relaxed_slot_free,          //!< the free's fetch_and on the bitmap is relaxed, not release
   relaxed_slot_claim,         //!< the claim's fetch_or on the bitmap is relaxed, not acquire
   free_without_warp_barrier,  //!< a group free releases the word without the __syncwarp that orders the members' accesses
-  // superbins (fast-path.md E6)
+  // superbins (E6, design.md §11)
   superbin_tag_not_set,       //!< a GROW makes a superbin without tagging its TBuddy node: frees of its slots go to TBuddy
   superbin_slot_past_end,     //!< a superbin counts one slot more than it holds: the last one lies past its end
   superbin_returned_live,     //!< reclaim returns a superbin to TBuddy when it is not entirely free
@@ -108,7 +109,7 @@ enum class ualloc_bug : std::uint8_t {
   // growable heaps (issue 14)
   free_into_unmapped,             //!< a free does not look at the granule's unmapped tag: it touches memory that is not there
   trim_without_reclaim,           //!< a trim withdraws granules without reclaiming UAlloc's empty bins, chunks and superbins first
-  // failing fast (docs/allocator.md "Failing fast")
+  // failing fast (design.md §13)
   empty_bin_unnoted,              //!< a free that empties a bin does not count a reclaim change: a clean record outlives it
   clean_read_late,                //!< a walk reads the change count after walking, not before: a change during the walk is lost
 };
@@ -137,7 +138,7 @@ static_assert(sizeof(bin_header) == geom::bin_header_bytes && offsetof(superbin_
               sizeof(superbin_header) == geom::sb_header_stride(geom::sb_max_shift));
 
 //! UAlloc's two geometries. Chunks: 4 KiB bins of 16 B .. 1 KiB slots inside 512 KiB chunks
-//! (spec §5.1). Superbins (fast-path.md E6): one TBuddy block per bin, 1 KiB .. 64 KiB slots,
+//! (design.md §7.2). Superbins (E6, design.md §11): one TBuddy block per bin, 256 B .. 64 KiB slots,
 //! headers in a side table. The same machinery (slot semaphore, pins, inbox, RCU, group
 //! reservation, word claims, aggregated free, hysteresis, fallback) runs on both.
 struct chunk_geometry {
@@ -197,7 +198,7 @@ inline constexpr unsigned stats_classes = geom::num_classes > geom::sb_max_class
 //! Statistics kept per arena (summed by the host). Signed quantities are two's complement in
 //! 64-bit words: a block freed on another SM makes one arena's count negative, the sum is exact.
 //! Updated with relaxed RMWs whose results are unused (fire-and-forget reductions on CUDA), one
-//! per warp group; the peak with fetch_max (no CAS loop: fast-path.md E8).
+//! per warp group; the peak with fetch_max (no CAS loop: E8, design.md §14.1).
 struct arena_stats {
   std::uint64_t used_bytes;      //!< rounded bytes of live UAlloc and TBuddy blocks (signed)
   std::uint64_t peak_used_bytes; //!< highest positive used_bytes this arena saw
@@ -206,7 +207,7 @@ struct arena_stats {
   std::uint64_t failed;          //!< allocations that returned nullptr: heap exhausted
   std::uint64_t failed_limit;    //!< ... because the byte limit would have been exceeded
   std::uint64_t failed_too_large;//!< ... because the request exceeds the heap
-  std::uint64_t grows;           //!< bins made (GROW), including over-production (fast-path.md E2)
+  std::uint64_t grows;           //!< bins made (GROW), including over-production (E2, design.md §3.4)
   //! bins in use per class (signed): UAlloc's 7 classes in a chunk arena, the 9 superbin classes in
   //! a superbin arena (until 2026-11-25 the array had 7 entries and the 32 and 64 KiB superbin
   //! classes counted into `chunks` and the padding: undefined behaviour, found by g++'s
@@ -229,7 +230,7 @@ struct arena {
   arena_stats stats;
 };
 
-//! What the fast path hands to the slow path (fast-path.md E10): the group's progress.
+//! What the fast path hands to the slow path (E10, design.md §8.8): the group's progress.
 struct alloc_progress {
   std::uint64_t bin;       //!< bin the leader holds a reservation in (0: none)
   std::uint32_t reserved;  //!< units reserved in `bin`, not yet claimed (leader's view)
@@ -266,7 +267,7 @@ struct ualloc {
   //! Runs f(view) on a copy of this view made here: the way from inlined code into an
   //! out-of-line member (allocate_slow, free_cold), so that no kernel parameter's address is
   //! taken (nvcc would copy the whole parameter to local memory at kernel entry, in every thread:
-  //! docs/allocator.md §3.9). The copy is local memory made only on these paths; the allocator's
+  //! design.md §8.8). The copy is local memory made only on these paths; the allocator's
   //! global-memory copy (allocator::resident) is not used here because the slow paths reread the
   //! view after every acquire, which on the GPU invalidates L1's global lines, not local ones.
   //! (TOGA_RESIDENT_VIEW = 0: on this view.)
@@ -281,7 +282,7 @@ struct ualloc {
   }
 
   //! Classes with at least this many slots per bin keep their empty bins (E11). (31, to take in the
-  //! 128 B class, was measured and changed nothing: docs/allocator.md §12.11.)
+  //! 128 B class, was measured and changed nothing: design.md §11.9, §22.)
   static constexpr std::uint32_t hysteresis_min_capacity = 32;
   static constexpr std::uint32_t dead = Bug == ualloc_bug::dead_near_wrap ? 0x80000000u : bin_dead;
   // [HB] the slot hand-over: a free's fetch_and releases, a claim's fetch_or acquires (planted
@@ -460,7 +461,7 @@ struct ualloc {
   //! A full heap makes every failing lane reclaim; 100,000 of them each walking 132 arenas x 14
   //! classes made T8's last round at 4 KiB take 25 s on an H100.
   //!
-  //! Fails fast (docs/allocator.md "Failing fast"): while nothing that could leave something to
+  //! Fails fast (design.md §13.2): while nothing that could leave something to
   //! give back has happened since a walk that gave nothing back and skipped nothing
   //! (byte_limit::reclaim_changes against reclaim_clean), it returns false after two loads.
   //! `force` (the host's trim) walks regardless.
@@ -633,7 +634,7 @@ struct ualloc {
     pr.stage = g.broadcast(pr.stage);
     if constexpr (G::superbins) {
       // Before a superbin GROW (a TBuddy climb): units of the class that another arena holds idle
-      // (allocator.md §12.12). Taken, they make this group's stage 2 run in that arena's list.
+      // (design.md §11.8). Taken, they make this group's stage 2 run in that arena's list.
       if (TOGA_SB_STEAL_ROUNDS > 0 && pr.stage == 0 && num_arenas > 1) {
         const unsigned b = steal_units(a, c, g, t);
         if (b != a) {
@@ -1112,7 +1113,7 @@ struct ualloc {
   //
   // The group reads the class's semaphore in every other arena, g.size arenas at a time (one
   // relaxed load per lane and round), and its failed lanes try only the arenas that showed free
-  // units (docs/allocator.md "Failing fast": a lane that tried every arena in turn made ~130
+  // units (design.md §13.3: a lane that tried every arena in turn made ~130
   // dependent CAS loops per failing lane).
   TOGA_DEVICE std::uint64_t fallback_if_failed(unsigned a, unsigned c, const coalesced_group<P>& g, std::uint64_t mine) const TOGA_NOEXCEPT(P) {
     const std::uint32_t failed = g.ballot(mine == no_block);
@@ -1163,7 +1164,7 @@ struct ualloc {
   // ---- free ---------------------------------------------------------------------------------------
 
   // Leader of a free group, after its k bits were cleared: count them, make the bin findable at a
-  // zero crossing, signal, and retire an empty bin (spec §5.8/§5.9 per group). The read-side
+  // zero crossing, signal, and retire an empty bin (design.md §9.2, §9.3, per group). The read-side
   // section covers every access to the header after our count makes the bin retirable.
   TOGA_DEVICE TOGA_FORCEINLINE void free_count(class_list<P>& L, std::uint64_t bin, unsigned c, std::uint32_t k) const TOGA_NOEXCEPT(P) {
     header_t* h = bin_at(bin);
@@ -1435,7 +1436,7 @@ struct ualloc {
   // Leader of a GROW(m): takes m units of the arena's chunk semaphore (one speculative RMW, or the
   // CAS loop). GROW there: a new chunk from TBuddy whose first m bins are ours (fresh_chunk);
   // OK: the chunk mutex is taken (locked) and claim_bin_locked hands out the m bins. Returns m,
-  // or 0 when no chunk can be had (spec §5.7, E5: one mutex hold for the group, not one per bin).
+  // or 0 when no chunk can be had (design.md §8.5, E5: one mutex hold for the group, not one per bin).
   TOGA_DEVICE std::uint32_t acquire_bins(unsigned a, std::uint32_t m, std::uint64_t& fresh_chunk, bool& locked) const TOGA_NOEXCEPT(P) {
     arena<P, G>& A = arenas[a];
     const bool ok = A.chunk_sem.try_take(m) || A.chunk_sem.wait_slow(m, geom::usable_bins) == sem_result::ok;

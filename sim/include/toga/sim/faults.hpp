@@ -1,5 +1,5 @@
 //! @file toga/sim/faults.hpp
-//! The simulator's fault-site registry (simulator-notes §5; sites named in toga/fault.hpp).
+//! The simulator's fault-site registry (docs/simulator.md §6.8; sites named in toga/fault.hpp).
 //!
 //! A run enables a set of sites (`run_limits::faults`, one bit per `toga::fault_site`; the
 //! command line's `--faults all|none|site,site,...`). Activation is two-level, as in

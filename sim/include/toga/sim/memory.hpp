@@ -35,7 +35,7 @@
 //!
 //! What it cannot produce: load buffering (a load reading a store that comes later in the
 //! schedule), 2+2W with both stores winning (mo follows the schedule), and stores older than the
-//! kept history. See the litmus table in docs/simulator.md.
+//! kept history. See the litmus table in docs/simulator.md §4.4.
 //!
 //! Happens-before marks (--memory weak): `mark_here` names the running lane's current point and
 //! `happened_before` tells whether a mark is hb-before the running lane. Scenarios use them to

@@ -1,5 +1,5 @@
 //! @file toga/sim/mutants.hpp
-//! The mutant suite (simulator-notes §4): every planted bug of every component in one catalogue,
+//! The mutant suite (docs/simulator.md §16): every planted bug of every component in one catalogue,
 //! run by `toga-sim mutants`, which measures how many the simulator kills and how fast.
 //!
 //! A mutant is a scenario with parameters that select a planted bug (`bug=N`), the memory model

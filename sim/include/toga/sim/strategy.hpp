@@ -97,7 +97,7 @@ class random_strategy final : public strategy {
   rng rng_;
 };
 
-//! Random scheduling with long stalls (simulator-notes §5, fault 1): now and then the running
+//! Random scheduling with long stalls (docs/simulator.md §6.7): now and then the running
 //! lane is kept off for a random 1..256 decisions while others can run, so that a lane can sit
 //! inside a critical window while the rest of the machine moves on.
 class stall_strategy final : public strategy {

@@ -2,7 +2,7 @@
 //! One simulated kernel launch: every GPU thread (lane) is a Boost.Fiber fiber, all on the
 //! calling OS thread; a strategy decides at every scheduling point which lane runs next.
 //!
-//! Model (see docs/simulator.md):
+//! Model (see docs/simulator.md §3-§5):
 //!  - Lanes are grouped in warps of 32 (the last warp of a block may be partial), warps in
 //!    blocks, blocks placed round-robin on SMs. Identity functions answer as CUDA would.
 //!  - Volta+ independent thread scheduling: any lane may be preempted at any scheduling point.

@@ -14,7 +14,7 @@
 //! @endcode
 //!
 //! Algorithm: Gelado & Garland, "Throughput-oriented GPU memory allocation", PPoPP'19 (UAlloc for
-//! <= 1 KiB, TBuddy above); see docs/allocator.md.
+//! <= 1 KiB, TBuddy above); see docs/design.md (§6.3: sizes and routing).
 //!
 //! Units and alignment: sizes are bytes. The heap is rounded up to a power of two (at least
 //! 4 KiB). A request of n bytes is served with max(16, next power of two of n) bytes: up to 1 KiB
@@ -87,29 +87,30 @@ namespace cuda {
 //! Options of a heap. All optional.
 struct heap_options {
   int device = -1;                //!< CUDA device; -1: the current one
-  std::uint64_t limit_bytes = 0;  //!< allocations fail past this many bytes of TBuddy blocks (chunks and
-                                  //!< blocks > 1 KiB); 0: no limit
+  std::uint64_t limit_bytes = 0;  //!< allocations fail past this many bytes of TBuddy blocks (chunks,
+                                  //!< superbins and larger blocks); 0: no limit
   cudaStream_t stream = nullptr;  //!< stream for initialisation, copies and pool allocations
   cudaMemPool_t pool = nullptr;   //!< upstream: nullptr = cudaMalloc; else cudaMallocFromPoolAsync on `stream`
   unsigned arenas = 0;            //!< UAlloc arenas (%smid modulo arenas picks one); 0: one per SM, at most
                                   //!< one per 2 MiB of heap (4 chunks), so that every arena can hold chunks
-  std::uint64_t superbin_bytes = 0;  //!< bytes of one superbin (fast-path.md E6: the TBuddy block that serves
-                                     //!< 2 KiB - 64 KiB slots): a power of two in [8 KiB, 2 MiB] below the heap
+  std::uint64_t superbin_bytes = 0;  //!< bytes of one superbin (E6, design.md §11.1: the TBuddy block that
+                                     //!< serves 256 B - 64 KiB slots): a power of two in [8 KiB, 2 MiB] below the heap
                                      //!< size; classes with fewer than 4 slots per superbin go to TBuddy.
                                      //!< Smaller ones waste less address range per (arena, class), larger ones
-                                     //!< grow less often (docs/usage.md). 0: toga's choice (2 MiB, less on
+                                     //!< grow less often (docs/usage.md §6). 0: toga's choice (2 MiB, less on
                                      //!< heaps too small for four superbins per arena and class).
   unsigned superbin_sharing = 0;  //!< SMs (arenas) that share one superbin arena, 0 .. 1024: arena a allocates
                                   //!< superbin slots (256 B - 64 KiB) from superbin arena a % ceil(arenas / k).
                                   //!< 0 or 1: one per arena (toga's choice: the fastest). Larger values leave
                                   //!< fewer partly used superbins (a more compact address range: T9's range
                                   //!< ratio at 4 KiB 1.35 -> 1.16 with 4 on an H100) at the price of more
-                                  //!< contention (T1 4 KiB +24 %, 64 KiB 10x slower with 4): docs/usage.md.
-  // ---- growable heaps (issue 14; docs/usage.md "Growable heaps"): used by heap(heap_options) ----
+                                  //!< contention (T1 4 KiB +24-53 %, 64 KiB 10x slower with 4): docs/usage.md §6.
+  // ---- growable heaps (issue 14; docs/usage.md §9): used by heap(heap_options) ----
   //! The most memory a growable heap maps (rounded up to granules); its reserved address range
   //! and capacity are max_bytes rounded up to a power of two (at most 128 GiB). Required by
-  //! heap(heap_options), refused by heap(bytes, options). The buddy tree's metadata (about
-  //! max_bytes / 256 + 0.7 KiB per arena) is allocated up front.
+  //! heap(heap_options), refused by heap(bytes, options). The metadata (about max_bytes / 256 for
+  //! the buddy tree, max_bytes / 1,928 of superbin side table with 2 MiB superbins, and 6.75 KiB per
+  //! SM: design.md §6.1) is allocated up front.
   std::uint64_t max_bytes = 0;
   //! Mapped at construction (rounded up to granules); 0 is allowed: the first allocations then
   //! fail with nullptr and record their demand for grow_if_needed().
@@ -122,7 +123,7 @@ struct heap_options {
   std::uint64_t release_threshold = ~std::uint64_t{0};
   //! Bytes of one granule, each one cuMemCreate handle: a power of two and a multiple of the
   //! device's VMM granularity (2 MiB on an H100/H200). 0: toga's choice, 32 MiB (or less on a
-  //! smaller max_bytes): docs/benchmarks.md "Issue 14: what the CUDA VMM API costs".
+  //! smaller max_bytes): docs/benchmarks.md "What the CUDA VMM API costs".
   std::uint64_t granule_bytes = 0;
 };
 
@@ -238,10 +239,10 @@ class heap {
   //! `options.device` (default: the current device), initialised by a memset and one kernel on
   //! `options.stream`; returns when it is ready. Throws std::invalid_argument for bytes == 0 or
   //! bytes > heap_layout::max_heap_bytes (128 GiB), toga::bad_alloc when upstream memory (the heap
-  //! or its metadata: about 2 x 4 B per 4 KiB of heap and 0.7 KiB per arena) cannot be had,
+  //! or its metadata: about 16 B per 4 KiB of heap plus 6.75 KiB per SM, design.md §6.1) cannot be had,
   //! toga::cuda_error on any other CUDA failure (an invalid device, a failed launch).
   explicit heap(std::uint64_t bytes, heap_options options = {});
-  //! A growable heap (docs/usage.md "Growable heaps"): reserves an address range of
+  //! A growable heap (docs/usage.md §9): reserves an address range of
   //! `options.max_bytes` (its capacity) with the CUDA VMM API and maps `options.initial_bytes`
   //! of it, granule by granule. Kernels get nullptr when the mapped part cannot serve them (the
   //! device never waits for the host); the heap records what they asked for, and
@@ -284,7 +285,7 @@ class heap {
   //! setting cudaMemPoolAttrReservedMemHigh / UsedMemHigh to 0 does for a pool. Synchronises the
   //! stream. Throws toga::cuda_error, std::logic_error (moved from).
   void reset_high_water();
-  //! Gives back what the allocator keeps for speed (fast-path.md E11): empty bins of the classes
+  //! Gives back what the allocator keeps for speed (E11, design.md §9.4): empty bins of the classes
   //! of 16-128 B (at least 32 slots per bin), the one cached empty chunk per SM, and bins waiting
   //! for an RCU grace period, so that stats().buddy_bytes and chunk_bytes count live blocks
   //! only. Live blocks are untouched. Allocation never needs it (a request that would fail runs
@@ -328,7 +329,7 @@ class heap {
   void inject_growth_failure(toga::growth_step step, std::uint64_t k) noexcept;
 
   //! Copies the heap's metadata and its (mapped) memory back to the host and runs the heap walk
-  //! (toga/heap_walk.hpp: the invariants of allocator-spec §8 and allocator.md §14's G7);
+  //! (toga/heap_walk.hpp: the quiescent invariants of design.md §16.2, G7 included);
   //! returns the first one violated, or nothing. Fills `quality` (live blocks, bins, chunks,
   //! unmapped and wholly free granules) when given. Call at quiescence: it synchronises the
   //! device; it needs host address space for the capacity (reserved, only mapped granules are
