@@ -2,6 +2,7 @@
 """Instructions and barriers per kernel in the SASS of a CUDA binary (docs/benchmarks.md).
 
 Usage: cuobjdump -sass BINARY > FILE.sass; python3 tools/gpu/sass-counts.py FILE.sass [NAME_REGEX]
+(tools/gpu/toga-gpu sass runs it on carried binaries, on the device machine.)
 Prints, for every function whose name matches NAME_REGEX (default: toga|ualloc|allocator|bump),
 its SASS instruction count and how many MEMBAR, FENCE, ATOM(G), RED(G), CALL, STL and LDL
 instructions it has, and the STL before its first EXIT (a kernel parameter copied to local memory
