@@ -59,14 +59,14 @@ unsigned ref_order(u64 s) {
   return n;
 }
 
-// Spec §5.1: regular bin b's tail lives in header bin (b-S)/31, tail slot (b-S)%31, after the
+// design.md §7.2: regular bin b's tail lives in header bin (b-S)/31, tail slot (b-S)%31, after the
 // first 128 B of that header bin.
 u64 spec_tail_offset(unsigned b) {
   const unsigned t = b - kHeaderBins;
   return (t / kTailsPerHeaderBin) * kPage + kHeaderArea + (t % kTailsPerHeaderBin) * kTail;
 }
 
-// Spec §5.2: slot i of class size s in bin b.
+// design.md §7.3: slot i of class size s in bin b.
 u64 spec_slot_offset(unsigned b, u64 s, unsigned i) {
   const unsigned d = static_cast<unsigned>((kPage - kHeaderArea) / s);
   return i < d ? b * kPage + kHeaderArea + i * s : spec_tail_offset(b) + (i - d) * s;
@@ -104,7 +104,7 @@ struct class_row {
   u64 size;
   unsigned data, tail, capacity;
 };
-// Spec §5.2 table.
+// design.md §7.3's table.
 constexpr class_row kSpecTable[] = {
 #ifdef TOGA_MIN_CLASS_8
     {8, 496, 16, 512},
@@ -160,7 +160,7 @@ TEST(RoundUp, EverySizeUpTo1MiB) {
     GEO_EXPECT(r == ref_round_up(s), "s=" << s << " round_up=" << r << " ref=" << ref_round_up(s));
     GEO_EXPECT(r >= prev, "s=" << s << " round_up=" << r << " < round_up(s-1)=" << prev);
     prev = r;
-    // Spec §7.1: rounded size <= 1 KiB -> UAlloc (class path), else TBuddy.
+    // design.md §6.3: rounded size <= 1 KiB -> UAlloc (class path), else TBuddy.
     const bool class_path = r <= g::max_class_bytes;
     GEO_EXPECT(class_path == (s <= 1024), "s=" << s << " round_up=" << r);
     if (class_path) {
@@ -184,7 +184,7 @@ TEST(RoundUp, BoundaryCases) {
   EXPECT_EQ(g::round_up(17), 32u);
   EXPECT_EQ(g::round_up(1024), 1024u);
   EXPECT_EQ(g::round_up(1025), 2048u);
-  // Spec §7.1 / P §5.3: a 2 KiB request is "rounded up to 4 KB" (TBuddy order 0).
+  // design.md §6.3 / P §5.3: a 2 KiB request is "rounded up to 4 KB" (TBuddy order 0).
   EXPECT_EQ(g::order_of(g::round_up(1025)), 0u);
   EXPECT_EQ(g::order_of(g::round_up(2048)), 0u);
   EXPECT_EQ(g::order_of(g::round_up(4096)), 0u);
@@ -288,14 +288,14 @@ TEST(Slots, EverySlotOfEveryClassInEveryRegularBin) {
 #define CTX "class " << s << " B, bin " << b << ", slot " << i << ", off " << off
         GEO_EXPECT(off == spec_slot_offset(b, s, i), CTX << " spec=" << spec_slot_offset(b, s, i));
         GEO_EXPECT(off + s <= kChunk, CTX);
-        // Spec §7.1: UAlloc slots are never 4 KiB aligned: >= 128 B into their page.
+        // design.md §7.5: UAlloc slots are never 4 KiB aligned: >= 128 B into their page.
         GEO_EXPECT(off % kPage >= kHeaderArea, CTX);
         GEO_EXPECT(off % align == 0, CTX << " not aligned to " << align);
         // Within one area: bin b's data area, or bin b's tail.
         const u64 lo = i < d ? b * kPage + kHeaderArea : spec_tail_offset(b);
         const u64 hi = i < d ? (b + 1) * kPage : spec_tail_offset(b) + kTail;
         GEO_EXPECT(off >= lo && off + s <= hi, CTX << " outside [" << lo << ", " << hi << ")");
-        // Spec §5.4: the owner from the address alone.
+        // design.md §7.5: the owner from the address alone.
         GEO_EXPECT(g::owner_bin(off) == b, CTX << " owner_bin=" << g::owner_bin(off));
         GEO_EXPECT(g::owner_slot(off, c) == i, CTX << " owner_slot=" << g::owner_slot(off, c));
         GEO_EXPECT(g::is_slot_start(off, c), CTX);
@@ -329,8 +329,8 @@ TEST(Slots, EverySlotOfEveryClassInEveryRegularBin) {
   }
 }
 
-// Spec §5.4 from a heap offset: chunks are 512 KiB aligned (TBuddy), so masking a slot's heap
-// offset finds its chunk, and the in-chunk arithmetic finds its bin and slot. Spec §7.1: no
+// design.md §7.5 from a heap offset: chunks are 512 KiB aligned (TBuddy), so masking a slot's heap
+// offset finds its chunk, and the in-chunk arithmetic finds its bin and slot. design.md §7.5: no
 // UAlloc slot shares a 4 KiB aligned address with a TBuddy block.
 TEST(Slots, OwnershipFromHeapOffsets) {
   int failures = 0;

@@ -246,7 +246,7 @@ class bulk_semaphore {
       // Reserved: wait until units arrived (C >= t: take them and drop the reservation in one
       // CAS, which is un-reserve-then-take without anything in between) or the promises no
       // longer cover the reservations (R > C + E: a producer withdrew, or try_wait drained C:
-      // un-reserve and decide again from scratch). [Deviation from the spec (design.md §3.7), which leaves the
+      // un-reserve and decide again from scratch). [Deviation from the spec (design.md §3.2), which leaves the
       // spin at R >= C + E: a waiter that reserved the last promised unit (A == N before it
       // reserved, common with TBuddy's B = 2) has R == C + E at once, so it would un-reserve,
       // find A == N again, reserve again, and so on: two atomics per poll on the hot word by

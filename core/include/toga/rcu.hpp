@@ -13,7 +13,7 @@
 //! the epoch, wait for the old parity's readers to leave, release the mutex, and only then run
 //! the collected callbacks (design.md §5.3, steps 1-5, in that order).
 //!
-//! Memory orders (E4; design.md §5.2, departures in §5.4): the read side is a store-buffering pairing
+//! Memory orders (E4; design.md §5.2, departures in §18): the read side is a store-buffering pairing
 //! in which both sides meet on the old parity's counter instead of at two seq_cst fences. Reader:
 //! relaxed epoch load, ACQUIRE increment of its parity's counter, acquire re-load of the epoch;
 //! unlock is a release decrement. Writer: a release store of the new epoch, then an ACQ_REL RMW
