@@ -1,5 +1,5 @@
 // fastpath-bench: a small, self-contained GPU benchmark of toga's small-size fast path
-// (fast-path.md), for iterating on the core between toga-bench runs. Every figure is taken beside
+// (the fast-path elements E1-E12, docs/design.md §2.1), for iterating on the core between toga-bench runs. Every figure is taken beside
 // the warp-aggregated bump floor (bump-warp) in the same process; medians of 5 timed launches
 // after a warm-up, CUDA events around one kernel. Every allocation is checked after the timed
 // kernel: nullptr, alignment, bounds, overlap (sorted on the host) and a whole-block pattern
@@ -33,7 +33,7 @@ __device__ unsigned long long toga_prof[64];
 // its start and end (%globaltimer, ns), its latency (clock64 cycles) and its SM; the leader of a
 // group marks the slow-path events it went through (config.hpp's events) in its own word, without
 // atomics. After the fresh and the first timed warm launch the host prints when threads finished,
-// latency quantiles, and latency per path (docs/benchmarks.md "what limits the targets").
+// latency quantiles, and latency per path (docs/benchmarks.md "What limits toga, case by case").
 struct tl_rec {
   unsigned long long t0, t1;
   unsigned cycles, sm;
@@ -61,7 +61,7 @@ __device__ unsigned tl_n;
 namespace {
 
 constexpr unsigned block = 256;
-// __launch_bounds__(256, 4): at most 64 registers per thread, so 32 warps per SM fit (docs/usage.md:
+// __launch_bounds__(256, 4): at most 64 registers per thread, so 32 warps per SM fit (docs/usage.md §5:
 // the slow paths are compiled into the kernel's call graph and would otherwise set its count).
 #define TOGA_BOUNDS __launch_bounds__(block, 4)
 // The free kernel's blocks per SM: 5 gives at most 51 registers, 48 in practice (E10's budget);

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Instructions and barriers per kernel in the SASS of a CUDA binary (docs/benchmarks.md).
+"""Instructions and barriers per kernel in the SASS of a CUDA binary (docs/devlog.md, the 2026-11-24 fast-path and superbin entries).
 
 Usage: cuobjdump -sass BINARY > FILE.sass; python3 tools/gpu/sass-counts.py FILE.sass [NAME_REGEX]
 (tools/gpu/toga-gpu sass runs it on carried binaries, on the device machine.)
 Prints, for every function whose name matches NAME_REGEX (default: toga|ualloc|allocator|bump),
 its SASS instruction count and how many MEMBAR, FENCE, ATOM(G), RED(G), CALL, STL and LDL
 instructions it has, and the STL before its first EXIT (a kernel parameter copied to local memory
-at kernel entry: docs/allocator.md §3.9). Instructions are counted by their /*offset*/ markers, which have 4 hex digits below 64 KiB of
+at kernel entry: docs/design.md §8.8). Instructions are counted by their /*offset*/ markers, which have 4 hex digits below 64 KiB of
 code and more above. Python only.
 """
 import re

@@ -8,7 +8,7 @@
 // toga-bench's T2, one allocation per warp); THREADS="n n ...": thread counts (default 1 .. 2^20).
 // PASSES=k (1..100, default 3): a pass from a fresh heap, then k - 1 warm passes on it.
 // HEAP_MIB=m (1..65536, default 16384): the heap's size; with it, launches that ask for more than
-// the heap are run too (failing launches: allocator.md known issue 0).
+// the heap are run too (failing launches: docs/design.md §13; history: docs/devlog.md).
 #include <cuda_runtime.h>
 
 #include <cstdio>
