@@ -7,9 +7,11 @@
 # without the simulator), and a folder .deps/usr made by tools/gpu/stage-deps.sh is used.
 #
 #   bash tools/setup-debian.sh          what the build and every test use (the README's commands)
-#   bash tools/setup-debian.sh --plot   also python3-matplotlib, for tools/plot/toga-plot.py only
+#   bash tools/setup-debian.sh --plot   also python3 and python3-matplotlib, for tools/plot/*.py
+#                                       (the main job, tools/run-main.sh, then draws its charts)
 #
-# Each package and who uses it (nothing else is installed; the test command needs no Python):
+# Each package and who uses it (nothing else is installed; neither the test command nor the main
+# job's table and summary need Python):
 #   cmake, ninja-build, g++           configure and build (CMakePresets.json: Ninja)
 #   libgtest-dev                      every test executable (GTest::gtest_main)
 #   libboost-fiber1.81-dev,
@@ -19,13 +21,21 @@
 #   libcli11-dev                      the command lines of toga-sim and toga-bench
 #   libfmt-dev                        toga-sim's output
 #   zlib1g-dev                        toga-bench's graph loader (.gz graphs)
+# and with --plot:
+#   python3                           tools/plot/toga-table.py and toga-plot.py
+#   python3-munkres                   first: python3-matplotlib -> python3-fonttools depends on
+#                                     "python3-scipy | python3-munkres"; apt takes scipy, whose
+#                                     python3-pythran pulls libboost-dev (1.74), which conflicts
+#                                     with the libboost1.81-dev above, and gives up (exit 100).
+#                                     With munkres asked for, the alternative is met without scipy.
+#   python3-matplotlib                tools/plot/toga-plot.py
 set -euo pipefail
 packages=(cmake ninja-build g++ libgtest-dev
           libboost-fiber1.81-dev libboost-context1.81-dev libtbb-dev
           libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev)
 for arg in "$@"; do
   case "$arg" in
-    --plot) packages+=(python3 python3-matplotlib) ;;
+    --plot) packages+=(python3 python3-munkres python3-matplotlib) ;;
     *) echo "toga setup: unknown argument '$arg' (known: --plot)" >&2; exit 2 ;;
   esac
 done

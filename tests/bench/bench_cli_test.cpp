@@ -2,14 +2,19 @@
 // input file) and the message, and that nothing ran (no table) when the input was refused.
 // The binary is TOGA_BENCH_EXE (CMake passes $<TARGET_FILE:toga-bench>).
 #include <gtest/gtest.h>
+#include <pty.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -39,10 +44,43 @@ outcome run(const std::string& args) {
   return o;
 }
 
+//! Runs toga-bench with `args` on a pseudo-terminal (stdout and stderr both), as a user at a
+//! terminal would; returns everything it wrote.
+outcome run_on_terminal(const std::string& args) {
+  outcome o;
+  int master = -1;
+  const pid_t pid = forkpty(&master, nullptr, nullptr, nullptr);
+  if (pid < 0) return o;
+  if (pid == 0) {
+    const std::string cmd = std::string(TOGA_BENCH_EXE) + " " + args + " </dev/null";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(master, buf, sizeof buf);
+    if (n > 0) o.out.append(buf, static_cast<std::size_t>(n));
+    else if (n < 0 && errno == EINTR) continue;
+    else break;  // EIO: the child closed the terminal
+  }
+  ::close(master);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return o;
+}
+
 bool has(const outcome& o, const std::string& s) { return o.out.find(s) != std::string::npos; }
 
 //! The table's header: present only when cases ran.
-bool ran_cases(const outcome& o) { return has(o, "median ms"); }
+bool ran_cases(const outcome& o) { return has(o, "M ops/s"); }
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string l; std::getline(ss, l);) out.push_back(l);
+  return out;
+}
 
 class BenchCli : public ::testing::Test {
  protected:
@@ -202,7 +240,7 @@ TEST_F(BenchCli, SmallRunExitsZeroWithTheFloorReference) {
   const std::string json = (dir_ / "r.json").string();
   const outcome o = run("run --allocators toga-sim --cases T1 --sizes 64 --threads 64 --reps 1 --no-progress --json " + json);
   ASSERT_EQ(o.status, 0) << o.out;
-  EXPECT_TRUE(has(o, "x bump-warp")) << o.out;
+  EXPECT_TRUE(has(o, "x floor: throughput / bump-warp-sim's")) << o.out;
   std::ifstream f(json);
   const auto doc = nlohmann::json::parse(f);
   EXPECT_EQ(doc.at("schema"), "toga-bench/2");
@@ -214,6 +252,75 @@ TEST_F(BenchCli, SmallRunExitsZeroWithTheFloorReference) {
     }
   }
   EXPECT_EQ(floor_rows, 2u) << "alloc and free";
+}
+
+// ---- what a user reads: the table, the summary, the progress -------------------------------------
+
+// A small simulator run ends with the summary: one line per case asked for, pass, both
+// references named, host time said once; the table fits 120 columns and the summary 100; the
+// JSON carries the summary too.
+TEST_F(BenchCli, SummaryEndsTheRunAndFits) {
+  const std::string json = (dir_ / "s.json").string();
+  const outcome o = run("run --allocators toga-sim --cases T1,T12,T13 --sizes 64 --threads 64 --reps 2 --no-progress --json " + json);
+  ASSERT_EQ(o.status, 0) << o.out;
+  const auto lines = lines_of(o.out);
+  std::size_t summary = lines.size(), widest_table = 0, widest_summary = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    if (lines[i].rfind("Summary of toga-sim", 0) == 0) summary = i;
+  ASSERT_LT(summary, lines.size()) << o.out;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    std::size_t& widest = i < summary ? widest_table : widest_summary;
+    widest = std::max(widest, lines[i].size());
+  }
+  EXPECT_LE(widest_table, 120u) << o.out;
+  EXPECT_LE(widest_summary, 100u) << o.out;
+  std::map<std::string, std::string> by_case;
+  for (std::size_t i = summary; i < lines.size(); ++i)
+    for (const char* c : {"T1 ", "T12 ", "T13 "})
+      if (lines[i].rfind(c, 0) == 0) by_case[c] = lines[i];
+  ASSERT_EQ(by_case.size(), 3u) << o.out;
+  EXPECT_NE(by_case["T1 "].find(" pass "), std::string::npos) << by_case["T1 "];
+  EXPECT_NE(by_case["T1 "].find("x floor"), std::string::npos) << "T1's figure: the alloc ratio, " << by_case["T1 "];
+  EXPECT_NE(by_case["T12 "].find("init 8 GiB heap: "), std::string::npos) << by_case["T12 "];
+  EXPECT_EQ(by_case["T12 "].find("e-0"), std::string::npos) << "T12 prints no 6e-05x ratio: " << by_case["T12 "];
+  // T13: registers are not measured in the simulator: no ratio, result "-", the reason
+  std::istringstream t13(by_case["T13 "]);
+  std::vector<std::string> cells;
+  for (std::string c; t13 >> c;) cells.push_back(c);
+  ASSERT_GE(cells.size(), 6u) << by_case["T13 "];
+  EXPECT_EQ(cells[2] + cells[3] + cells[4], "---") << by_case["T13 "];
+  EXPECT_NE(by_case["T13 "].find("GPU"), std::string::npos) << by_case["T13 "];
+  std::size_t host = 0;
+  for (std::size_t p = o.out.find("host time, for"); p != std::string::npos; p = o.out.find("host time, for", p + 1)) ++host;
+  EXPECT_EQ(host, 1u) << o.out;
+  EXPECT_TRUE(has(o, "2 pass, 0 FAIL, 1 not measured on this backend (-)")) << o.out;
+  std::ifstream f(json);
+  const auto doc = nlohmann::json::parse(f);
+  ASSERT_TRUE(doc.at("summary").is_array());
+  ASSERT_EQ(doc.at("summary").size(), 3u);
+  EXPECT_EQ(doc.at("summary")[0].at("result"), "pass");
+  EXPECT_EQ(doc.at("summary")[0].at("second"), "bump-sim");
+}
+
+// Progress: on a terminal, a line per case rewritten in place ("[1/2 T1 0:00] ..."); with
+// --no-progress, or when stderr is not a terminal (a log), none of it.
+TEST_F(BenchCli, ProgressOnATerminalOnly) {
+  const std::string args = "run --allocators toga-sim --cases T1,T12 --sizes 64 --threads 64 --reps 1";
+  const outcome tty = run_on_terminal(args);
+  ASSERT_EQ(tty.status, 0) << tty.out;
+  EXPECT_TRUE(has(tty, "[1/2 T1 0:")) << tty.out;
+  EXPECT_TRUE(has(tty, "[2/2 T12 0:")) << tty.out;
+  EXPECT_TRUE(has(tty, "\r\033[K")) << "the progress line is rewritten in place";
+  const outcome quiet = run_on_terminal(args + " --no-progress");
+  ASSERT_EQ(quiet.status, 0) << quiet.out;
+  EXPECT_FALSE(has(quiet, "[1/2 T1")) << quiet.out;
+  EXPECT_FALSE(has(quiet, "\033[K")) << quiet.out;
+  EXPECT_TRUE(has(quiet, "T1   alloc / free")) << "the line per case stays: " << quiet.out;
+  const outcome log = run(args);  // stdout and stderr into a pipe
+  ASSERT_EQ(log.status, 0) << log.out;
+  EXPECT_FALSE(has(log, "[1/2 T1")) << log.out;
+  EXPECT_EQ(log.out.find('\r'), std::string::npos) << "no carriage returns in a log";
+  EXPECT_TRUE(has(log, "T12  init")) << log.out;
 }
 
 }  // namespace

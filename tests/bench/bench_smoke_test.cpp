@@ -1,8 +1,8 @@
 // Checks the JSON that the smoke run (`toga-bench run --allocators toga-sim --profile quick`, the
 // CTest fixture toga_bench.sim_smoke) wrote: the schema of docs/benchmarks.md, every case T1-T13
 // present for toga-sim and its references bump-warp-sim (the floor of every ratio_bump) and
-// bump-sim, no failure or corrupt block for toga-sim, and figures that are consistent with their
-// repetitions.
+// bump-sim, no failure or corrupt block for toga-sim, figures that are consistent with their
+// repetitions, and a summary that passes every case the simulator measures.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -144,6 +144,41 @@ TEST(BenchJson, CaseFigures) {
   // Without ../shared/data/graphs the fixture runs T10/T11 without a graph (the header's graph
   // list is empty and the rows say so); with graphs, they must have been measured.
   if (!doc().at("graphs").empty()) EXPECT_TRUE(graph) << "no T10/T11 row with a graph";
+}
+
+// The summary (the end of `toga-bench run`, and the JSON's "summary"): one entry per case for
+// toga-sim, against bump-warp-sim and bump-sim; every case the simulator measures passes, with a
+// ratio to both references where it times throughput; the GPU-only figures (T13 registers, T14
+// edges) are "-" with their reason.
+TEST(BenchJson, SummaryPassesEveryMeasuredCase) {
+  const auto& sum = doc().at("summary");
+  ASSERT_EQ(sum.size(), 14u) << sum.dump(1);
+  for (std::size_t i = 0; i < sum.size(); ++i) {
+    const auto& s = sum[i];
+    const std::string c = s.at("case");
+    EXPECT_EQ(c, "T" + std::to_string(i + 1));
+    EXPECT_EQ(s.at("allocator"), "toga-sim");
+    EXPECT_EQ(s.at("floor"), "bump-warp-sim");
+    EXPECT_EQ(s.at("second"), "bump-sim");
+    EXPECT_FALSE(s.at("figure").get<std::string>().empty()) << s.dump();
+    if (c == "T13" || c == "T14") {
+      EXPECT_EQ(s.at("result"), "-") << s.dump();
+      EXPECT_NE(s.at("figure").get<std::string>().find("GPU"), std::string::npos) << s.dump();
+      continue;
+    }
+    if ((c == "T10" || c == "T11") && doc().at("graphs").empty()) {
+      EXPECT_EQ(s.at("result"), "-") << s.dump();
+      continue;
+    }
+    EXPECT_EQ(s.at("result"), "pass") << s.dump();
+    if (c == "T12") {
+      EXPECT_TRUE(s.at("x_floor").is_null()) << "init compares times, not throughput: " << s.dump();
+      EXPECT_NE(s.at("figure").get<std::string>().find("init 8 GiB heap"), std::string::npos) << s.dump();
+    } else if (c != "T8" && c != "T9") {
+      EXPECT_TRUE(s.at("x_floor").is_number()) << s.dump();
+      EXPECT_TRUE(s.at("x_second").is_number()) << s.dump();
+    }
+  }
 }
 
 }  // namespace

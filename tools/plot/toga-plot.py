@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""toga-plot: turns toga-bench JSON files (schema toga-bench/1) into PNG charts.
+"""toga-plot: turns toga-bench JSON files (schema toga-bench/1 or /2) into PNG charts.
 
     python3 tools/plot/toga-plot.py RESULT.json [MORE.json ...] --out docs/img [--prefix h100-]
 
@@ -10,8 +10,9 @@ Charts (one PNG each, written only when the input holds the case):
   utilisation.png  T8 bytes obtained / heap bytes per size, bars per allocator
   graph.png        T11 ms per insertion and deletion round, one panel per graph
 Rows of several files are drawn together; the allocator label gets the file's GPU name when the
-files come from different GPUs. The floor reference is bump-warp (bump-warp-sim), drawn dashed;
-the per-thread bump is drawn dotted. Needs matplotlib: it is not installed by the test command
+files come from different GPUs; simulator files are titled "simulator (host time, trends only)".
+The floor reference is bump-warp (bump-warp-sim), drawn dashed; the per-thread bump is drawn
+dotted. The main job (tools/run-main.sh) runs it on its JSON when matplotlib is present. Needs matplotlib: it is not installed by the test command
 (`bash tools/setup-debian.sh --plot` or `apt-get install python3-matplotlib`); without it the
 tool says so and exits with status 1. Exit status 2: usage; 1: a file that cannot be read.
 """
@@ -41,7 +42,7 @@ def load(paths):
     gpus = set()
     for p in paths:
         doc = load_doc(p, "toga-plot")
-        gpu = doc.get("environment", {}).get("gpu", {}).get("gpu") or "simulator"
+        gpu = doc.get("environment", {}).get("gpu", {}).get("gpu") or "simulator (host time, trends only)"
         gpus.add(gpu)
         for r in doc["rows"]:
             r["_gpu"] = gpu

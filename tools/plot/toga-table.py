@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""toga-table: turns one toga-bench JSON file (schema toga-bench/1) into Markdown tables, one per
+"""toga-table: turns one toga-bench JSON file (schema toga-bench/1 or /2) into Markdown tables, one per
 case, with toga's figures beside its references from the same run (used for docs/benchmarks.md).
 
     python3 tools/plot/toga-table.py RESULT.json [--cases T1,T5] > tables.md
@@ -8,7 +8,9 @@ Per case point (case, op, size, param): toga's median ms (threads it ran), M ops
 its throughput to cuda-malloc's and to the floor's (bump-warp, the warp-aggregated bump; in files
 of schema toga-bench/1, the per-thread bump), the references' M ops/s (threads), toga's
 failures / corrupt blocks, and toga's case figures (utilisation, range_ratio, registers, ...).
-Simulator files (toga-sim) are tabulated the same way against bump-warp-sim. Needs only Python 3.
+Simulator files (toga-sim) are tabulated the same way against bump-warp-sim. Needs only Python 3,
+which a fresh Debian does not have: `apt-get install python3` (or bash tools/setup-debian.sh --plot).
+toga-bench's own summary (the end of `toga-bench run`) needs no Python.
 """
 import argparse
 

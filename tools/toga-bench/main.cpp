@@ -1,7 +1,10 @@
 // toga-bench: runs the benchmark protocol (docs/benchmarks.md; ../shared/docs/benchmarks.md) on
 // the GPU (toga, cuda-malloc, bump-warp, bump) or in the fiber simulator (toga-sim, bump-warp-sim,
-// bump-sim) and prints the table; --json writes every repetition with the GPU, driver, commit and
-// command line.
+// bump-sim) and prints the per-row table (120 columns), then the summary (report.hpp: one line
+// per case, toga's ratio to each reference, pass / FAIL, the figure that matters; 100 columns);
+// --json writes every repetition, the summary, the GPU, driver, commit and command line. On a
+// terminal, stderr shows the case running and the backend's last step (not with --no-progress,
+// nor when stderr is a file or a pipe).
 //
 //   toga-bench list
 //   toga-bench run [--allocators toga,cuda-malloc,bump-warp,bump,toga-sim] [--cases T1,T3]
@@ -158,14 +161,29 @@ std::vector<std::string> expand_graphs(const std::vector<std::string>& paths) {
   return out;
 }
 
-// Progress on a terminal: one rewritten line; otherwise a line per case.
+// Progress: on a terminal (stderr), one line rewritten in place, "[3/14 T5 0:42] T5 toga-sim
+// 256 B" (case 3 of 14, 42 s into it, then the backend's last message); with --no-progress or
+// when stderr is not a terminal (a log file, a pipe), nothing but the line per case that
+// done_line prints.
 class console_sink final : public sink {
  public:
   explicit console_sink(bool show) : tty_(show && isatty(fileno(stderr))) {}
   void add(row r) override { rows.push_back(std::move(r)); }
+  //! The case now running: its place in the run and its start (for the elapsed time).
+  void start_case(const std::string& id, std::size_t index, std::size_t total, const std::string& what) {
+    case_ = "[" + std::to_string(index) + "/" + std::to_string(total) + " " + id;
+    case_start_ = std::chrono::steady_clock::now();
+    progress(what);
+  }
   void progress(const std::string& what) override {
     if (!tty_) return;
-    std::fprintf(stderr, "\r\033[K  %s", what.c_str());
+    const auto now = std::chrono::steady_clock::now();
+    const long s = static_cast<long>(std::chrono::duration<double>(now - case_start_).count());
+    char elapsed[32];
+    std::snprintf(elapsed, sizeof elapsed, " %ld:%02ld] ", s / 60, s % 60);
+    std::string line = case_.empty() ? what : case_ + elapsed + what;
+    if (line.size() > 110) line.resize(110);  // one terminal line, so that \r rewrites it
+    std::fprintf(stderr, "\r\033[K%s", line.c_str());
     std::fflush(stderr);
     dirty_ = true;
   }
@@ -179,6 +197,8 @@ class console_sink final : public sink {
  private:
   bool tty_;
   bool dirty_ = false;
+  std::string case_;
+  std::chrono::steady_clock::time_point case_start_{};
 };
 
 // The command line, shell-quoted where needed so that it can be pasted back. With `only_case`,
@@ -496,18 +516,24 @@ int main(int argc, char** argv) {
   console_sink out(!no_progress);
   int status = 0;
   nlohmann::json errors = nlohmann::json::array();
+  std::vector<case_error> case_errors;
   const auto t_start = std::chrono::steady_clock::now();
-  for (const auto& c : cases) {
+  for (std::size_t ci = 0; ci < cases.size(); ++ci) {
+    const std::string& c = cases[ci];
     for (auto [b, allocs] : {std::pair{gpu.get(), &gpu_allocs}, std::pair{sim.get(), &sim_allocs}}) {
       if (allocs->empty()) continue;
       const auto t0 = std::chrono::steady_clock::now();
       const std::size_t before = out.rows.size();
+      out.start_case(c, ci + 1, cases.size(),
+                     c + " " + std::find_if(all_cases().begin(), all_cases().end(), [&](const case_info& i) { return i.id == c; })->name +
+                         " (" + b->name() + ")");
       try {
         b->run_case(c, *allocs, opt, out);
       } catch (const std::exception& e) {
         const std::string replay = command_line(argc, argv, c);
         out.done_line("toga-bench: " + c + " on the " + b->name() + " backend failed: " + e.what() + "\n  replay: " + replay);
         errors.push_back({{"case", c}, {"backend", b->name()}, {"error", e.what()}, {"replay", replay}});
+        case_errors.push_back({c, b->name(), e.what()});
         status = 1;
         continue;
       }
@@ -524,19 +550,21 @@ int main(int argc, char** argv) {
   const auto rows = with_ratios(out.rows);
   std::printf("\n");
   print_table(stdout, rows);
+  std::printf("\n");
+  print_summary(stdout, rows, cases, case_errors);
   std::uint64_t corrupt = 0, failures = 0;
   for (const auto& r : rows) {
     corrupt += r.r.corrupt;
     // T8 counts no failures by design (its nullptrs are the exhaustion it measures).
     if (r.r.allocator == "toga" || r.r.allocator == "toga-sim") failures += r.r.failures;
   }
-  std::printf("\n%zu rows in %.1f s; toga failures (nullptr where memory was available): %llu; corrupt or overlapping "
-              "blocks (all allocators): %llu%s\n",
+  std::printf("%zu rows in %.1f s; toga's nullptrs where memory was available: %llu; corrupt blocks: %llu%s\n",
               rows.size(), total_s, static_cast<unsigned long long>(failures), static_cast<unsigned long long>(corrupt),
-              errors.empty() ? "" : "; some cases failed to run (above)");
+              errors.empty() ? "" : "; cases failed to run (above)");
   if (!json_path.empty()) {
     header["seconds"] = total_s;
     header["errors"] = errors;
+    header["summary"] = summary_json(rows, cases, case_errors);
     std::ofstream f(json_path);
     f << to_json(rows, header).dump(1) << "\n";
     f.close();
