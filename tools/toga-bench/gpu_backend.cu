@@ -113,6 +113,14 @@
 // warp API, pointer stride); one churn, one fragmentation-round and one graph-update kernel per
 // allocator (the graph build is an insert into empty arrays); pattern and digest kernels are not
 // templates.
+//
+// What a thread does for one item of a case is written once for both backends, in workloads.hpp
+// (alloc_item, free_item, churn_item, frag_item, graph_update_item, the pattern and the digest);
+// the kernels here only map threads to items (and T2's lane 0) and call it with gpu_lane, whose
+// counters are atomicAdd and whose usable() is a compile-time true. The bodies are force-inlined:
+// each kernel executes what it did with the body written in it (same PTX). T12 (construction),
+// T13 (kernel attributes) and T14 (GPU only, on alloc_kernel / free_kernel) have no body of their
+// own.
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -137,6 +145,7 @@
 #include "graph.hpp"
 #include "graph_plan.hpp"
 #include "toga/cuda/heap.cuh"
+#include "workloads.hpp"
 
 namespace toga::bench {
 namespace {
@@ -237,22 +246,18 @@ std::string join_note(const std::string& a, const std::string& b) {
   return a + "; " + b;
 }
 
-// ---- shared device helpers ----------------------------------------------------------------------
+// ---- device helpers (size_rule, pattern_base / pattern_word, vstate: workloads.hpp) ---------------
 
-//! Bytes of allocation `id`: fixed, or T3's mixed_size.
-struct size_rule {
-  std::uint64_t size = 0;  //!< bytes, when hi == 0
-  std::uint64_t hi = 0;    //!< > 0: mixed_size(id, hi, seed)
-  std::uint64_t seed = 0;
-  __host__ __device__ std::uint64_t of(std::uint64_t id) const { return hi != 0 ? mixed_size(id, hi, seed) : size; }
+//! workloads.hpp's lane environment on the GPU: result counters are device atomics; every block
+//! counts as usable (the host checks bounds and overlaps afterwards), so that check costs the
+//! kernels nothing.
+struct gpu_lane {
+  __device__ static void count(unsigned long long* c) { atomicAdd(c, 1ull); }
+  __device__ static constexpr bool usable(const void*, std::uint64_t) { return true; }
 };
 
-//! First word of allocation `id`'s pattern; word w holds pattern_base ^ w.
-__host__ __device__ inline std::uint32_t pattern_base(std::uint64_t id, std::uint64_t seed) {
-  return static_cast<std::uint32_t>(mix64(id ^ mix64(seed)));
-}
-
-//! T9: whether slot `slot` is freed and allocated again in round `round`.
+//! T9, this backend's choice rule (the simulator has its own): whether slot `slot` is freed and
+//! allocated again in round `round`.
 __host__ __device__ inline bool frag_chosen(std::uint64_t seed, std::uint32_t round, std::uint64_t slot) {
   return (mix64(mix64(seed ^ 0x6672616700000000ull) ^ ((std::uint64_t{round} << 32) | slot)) & 1u) != 0;
 }
@@ -331,22 +336,15 @@ struct alloc_args {
   unsigned long long* failures;  //!< nullptrs returned
 };
 
-//! T1-T4, T6, T7, T8 rounds, T9 population: one allocation per taking-part thread.
+//! T1-T4, T6, T7, T8 rounds, T9 population, T14: one allocation (workloads.hpp's alloc_item) per
+//! taking-part thread.
 template <class P, bool Warp>
 __global__ void __launch_bounds__(block_threads, 4) alloc_kernel(P pol, alloc_args a) {
   const std::uint64_t tid = global_thread();
   if (tid >= a.threads) return;
   if (a.lane0 && (threadIdx.x & 31u) != 0) return;
   const std::uint64_t i = a.lane0 ? tid >> 5 : tid;
-  const std::uint64_t bytes = a.sizes.of(a.id_base + i);
-  void* p;
-  if constexpr (Warp) {
-    p = pol.allocate_warp(bytes);
-  } else {
-    p = pol.allocate(bytes);
-  }
-  if (p == nullptr) atomicAdd(a.failures, 1ull);
-  a.ptrs[i] = p;
+  alloc_item<Warp>(pol, gpu_lane{}, a.ptrs, i, a.sizes.of(a.id_base + i), a.failures);
 }
 
 struct free_args {
@@ -357,51 +355,23 @@ struct free_args {
   int warp;   //!< 1: the warp-cooperative deallocate
 };
 
+//! Frees item i's block (workloads.hpp's free_item), read from ptrs + i * stride_bytes.
 template <class P>
 __global__ void __launch_bounds__(block_threads, 5) free_kernel(P pol, free_args a) {
   const std::uint64_t tid = global_thread();
   if (tid >= a.threads) return;
   if (a.lane0 && (threadIdx.x & 31u) != 0) return;
   const std::uint64_t i = a.lane0 ? tid >> 5 : tid;
-  void* p = *reinterpret_cast<void* const*>(a.ptrs + i * a.stride_bytes);
-  if (a.warp) {
-    pol.deallocate_warp(p);
-  } else {
-    pol.deallocate(p);
-  }
+  free_item(pol, *reinterpret_cast<void* const*>(a.ptrs + i * a.stride_bytes), a.warp != 0);
 }
 
-struct churn_args {
-  std::uint64_t threads;
-  std::uint64_t size;
-  unsigned iterations;
-  std::uint64_t seed;
-  unsigned long long* failures;
-  unsigned long long* corrupt;
-};
-
-//! T5: allocate, tag the first and last word, read them back, free; `iterations` times.
+//! T5: workloads.hpp's churn_item, one live block per thread (allocate, tag the first and last
+//! word, read them back, free; `iterations` times).
 template <class P>
 __global__ void __launch_bounds__(block_threads, 4) churn_kernel(P pol, churn_args a) {
   const std::uint64_t tid = global_thread();
   if (tid >= a.threads) return;
-  const std::uint64_t words = a.size / 4;
-  for (unsigned it = 0; it < a.iterations; ++it) {
-    void* p = pol.allocate(a.size);
-    if (p == nullptr) {
-      atomicAdd(a.failures, 1ull);
-      continue;
-    }
-    if (words != 0) {
-      volatile std::uint32_t* q = static_cast<volatile std::uint32_t*>(p);
-      const std::uint32_t tag = static_cast<std::uint32_t>(mix64((tid * a.iterations + it) ^ a.seed));
-      q[words - 1] = tag ^ 0x5a5a5a5au;
-      q[0] = tag;
-      const bool ok = q[0] == tag && (words == 1 || q[words - 1] == (tag ^ 0x5a5a5a5au));
-      if (!ok) atomicAdd(a.corrupt, 1ull);
-    }
-    pol.deallocate(p);
-  }
+  churn_item<false>(pol, gpu_lane{}, a, tid);
 }
 
 struct frag_args {
@@ -413,92 +383,21 @@ struct frag_args {
   unsigned long long* failures;
 };
 
-//! T9: one round; a chosen slot frees its block and allocates a new one.
+//! T9: one round; a chosen slot frees its block and allocates a new one (workloads.hpp's frag_item).
 template <class P>
 __global__ void __launch_bounds__(block_threads, 4) frag_kernel(P pol, frag_args a) {
   const std::uint64_t i = global_thread();
   if (i >= a.n || !frag_chosen(a.seed, a.round, i)) return;
-  pol.deallocate(a.slots[i]);
-  void* p = pol.allocate(a.size);
-  if (p == nullptr) atomicAdd(a.failures, 1ull);
-  a.slots[i] = p;
+  frag_item(pol, gpu_lane{}, a.slots, i, a.size, a.failures);
 }
 
-//! T10/T11: a vertex's adjacency array (16 B: the free kernel reads `data` at stride 16).
-struct vstate {
-  std::uint32_t* data;
-  std::uint32_t degree;
-  std::uint32_t cap_bytes;
-};
-static_assert(sizeof(vstate) == 16 && offsetof(vstate, data) == 0, "the free kernel reads vstate::data at a 16 B stride");
-
-struct update_args {
-  vstate* state;
-  const std::uint32_t* vertex;   //!< item i's vertex; nullptr: vertex i (the build)
-  const std::uint32_t* offsets;  //!< items + 1 entries into nbr
-  const std::uint32_t* nbr;
-  std::uint32_t items;
-  int del;                       //!< 0: insert (and build), 1: delete
-  unsigned long long* failures;  //!< nullptr from allocate
-  unsigned long long* missing;   //!< a neighbour to delete was not found
-};
-
-//! T11 delete: removes each of nbr[b, e) from data[0, degree) (a linear search, then the last
-//! element moves into the hole) and returns the new degree; a neighbour not found counts in
-//! `missing`. Out of line on purpose, for every allocator alike: inlined into graph_update_kernel
-//! beside toga's allocate and free, ptxas kept `data` and `degree` in local memory and reloaded
-//! them on every probe of the search (1.6x slower delete rounds; docs/benchmarks.md, T11). In its
-//! own function they stay in registers.
-__device__ __noinline__ std::uint32_t remove_neighbours(std::uint32_t* data, std::uint32_t degree, const std::uint32_t* nbr,
-                                                       std::uint32_t b, std::uint32_t e, unsigned long long* missing) {
-  for (std::uint32_t j = b; j < e; ++j) {
-    const std::uint32_t x = nbr[j];
-    std::uint32_t k = 0;
-    while (k < degree && data[k] != x) ++k;
-    if (k == degree) {
-      atomicAdd(missing, 1ull);
-      continue;
-    }
-    data[k] = data[degree - 1];
-    --degree;
-  }
-  return degree;
-}
-
-//! T10 build (insert into empty arrays), T11 insert and delete rounds; one thread per item.
+//! T10 build (insert into empty arrays), T11 insert and delete rounds; one thread per item
+//! (workloads.hpp's graph_update_item; vstate and update_args are there too).
 template <class P>
 __global__ void __launch_bounds__(block_threads, 4) graph_update_kernel(P pol, update_args a) {
   const std::uint64_t i = global_thread();
   if (i >= a.items) return;
-  const std::uint32_t v = a.vertex != nullptr ? a.vertex[i] : static_cast<std::uint32_t>(i);
-  const std::uint32_t b = a.offsets[i];
-  const std::uint32_t e = a.offsets[i + 1];
-  vstate s = a.state[v];
-  std::uint64_t want = 0;
-  if (a.del) {
-    s.degree = remove_neighbours(s.data, s.degree, a.nbr, b, e, a.missing);
-    const std::uint64_t c = capacity_bytes(s.degree);
-    if (c < s.cap_bytes) want = c;
-  } else {
-    const std::uint64_t nd = std::uint64_t{s.degree} + (e - b);
-    if (s.data == nullptr || nd * 4 > s.cap_bytes) want = capacity_bytes(nd);
-  }
-  if (want != 0) {
-    std::uint32_t* q = static_cast<std::uint32_t*>(pol.allocate(want));
-    if (q == nullptr) {
-      atomicAdd(a.failures, 1ull);
-      if (!a.del) return;  // the neighbours are not added: the vertex's digest will not match
-    } else {
-      for (std::uint32_t k = 0; k < s.degree; ++k) q[k] = s.data[k];
-      pol.deallocate(s.data);
-      s.data = q;
-      s.cap_bytes = static_cast<std::uint32_t>(want);
-    }
-  }
-  if (!a.del) {
-    for (std::uint32_t j = b; j < e; ++j) s.data[s.degree++] = a.nbr[j];
-  }
-  a.state[v] = s;
+  graph_update_item(pol, gpu_lane{}, a, i);
 }
 
 //! Counts vertices whose neighbour digest differs from `expect`.
@@ -506,9 +405,7 @@ __global__ void digest_kernel(const vstate* state, std::uint32_t n, const std::u
   const std::uint64_t v = global_thread();
   if (v >= n) return;
   const vstate s = state[v];
-  std::uint64_t d = 0;
-  for (std::uint32_t k = 0; k < s.degree; ++k) d += neighbour_digest(s.data[k]);
-  if (d != expect[v]) atomicAdd(bad, 1ull);
+  if (vertex_digest(s) != expect[v]) atomicAdd(bad, 1ull);
 }
 
 struct pattern_args {
@@ -535,7 +432,7 @@ __global__ void pattern_kernel(pattern_args a) {
     const std::uint32_t base = pattern_base(id, a.seed);
     bool bad = false;
     for (std::uint64_t w = lane; w < words; w += 32) {
-      const std::uint32_t want = base ^ static_cast<std::uint32_t>(w);
+      const std::uint32_t want = pattern_word(base, w);
       if (a.verify) {
         bad = bad || q[w] != want;
       } else {

@@ -15,6 +15,12 @@
 //             of its buffer, free a no-op; an extra row (per-thread atomics). T6 uses the
 //             warp-aggregated form too, as before.
 //
+// What each lane does is written once for both backends, in workloads.hpp (alloc_item,
+// free_item, churn_item, frag_item, graph_update_item); this file keeps the allocators, the
+// launches, the host memory, the checks and the rows. Its lane environment (sim_lane) counts
+// with plain host increments, which are no scheduling points, and writes only blocks inside the
+// heap.
+//
 // What the figures mean. Every "kernel launch" is one toga::sim::world run: every GPU thread is a
 // fiber on ONE host thread, and every atomic, fence, backoff and warp intrinsic is a scheduling
 // point. The timed figure is host wall-clock time (std::chrono::steady_clock) around world::run
@@ -47,12 +53,12 @@
 // init_after_zero runs again (plain host code, no launch needed); bump's offset is reset.
 // Verification: after each allocation launch the host sorts the blocks and counts overlapping,
 // out-of-heap and misaligned (16 B) blocks into row::corrupt, writes a per-block pattern into every
-// whole block (4-byte words: low half of mix64(block key) ^ word index) and verifies it before the
+// whole block (workloads.hpp's pattern_base / pattern_word, seeded per repetition) and verifies it before the
 // blocks are freed (mismatching blocks: corrupt); nullptr where memory should have been available
 // counts in row::failures. failures and corrupt are summed over the warm-up and the timed
 // repetitions. One untimed warm-up, then options::reps timed repetitions (row::ms, one per rep).
 // Lanes that write into their blocks themselves (T5, T10, T11) first check that the block lies
-// inside the heap (else: corrupt, and the block is not touched).
+// inside the heap and is 16 B aligned (else: corrupt, and the block is neither written nor freed).
 //
 // Scale: the GPU protocol scaled down (numbers are quick / full). On one core of an AMD EPYC
 // host, T1-T9 and T12-T13 for both allocators take about 3 s / 14 s, T10 + T11 over the five
@@ -66,9 +72,9 @@
 //       (--sizes, if given, are the hi values); size 0, param "hi=64"; alloc and free.
 //   T4  threads {1, 4, 16, 64, 256, 1024} / {..., 4096}, S in {16, 256, 4096}; alloc and free
 //       rows, param "threads=N".
-//   T5  churn: 256 / 512 threads x 4 / 16 iterations of allocate + write the first and last
-//       4-byte word + (after the next allocation, so that other lanes run in between) read them
-//       back + free; op "churn", ops = pairs.
+//   T5  churn: 256 / 512 threads x 4 / 16 iterations of allocate + tag the first and last
+//       4-byte word + (after the next allocation, so that other lanes run in between: churn_item
+//       with Overlap, where the GPU checks at once) read them back + free; op "churn", ops = pairs.
 //   T6  T1 through allocator::allocate_coalesced / deallocate_coalesced, param "warp"; bump-sim
 //       aggregates per warp.
 //   T7  S in {16 KiB, 64 KiB, 512 KiB, 4 MiB}, threads = heap / 2 / S capped at 2048.
@@ -79,8 +85,9 @@
 //       bytes obtained / heap bytes) and "rounds" (medians over the repetitions). The
 //       exhaustion nullptrs are not failures. No block is freed (the next repetition resets).
 //   T9  N = 1000 live blocks of S in {16, 256, 4096} (the first allocation is untimed); 10 / 100
-//       rounds, each frees every block with probability 1/2 (mix64 of seed, round, slot) and
-//       reallocates it in the same lane; op "rounds", ms per round, ops = reallocations per
+//       rounds, each frees every block with probability 1/2 (mix64 of seed, round, slot; this
+//       backend's rule, not the GPU's frag_chosen; a slot whose allocation failed is always
+//       redone) and reallocates it in the same lane; op "rounds", ms per round, ops = reallocations per
 //       round; metrics "range_ratio" (the largest (max(p + S) - min(p)) / (N S) over the rounds)
 //       and "range_ratio_final" (medians over the repetitions). With 4 blocks of 256 lanes on 4
 //       SMs, toga serves 16 B from 4 arenas' chunks: a range of ~3 chunks for 16 KB (ratio ~100).
@@ -94,7 +101,8 @@
 //       the delete rounds (remove one occurrence per neighbour by swapping with the last, shrink
 //       when the capacity of the new degree is smaller); ops "insert" and "delete", ms per round,
 //       ops = edges per round; digests checked after the inserts (peak) and after the deletes.
-//       A vertex whose allocation failed is left out of the digests (it counts as a failure).
+//       As on the GPU, a failed allocation counts as a failure, and the vertex's digest then
+//       mismatches too (an insert drops its neighbours).
 //   T12 host time to construct and destroy the allocator for an 8 GiB heap: an untouched,
 //       lazily committed mapping (MAP_NORESERVE), the zeroed metadata (32 MiB), allocator::make,
 //       init_after_zero, unmap; op "init" (1 GiB, with a note, if the mapping is refused).
@@ -104,7 +112,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -123,6 +130,7 @@
 #include "toga/sim/strategy.hpp"
 #include "toga/sim/types.hpp"
 #include "toga/sim/world.hpp"
+#include "workloads.hpp"
 
 namespace toga::bench {
 namespace {
@@ -170,7 +178,7 @@ class mapping {
   std::uint64_t bytes_;
 };
 
-// ---- the two allocators -----------------------------------------------------------------------
+// ---- the allocators (workloads.hpp's allocator handles) -------------------------------------------
 
 //! toga::allocator on a host heap of `bytes` (rounded up to a power of two), one arena per SM.
 struct toga_state {
@@ -195,10 +203,10 @@ struct toga_state {
   }
   char* base() const { return heap.data(); }
   std::uint64_t bytes() const { return heap.size(); }
-  void* alloc(std::uint64_t s) const { return a.allocate(s); }
-  void free(void* p) const { a.deallocate(p); }
-  void* alloc_warp(std::uint64_t s) const { return a.allocate_coalesced(s); }
-  void free_warp(void* p) const { a.deallocate_coalesced(p); }
+  void* allocate(std::uint64_t s) const { return a.allocate(s); }
+  void deallocate(void* p) const { a.deallocate(p); }
+  void* allocate_warp(std::uint64_t s) const { return a.allocate_coalesced(s); }
+  void deallocate_warp(void* p) const { a.deallocate_coalesced(p); }
   static constexpr bool frees = true;
 };
 
@@ -221,21 +229,21 @@ struct bump_state_t {
     if (off > buf.size() || buf.size() - off < s) return nullptr;
     return buf.data() + off;
   }
-  void* alloc(std::uint64_t s) {
+  void* allocate(std::uint64_t s) {
     if constexpr (Warp) {
-      return alloc_warp(s);
+      return allocate_warp(s);
     } else {
       s = rounded(s);
       return at(P::fetch_add(&next, s, toga::relaxed, toga::device_scope), s);
     }
   }
-  void free(void*) const {}
+  void deallocate(void*) const {}
   //! Warp-aggregated: an inclusive scan of the rounded sizes over the lanes grouped by
   //! __activemask (rank r reads rank r - d at step d; one __match_any_sync instead when every
   //! lane asks for the same size, since each shuffle is a scheduling point here), the
   //! highest-ranked lane adds the group's total with one fetch_add, __shfl_sync hands out the
   //! base; lane r's block starts at base + (scan - its own size).
-  void* alloc_warp(std::uint64_t s) {
+  void* allocate_warp(std::uint64_t s) {
     s = rounded(s);
     const std::uint32_t mask = P::activemask();
     const unsigned n = static_cast<unsigned>(__builtin_popcount(mask));
@@ -260,7 +268,7 @@ struct bump_state_t {
     first = P::shfl(mask, first, last);
     return at(first + incl - s, s);
   }
-  void free_warp(void*) const {}
+  void deallocate_warp(void*) const {}
   static constexpr bool frees = false;
 };
 using bump_state = bump_state_t<false>;
@@ -339,29 +347,28 @@ struct step_count {
 
 // ---- verification -----------------------------------------------------------------------------
 
+//! A block to verify: where, how large, and the first word of its pattern.
 struct block {
   char* p;
   std::uint64_t bytes;
-  std::uint64_t key;
+  std::uint32_t key;  //!< pattern_base of the block
 };
 
-std::uint64_t block_key(std::uint64_t seed, std::uint64_t salt, std::uint64_t id) {
-  return mix64(mix64(seed ^ (salt << 48)) ^ id);
-}
+//! The pattern of block `id` of repetition `rep` (workloads.hpp's pattern_base; every repetition
+//! writes other values).
+std::uint32_t block_key(std::uint64_t seed, std::uint64_t rep, std::uint64_t id) { return pattern_base(id, seed ^ (rep << 48)); }
 
 void fill(const block& b) {
   auto* w = reinterpret_cast<std::uint32_t*>(b.p);
-  const auto k = static_cast<std::uint32_t>(b.key);
   const std::uint64_t n = b.bytes / 4;
-  for (std::uint64_t i = 0; i < n; ++i) w[i] = k ^ static_cast<std::uint32_t>(i);
+  for (std::uint64_t i = 0; i < n; ++i) w[i] = pattern_word(b.key, i);
 }
 
 bool verify(const block& b) {
   const auto* w = reinterpret_cast<const std::uint32_t*>(b.p);
-  const auto k = static_cast<std::uint32_t>(b.key);
   const std::uint64_t n = b.bytes / 4;
   std::uint32_t diff = 0;
-  for (std::uint64_t i = 0; i < n; ++i) diff |= w[i] ^ (k ^ static_cast<std::uint32_t>(i));
+  for (std::uint64_t i = 0; i < n; ++i) diff |= w[i] ^ pattern_word(b.key, i);
   return diff == 0;
 }
 
@@ -394,6 +401,23 @@ std::vector<char> geometry(const std::vector<block>& v, const char* base, std::u
 
 bool inside(const char* p, std::uint64_t bytes, const char* base, std::uint64_t heap) {
   return p >= base && static_cast<std::uint64_t>(p - base) <= heap && heap - static_cast<std::uint64_t>(p - base) >= bytes;
+}
+
+//! workloads.hpp's lane environment for one allocator's memory [base, base + heap). count: a
+//! plain host increment (every lane is a fiber on one host thread, and a plain increment is no
+//! scheduling point: the bookkeeping leaves the schedule alone). usable: inside the memory and
+//! 16 B aligned, so that a wrong block is never written (it would overwrite host memory).
+struct sim_lane {
+  const char* base;
+  std::uint64_t heap;
+  static void count(unsigned long long* c) { ++*c; }
+  bool usable(const void* p, std::uint64_t bytes) const {
+    return inside(static_cast<const char*>(p), bytes, base, heap) && reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+  }
+};
+template <class S>
+sim_lane lane_env(const S& st) {
+  return sim_lane{st.base(), st.bytes()};
 }
 
 //! The full check of a set of fresh blocks: geometry, then write every pattern, then read
@@ -438,7 +462,7 @@ struct af_spec {
   std::uint64_t items = 0;
   std::uint64_t stride = 1;
   bool warp = false;
-  std::function<std::uint64_t(std::uint64_t)> size_of;
+  size_rule sizes;  //!< bytes of item i: sizes.of(i)
   std::string note;
 };
 
@@ -453,34 +477,31 @@ void alloc_free(S& st, launcher& L, const case_env& env, const af_spec& sp) {
   env.out.progress(sp.case_id + " " + S::name + " " + sp.what);
   L.label(sp.what);
   std::vector<std::uint64_t> sz(sp.items, 0);
-  for (std::uint64_t i = 0; i < sp.items; i += sp.stride) sz[i] = sp.size_of(i);
+  for (std::uint64_t i = 0; i < sp.items; i += sp.stride) sz[i] = sp.sizes.of(i);
   std::vector<void*> ptr(sp.items, nullptr);
   std::vector<block> blocks;
   blocks.reserve(active);
   step_count sa, sf;
+  const sim_lane le = lane_env(st);
   for (unsigned rep = 0; rep < env.total_reps(); ++rep) {
     st.reset();
+    unsigned long long fails = 0;
     const double ta = L.run(sp.items, 1, [&](std::uint64_t i) {
       if (i % sp.stride) return;
-      ptr[i] = sp.warp ? st.alloc_warp(sz[i]) : st.alloc(sz[i]);
+      if (sp.warp)
+        alloc_item<true>(st, le, ptr.data(), i, sz[i], &fails);
+      else
+        alloc_item<false>(st, le, ptr.data(), i, sz[i], &fails);
     });
     if (rep > 0) sa.add(L.last_steps(), active);
+    ra.failures += fails;
     blocks.clear();
-    for (std::uint64_t i = 0; i < sp.items; i += sp.stride) {
-      if (!ptr[i]) {
-        ++ra.failures;
-        continue;
-      }
-      blocks.push_back({static_cast<char*>(ptr[i]), sz[i], block_key(env.o.seed, rep, i)});
-    }
+    for (std::uint64_t i = 0; i < sp.items; i += sp.stride)
+      if (ptr[i]) blocks.push_back({static_cast<char*>(ptr[i]), sz[i], block_key(env.o.seed, rep, i)});
     ra.corrupt += check_fresh(blocks, st.base(), st.bytes());
     const double tf = L.run(sp.items, 1, [&](std::uint64_t i) {
       if (i % sp.stride) return;
-      if (sp.warp)
-        st.free_warp(ptr[i]);
-      else
-        st.free(ptr[i]);
-      ptr[i] = nullptr;
+      free_item(st, ptr[i], sp.warp);
     });
     if (rep > 0) {
       sf.add(L.last_steps(), active);
@@ -525,7 +546,7 @@ void case_t1_t6(const case_env& env, bool warp) {
       sp.row_size = s;
       sp.items = t;
       sp.warp = warp;
-      sp.size_of = [s](std::uint64_t) { return s; };
+      sp.sizes.size = s;
       alloc_free(st, L, env, sp);
     }
 }
@@ -549,7 +570,7 @@ void case_t2(const case_env& env) {
       sp.row_size = s;
       sp.items = w * 32;
       sp.stride = 32;
-      sp.size_of = [s](std::uint64_t) { return s; };
+      sp.sizes.size = s;
       alloc_free(st, L, env, sp);
     }
 }
@@ -570,7 +591,8 @@ void case_t3(const case_env& env) {
       sp.what = "hi=" + std::to_string(hi) + (threads.size() > 1 ? " x " + std::to_string(t) : "");
       sp.row_size = 0;
       sp.items = t;
-      sp.size_of = [hi, seed](std::uint64_t i) { return mixed_size(i, hi, seed); };
+      sp.sizes.hi = hi;
+      sp.sizes.seed = seed;
       alloc_free(st, L, env, sp);
     }
 }
@@ -590,7 +612,7 @@ void case_t4(const case_env& env) {
       sp.what = format_bytes(s) + " x " + std::to_string(t);
       sp.row_size = s;
       sp.items = t;
-      sp.size_of = [s](std::uint64_t) { return s; };
+      sp.sizes.size = s;
       alloc_free(st, L, env, sp);
     }
 }
@@ -613,14 +635,14 @@ void case_t7(const case_env& env) {
     sp.what = format_bytes(s) + " x " + std::to_string(t);
     sp.row_size = s;
     sp.items = t;
-    sp.size_of = [s](std::uint64_t) { return s; };
+    sp.sizes.size = s;
     alloc_free(st, L, env, sp);
   }
 }
 
-//! T5: each thread allocates, writes the first and last word, allocates the next block, then
-//! reads the previous block's words back and frees it (so another lane's steps lie between the
-//! write and the check).
+//! T5: workloads.hpp's churn_item with Overlap: each lane allocates, tags the first and last
+//! word, allocates the next block, then reads the previous block's tag back and frees it (so
+//! another lane's steps lie between the write and the check).
 template <class S>
 void case_t5(const case_env& env) {
   const auto sizes = sizes_or(env.o, {16, 256, 4096});
@@ -636,51 +658,17 @@ void case_t5(const case_env& env) {
       const std::string what = format_bytes(s) + (threads.size() > 1 ? " x " + std::to_string(t) : "");
       env.out.progress("T5 " + std::string(S::name) + " " + what);
       L.label(what);
-      std::vector<std::uint64_t> fails(t), bad(t);
       step_count sc;
-      const char* base = st.base();
-      const std::uint64_t heap = st.bytes();
+      const sim_lane le = lane_env(st);
       for (unsigned rep = 0; rep < env.total_reps(); ++rep) {
         st.reset();
-        std::fill(fails.begin(), fails.end(), 0);
-        std::fill(bad.begin(), bad.end(), 0);
-        const std::uint64_t salt = mix64(env.o.seed ^ (std::uint64_t{rep} << 32));
-        const double ms = L.run(t, 2 * iters, [&](std::uint64_t i) {
-          std::uint32_t* prev = nullptr;
-          std::uint32_t prev_tag = 0;
-          const std::uint64_t last = s / 4 - 1;  // used when s >= 8
-          const auto intact = [&](const std::uint32_t* q, std::uint32_t tag) {
-            return s < 4 || (q[0] == tag && (s < 8 || q[last] == ~tag));
-          };
-          for (std::uint64_t it = 0; it < iters; ++it) {
-            auto* p = static_cast<std::uint32_t*>(st.alloc(s));
-            const auto tag = static_cast<std::uint32_t>(mix64(salt ^ (i << 20) ^ it));
-            if (!p) {
-              ++fails[i];
-            } else if (!inside(reinterpret_cast<char*>(p), s, base, heap) || reinterpret_cast<std::uintptr_t>(p) % 16) {
-              ++bad[i];
-              p = nullptr;  // never write outside the heap
-            } else if (s >= 4) {
-              p[0] = tag;
-              if (s >= 8) p[last] = ~tag;
-            }
-            if (prev) {
-              if (!intact(prev, prev_tag)) ++bad[i];
-              st.free(prev);
-            }
-            prev = p;
-            prev_tag = tag;
-          }
-          if (prev) {
-            if (!intact(prev, prev_tag)) ++bad[i];
-            st.free(prev);
-          }
-        });
+        unsigned long long fails = 0, bad = 0;
+        // the tags' seed differs per repetition
+        const churn_args c{t, s, static_cast<unsigned>(iters), mix64(env.o.seed ^ (std::uint64_t{rep} << 32)), &fails, &bad};
+        const double ms = L.run(t, 2 * iters, [&](std::uint64_t i) { churn_item<true>(st, le, c, i); });
         if (rep > 0) sc.add(L.last_steps(), t * iters);
-        for (std::uint64_t i = 0; i < t; ++i) {
-          r.failures += fails[i];
-          r.corrupt += bad[i];
-        }
+        r.failures += fails;
+        r.corrupt += bad;
         if (rep > 0) r.ms.push_back(ms);
       }
       sc.put(r);
@@ -705,6 +693,7 @@ void case_t8(const case_env& env) {
     const std::uint64_t max_rounds = st.bytes() / (16 * lanes) + 16;
     bool never = false;
     step_count sc;
+    const sim_lane le = lane_env(st);
     for (unsigned rep = 0; rep < env.total_reps(); ++rep) {
       st.reset();
       all.clear();
@@ -712,15 +701,13 @@ void case_t8(const case_env& env) {
       std::uint64_t rounds = 0, late = 0;
       bool seen_null = false, extra = false;
       while (true) {
-        ms += L.run(lanes, 1, [&](std::uint64_t i) { ptr[i] = st.alloc(s); });
+        unsigned long long nulls = 0;  // exhaustion: not failures
+        ms += L.run(lanes, 1, [&](std::uint64_t i) { alloc_item<false>(st, le, ptr.data(), i, s, &nulls); });
         if (rep > 0) sc.add(L.last_steps(), lanes);
         ++rounds;
-        bool null_here = false;
+        const bool null_here = nulls != 0;
         for (std::uint64_t i = 0; i < lanes; ++i) {
-          if (!ptr[i]) {
-            null_here = true;
-            continue;
-          }
+          if (!ptr[i]) continue;
           if (extra) ++late;
           block b{static_cast<char*>(ptr[i]), s, block_key(env.o.seed, rep, all.size())};
           if (inside(b.p, b.bytes, st.base(), st.bytes())) fill(b);
@@ -774,8 +761,9 @@ void case_t9(const case_env& env) {
     L.label(format_bytes(s));
     std::vector<double> ratio_max_v, ratio_final_v;
     std::vector<void*> ptr(n);
-    std::vector<std::uint64_t> key(n);
+    std::vector<std::uint32_t> key(n);
     std::vector<char> redo(n);
+    const sim_lane le = lane_env(st);
     std::vector<block> live;
     std::uint64_t reallocs_total = 0;
     step_count sc;
@@ -806,31 +794,26 @@ void case_t9(const case_env& env) {
     };
     for (unsigned rep = 0; rep < env.total_reps(); ++rep) {
       st.reset();
-      L.run(n, 1, [&](std::uint64_t i) { ptr[i] = st.alloc(s); });
-      for (std::uint64_t i = 0; i < n; ++i) {
-        key[i] = block_key(env.o.seed, rep, i);
-        if (!ptr[i]) ++r.failures;
-      }
+      unsigned long long fails = 0;
+      L.run(n, 1, [&](std::uint64_t i) { alloc_item<false>(st, le, ptr.data(), i, s, &fails); });
+      for (std::uint64_t i = 0; i < n; ++i) key[i] = block_key(env.o.seed, rep, i);
       r.corrupt += check_live(true, nullptr);
       double rmax = ratio();
       double ms = 0;
       std::uint64_t reallocs = 0;
       for (std::uint64_t round = 0; round < rounds; ++round) {
+        // this backend's choice rule (the GPU's is frag_chosen): a slot is redone with
+        // probability 1/2, and always when its last allocation failed
         for (std::uint64_t i = 0; i < n; ++i) {
           redo[i] = !ptr[i] || (mix64(env.o.seed ^ mix64((round << 32) ^ i ^ 0x7439000000000000ull)) & 1);
           reallocs += redo[i];
         }
         ms += L.run(n, 2, [&](std::uint64_t i) {
-          if (!redo[i]) return;
-          st.free(ptr[i]);
-          ptr[i] = st.alloc(s);
+          if (redo[i]) frag_item(st, le, ptr.data(), i, s, &fails);
         });
         if (rep > 0) sc.add(L.last_steps(), static_cast<std::uint64_t>(std::count(redo.begin(), redo.end(), 1)));
         for (std::uint64_t i = 0; i < n; ++i)
-          if (redo[i]) {
-            key[i] = block_key(env.o.seed, rep, (round + 1) * n + i);
-            if (!ptr[i]) ++r.failures;
-          }
+          if (redo[i]) key[i] = block_key(env.o.seed, rep, (round + 1) * n + i);
         r.corrupt += check_live(true, &redo);
         rmax = std::max(rmax, ratio());
       }
@@ -842,6 +825,7 @@ void case_t9(const case_env& env) {
         r.ms.push_back(ms / static_cast<double>(rounds));
         reallocs_total += reallocs;
       }
+      r.failures += fails;
     }
     r.ops_per_rep = env.o.reps ? reallocs_total / env.o.reps / rounds : n / 2;
     r.metrics["range_ratio"] = median_of(ratio_max_v);
@@ -855,124 +839,35 @@ void case_t9(const case_env& env) {
 
 // ---- T10 / T11 --------------------------------------------------------------------------------
 
-struct vstate {
-  std::uint32_t* data = nullptr;
-  std::uint32_t deg = 0;
-  std::uint32_t lost = 0;  //!< an allocation failed or misbehaved: excluded from the digests
-  std::uint64_t cap = 0;
-  std::uint32_t fail = 0, bad = 0;
-};
-
 std::uint64_t graph_heap_bytes(const graph_plan& p) { return std::max<std::uint64_t>(next_pow2(4 * p.peak_bytes), 16 * MiB); }
 
+//! T10/T11 on one allocator: workloads.hpp's graph_update_item over host vertex records (one lane
+//! per item, grid-stride beyond lane_cap), and the host's checks.
 template <class S>
 class graph_run {
  public:
-  graph_run(S& st, launcher& L, const graph_plan& plan) : st_(st), L_(L), plan_(plan), vs_(plan.vertices) {}
+  graph_run(S& st, launcher& L, const graph_plan& plan) : st_(st), L_(L), plan_(plan), le_(lane_env(st)), vs_(plan.vertices) {}
 
+  //! Empties every vertex record and builds every array from the CSR; host ms of the launch.
   double build() {
-    const graph_plan& p = plan_;
     std::fill(vs_.begin(), vs_.end(), vstate{});
-    const char* base = st_.base();
-    const std::uint64_t heap = st_.bytes();
-    return L_.run(p.vertices, 1, [&](std::uint64_t v) {
-      vstate& s = vs_[v];
-      const std::uint32_t d = p.offsets[v + 1] - p.offsets[v];
-      const std::uint64_t cap = capacity_bytes(d);
-      auto* a = static_cast<std::uint32_t*>(st_.alloc(cap));
-      if (!a) {
-        ++s.fail;
-        s.lost = 1;
-        return;
-      }
-      if (!inside(reinterpret_cast<char*>(a), cap, base, heap)) {
-        ++s.bad;
-        s.lost = 1;
-        return;
-      }
-      std::memcpy(a, p.adj.data() + p.offsets[v], std::uint64_t{d} * 4);
-      s.data = a;
-      s.deg = d;
-      s.cap = cap;
-    });
+    return update(nullptr, plan_.offsets.data(), plan_.adj.data(), plan_.vertices, false, 1);
   }
+  //! One insert round; host ms of the launch.
+  double insert(const graph_batch& b) { return update(b.vertex.data(), b.offsets.data(), b.nbr.data(), b.vertex.size(), false, 2); }
+  //! One delete round; host ms of the launch.
+  double erase(const graph_batch& b) { return update(b.vertex.data(), b.offsets.data(), b.nbr.data(), b.vertex.size(), true, 2); }
 
-  double insert(const graph_batch& b) {
-    const char* base = st_.base();
-    const std::uint64_t heap = st_.bytes();
-    return L_.run(b.vertex.size(), 2, [&](std::uint64_t i) {
-      vstate& s = vs_[b.vertex[i]];
-      if (s.lost) return;
-      const std::uint32_t k = b.offsets[i + 1] - b.offsets[i];
-      const std::uint64_t need = capacity_bytes(std::uint64_t{s.deg} + k);
-      if (need > s.cap && !relocate(s, need, base, heap)) {
-        s.lost = 1;  // no room for the new neighbours
-        return;
-      }
-      std::memcpy(s.data + s.deg, b.nbr.data() + b.offsets[i], std::uint64_t{k} * 4);
-      s.deg += k;
-    });
-  }
-
-  double erase(const graph_batch& b) {
-    const char* base = st_.base();
-    const std::uint64_t heap = st_.bytes();
-    return L_.run(b.vertex.size(), 2, [&](std::uint64_t i) {
-      vstate& s = vs_[b.vertex[i]];
-      if (s.lost) return;
-      for (std::uint32_t j = b.offsets[i]; j < b.offsets[i + 1]; ++j) {
-        const std::uint32_t x = b.nbr[j];
-        std::uint32_t e = s.deg;
-        while (e > 0 && s.data[e - 1] != x) --e;
-        if (e == 0) {  // the neighbour is not there: the array was overwritten
-          ++s.bad;
-          s.lost = 1;
-          return;
-        }
-        s.data[e - 1] = s.data[s.deg - 1];
-        --s.deg;
-      }
-      const std::uint64_t need = capacity_bytes(s.deg);
-      if (need < s.cap) relocate(s, need, base, heap);  // on failure it keeps the larger array
-    });
-  }
-
-  //! Reallocate-and-copy (grow or shrink) of a vertex's array to `need` bytes. False when the
-  //! allocation failed (counted in fail) or the block lies outside the heap (counted in bad;
-  //! the vertex is lost).
-  bool relocate(vstate& s, std::uint64_t need, const char* base, std::uint64_t heap) {
-    auto* a = static_cast<std::uint32_t*>(st_.alloc(need));
-    if (!a) {
-      ++s.fail;
-      return false;
-    }
-    if (!inside(reinterpret_cast<char*>(a), need, base, heap)) {
-      ++s.bad;
-      s.lost = 1;
-      return false;
-    }
-    std::memcpy(a, s.data, std::uint64_t{s.deg} * 4);
-    st_.free(s.data);
-    s.data = a;
-    s.cap = need;
-    return true;
-  }
-
-  //! Failures and bad blocks since the last call, plus digest mismatches against `digest` and
-  //! overlapping / misplaced arrays.
+  //! Failures and bad blocks (neighbours not found, unusable blocks) since the last call, plus
+  //! digest mismatches against `digest` and overlapping / misplaced arrays.
   std::pair<std::uint64_t, std::uint64_t> check(const std::vector<std::uint64_t>& digest) {
-    std::uint64_t fails = 0, bad = 0;
+    std::uint64_t fails = fails_, bad = missing_;
+    fails_ = missing_ = 0;
     std::vector<block> arrays;
     for (std::uint32_t v = 0; v < plan_.vertices; ++v) {
-      vstate& s = vs_[v];
-      fails += s.fail;
-      bad += s.bad;
-      s.fail = s.bad = 0;
-      if (s.lost) continue;
-      std::uint64_t d = 0;
-      for (std::uint32_t j = 0; j < s.deg; ++j) d += neighbour_digest(s.data[j]);
-      if (d != digest[v]) ++bad;
-      arrays.push_back({reinterpret_cast<char*>(s.data), s.cap, 0});
+      const vstate& s = vs_[v];
+      if (vertex_digest(s) != digest[v]) ++bad;
+      if (s.data != nullptr) arrays.push_back({reinterpret_cast<char*>(s.data), s.cap_bytes, 0});
     }
     const std::vector<char> g = geometry(arrays, st_.base(), st_.bytes());
     bad += static_cast<std::uint64_t>(std::count(g.begin(), g.end(), 1));
@@ -980,10 +875,18 @@ class graph_run {
   }
 
  private:
+  double update(const std::uint32_t* vertex, const std::uint32_t* offsets, const std::uint32_t* nbr, std::size_t items, bool del,
+                std::uint64_t ops_per_item) {
+    const update_args u{vs_.data(), vertex, offsets, nbr, static_cast<std::uint32_t>(items), del ? 1 : 0, &fails_, &missing_};
+    return L_.run(items, ops_per_item, [&](std::uint64_t i) { graph_update_item(st_, le_, u, i); });
+  }
+
   S& st_;
   launcher& L_;
   const graph_plan& plan_;
+  const sim_lane le_;
   std::vector<vstate> vs_;
+  unsigned long long fails_ = 0, missing_ = 0;
 };
 
 template <class S>
@@ -1135,6 +1038,8 @@ void run_for(const std::string& id, const case_env& env, const std::vector<graph
   if (id == "T10") return case_graph<S>(env, plans, false);
   if (id == "T11") return case_graph<S>(env, plans, true);
   if (id == "T12") return case_t12<S>(env);
+  // T13 (registers of the GPU kernels) and T14 (the GPU heap's edges at 2^20 threads) have no
+  // simulator version: note rows only.
   if (id == "T13") return case_t13(S::name, env.out);
   if (id == "T14") {
     row r = make_row(S::name, "T14", "edges", "", 0, 0);
