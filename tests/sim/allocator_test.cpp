@@ -159,7 +159,9 @@ TEST(Allocator, WarpCooperativeAllocatePassesOverPartialWarps) {
            {{"coalesced", 1}, {"size", 1024}, {"threads", 4}, {"warps", 1}, {"sms", 1}},
            // groups as large as a bin: the producer's bin is created full and must stay unlisted
            {{"coalesced", 1}, {"size", 1024}, {"sb_shift", 0}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"leak", 1}},
-           {{"coalesced", 1}, {"size", 128}, {"threads", 32}, {"warps", 1}, {"sms", 1}, {"leak", 1}, {"ops", 3}}}) {
+           {{"coalesced", 1}, {"size", 128}, {"threads", 32}, {"warps", 1}, {"sms", 1}, {"leak", 1}, {"ops", 3}},
+           // the same in UAlloc's chunk bins (31 slots of 128 B: a 32-lane group never fits one)
+           {{"coalesced", 1}, {"size", 128}, {"sb_shift", 0}, {"threads", 32}, {"warps", 1}, {"sms", 1}, {"leak", 1}, {"ops", 3}}}) {
     const auto s = explore("alloc-storm", params, ts::strategy_kind::portfolio, schedules(3'000, 20'000));
     EXPECT_FALSE(s.first_failure) << failure_text(s);
   }
@@ -227,7 +229,7 @@ const std::vector<planted>& planted_allocator_bugs() {
       {"retire-race", {{"bug", 1}}, "free path outside the read-side section", true, ts::strategy_kind::stall},
       {"alloc-storm", {{"bug", 2}, {"size", 1024}, {"sb_shift", 0}}, "bin retired without try_wait", true},
       {"alloc-storm", {{"bug", 3}, {"size", 1024}, {"sb_shift", 0}, {"pins", 1}}, "chunk returned with live bins", true},
-      {"alloc-storm", {{"bug", 4}, {"size", 64}, {"pins", 1}, {"threads", 8}, {"warps", 2}, {"sms", 1}}, "taker drops an exhausted inbox bin", true},
+      {"alloc-storm", {{"bug", 4}, {"size", 64}, {"sb_shift", 0}, {"pins", 1}, {"threads", 8}, {"warps", 2}, {"sms", 1}}, "taker drops an exhausted inbox bin", true},
       {"alloc-storm", {{"bug", 5}, {"size", 1024}, {"sb_shift", 0}}, "refilled bin not re-linked", true},
       {"mixed-sizes", {{"bug", 6}}, "buddy merge without the semaphore unit", true},
       {"exhaust-recover", {{"bug", 7}}, "buddy claim without the parent lock", true, ts::strategy_kind::stall},
@@ -360,7 +362,7 @@ template <bool Checked>
 struct small_heap {
   using A = toga::allocator<ts::platform, toga::ualloc_bug::none, toga::tbuddy_bug::none, Checked>;
   unsigned arenas;
-  toga::heap_layout layout = toga::heap_layout::make<ts::platform>(toga::heap_layout::levels_for(2u << 20), arenas, 16);  // 64 KiB superbins (256 B - 16 KiB)
+  toga::heap_layout layout = toga::heap_layout::make<ts::platform>(toga::heap_layout::levels_for(2u << 20), arenas, 16);  // 64 KiB superbins (64 B - 16 KiB)
   char* heap = static_cast<char*>(std::aligned_alloc(4096, 2u << 20));
   std::vector<std::uint64_t> meta = std::vector<std::uint64_t>(layout.bytes / 8 + 1, 0);
   A a = A::make(heap, reinterpret_cast<char*>(meta.data()), layout);
@@ -407,9 +409,9 @@ TEST(Allocator, CheckedModeReportsBadFreesAndChangesNothing) {
   small_heap<true> h;
   char outside[64];
   const auto r = one_lane([&] {
-    char* small = static_cast<char*>(h.a.allocate(64));
+    char* small = static_cast<char*>(h.a.allocate(32));  // UAlloc (64 B and up: superbins)
     char* big = static_cast<char*>(h.a.allocate(128 * 1024));  // above the superbin classes: TBuddy
-    char* keep = static_cast<char*>(h.a.allocate(64));
+    char* keep = static_cast<char*>(h.a.allocate(32));
     h.a.deallocate(small);
     h.a.deallocate(small);        // double free (UAlloc)
     h.a.deallocate(big + 4096);   // inside a TBuddy block, 4 KiB aligned

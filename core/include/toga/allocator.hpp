@@ -1,16 +1,16 @@
 //! @file toga/allocator.hpp
-//! toga's allocator: one allocate/deallocate for every size, over UAlloc (<= 128 B, and 256 B .. 1 KiB without superbins; superbins 256 B .. 64 KiB) and TBuddy
+//! toga's allocator: one allocate/deallocate for every size, over UAlloc (<= 32 B, and 64 B .. 1 KiB without superbins; superbins 64 B .. 64 KiB) and TBuddy
 //! (larger), with statistics, an optional byte limit and a checked mode (design.md §6, §14, §15).
 //!
 //! `allocator<P>` is a trivially copyable view (pointers into the heap and into a metadata
 //! block), the shape of `heap_ref` in the CUDA backend: pass it by value to every thread.
 //!
-//! Sizes: `allocate(bytes)` serves next_pow2(max(bytes, 16)) bytes: <= 128 B from UAlloc's bins;
-//! 256 B .. sb_max_bytes (64 KiB on heaps of >= 4 x arenas x 6 x 2 MiB, less on smaller heaps,
+//! Sizes: `allocate(bytes)` serves next_pow2(max(bytes, 16)) bytes: <= 32 B from UAlloc's bins;
+//! 64 B .. sb_max_bytes (64 KiB on heaps of >= 4 x arenas x 6 x 2 MiB, less on smaller heaps,
 //! heap_layout::auto_sb_shift) from superbins at that size (E6, design.md §11; which
 //! classes and why: design.md §11.6; from UAlloc's classes on heaps without
 //! superbins); else, or when no superbin can be had, a TBuddy block of max(4 KiB, that) bytes
-//! (`served_bytes` says which; a 256 B .. 1 KiB request first tries UAlloc's class);
+//! (`served_bytes` says which; a 64 B .. 1 KiB request first tries UAlloc's class);
 //! requests larger than the heap fail. allocate(0) serves the smallest class (a unique pointer,
 //! as C permits); deallocate(nullptr) does nothing.
 //! Alignment: every block is aligned to min(served size, 128) bytes (UAlloc) or to its size
@@ -99,7 +99,7 @@ struct heap_layout {
   unsigned arenas = 0;
   unsigned pins = max_pin_slots;  //!< pin slots used per (arena, class), 1 .. max_pin_slots
   //! Superbins (E6, design.md §11.1): log2 of their bytes (0: none) and the classes they serve
-  //! (256 B << c for c < sb_classes; larger requests go to TBuddy).
+  //! (64 B << c for c < sb_classes; larger requests go to TBuddy).
   unsigned sb_shift = 0, sb_classes = 0;
   //! Superbin arenas in use (1 .. arenas): SM s allocates superbin slots from arena s % sb_arenas,
   //! so that SMs share superbins when sb_arenas < arenas (design.md §11.7: a more compact
@@ -209,7 +209,7 @@ struct allocator {
     if (layout.view_off != 0) a.resident = reinterpret_cast<const allocator*>(meta + layout.view_off);
     return a;
   }
-  //! Superbins (256 B .. 64 KiB, E6, design.md §11): the same machinery over TBuddy blocks, sharing
+  //! Superbins (64 B .. 64 KiB, E6, design.md §11): the same machinery over TBuddy blocks, sharing
   //! small's base and buddy tree; a view built on demand (kernels pass the allocator by value, and
   //! a second stored view made every kernel's copy of it larger).
   TOGA_HOST_DEVICE ualloc<P, UB, TB, superbin_geometry> super() const {
@@ -334,7 +334,7 @@ struct allocator {
     return out_of_line([&](const allocator& v) { return v.allocate_above_small(s, ualloc_ok); });
   }
   //! The bytes a request of `bytes` (aligned to `alignment`, 0 or a power of two) is served with:
-  //! a UAlloc class (16 B .. 128 B; up to 1 KiB without superbins), a superbin class (256 B ..
+  //! a UAlloc class (16 B, 32 B; up to 1 KiB without superbins), a superbin class (64 B ..
   //! sb_max_bytes) or a TBuddy block (4 KiB x 2^k). Requests larger than the heap: 0.
   TOGA_HOST_DEVICE std::uint64_t served_bytes(std::uint64_t bytes, std::uint64_t alignment = 0) const {
     if (bytes > heap_bytes || alignment > heap_bytes) return 0;
@@ -365,9 +365,10 @@ struct allocator {
     // (off the inline path: the check in line cost a third of T5's churn rate at 16 B on an H200)
     if constexpr (UB != ualloc_bug::free_into_unmapped)
       if (small.buddy.grow_granule != 0 && free_of_unmapped(off)) return;
-    // Superbin slots start on 256 B boundaries (their TBuddy node's tag routes them), TBuddy
-    // blocks on 4 KiB ones; UAlloc slots never start on 4 KiB boundaries (those of 16 B .. 128 B
-    // on some 256 B ones: such lanes look at the tag and join the other lanes' slot free).
+    // Superbin slots start on 64 B boundaries (their TBuddy node's tag routes them), TBuddy
+    // blocks on 4 KiB ones; UAlloc slots never start on 4 KiB boundaries (those of 16 B and 32 B
+    // on some 64 B ones, and all of 64 B .. 1 KiB on heaps without superbins or in the fallback:
+    // such lanes look at the tag and join the other lanes' slot free).
     if (off % geom::sb_min_class_bytes == 0) {
       if (in_superbin(off)) return out_of_line([&](const allocator& v) { v.deallocate_super(off); });
       if (off % geom::page_bytes == 0) return out_of_line([&](const allocator& v) { v.deallocate_large(off); });
@@ -465,7 +466,7 @@ struct allocator {
   }
   // A superbin class for the lanes that ask for it now, as one group keyed by (arena, class) of the
   // superbin arenas: the same path as allocate_small over the superbin geometry (E6, design.md §11.2).
-  // s > 128 B (or a large alignment): a superbin class (256 B .. sb_max_bytes), UAlloc's 256 B ..
+  // s > 32 B (or a large alignment): a superbin class (64 B .. sb_max_bytes), UAlloc's 64 B ..
   // 1 KiB classes on heaps without superbins (when 128 B alignment is enough: `ualloc_ok`), or a
   // TBuddy block.
   TOGA_DEVICE TOGA_NOINLINE void* allocate_above_small(std::uint64_t s, bool ualloc_ok) const TOGA_NOEXCEPT(P) {
@@ -481,8 +482,8 @@ struct allocator {
     const std::uint64_t off = super().allocate_group(a, c, g);
     count_group_served(g, off != no_block, small.arenas[au].stats, geom::sb_class_bytes(c));
     if (off != no_block) return small.base + off;
-    // No superbin could be had (no free block of 2^sb_shift bytes, or the byte limit). 256 B ..
-    // 1 KiB: UAlloc's class (15, 7 or 3 slots per 4 KiB bin, from 512 KiB chunks) before a whole
+    // No superbin could be had (no free block of 2^sb_shift bytes, or the byte limit). 64 B ..
+    // 1 KiB: UAlloc's class (62, 31, 15, 7 or 3 slots per 4 KiB bin, from 512 KiB chunks) before a whole
     // 4 KiB block, when 128 B alignment is enough (`ualloc_ok`; a TBuddy block is aligned to its size).
     const std::uint64_t sbytes = geom::sb_class_bytes(c);
     if ((ualloc_ok || UB == ualloc_bug::fallback_ignores_alignment) && sbytes <= geom::max_class_bytes) {
@@ -496,7 +497,7 @@ struct allocator {
     // allocate_large counts its success or failure.
     return allocate_large(sbytes);
   }
-  // Whether heap offset `off` (256 B aligned) lies in a superbin: its TBuddy ancestor of the
+  // Whether heap offset `off` (64 B aligned) lies in a superbin: its TBuddy ancestor of the
   // superbin's order carries the superbin tag. Stable while `off` is a live block: a superbin
   // with a live slot is not returned, and a live TBuddy block keeps its ancestor split or BUSY.
   TOGA_DEVICE bool in_superbin(std::uint64_t off) const TOGA_NOEXCEPT(P) {
@@ -627,7 +628,7 @@ struct heap_statistics {
   std::uint64_t failed_too_large = 0;     //!< larger than the heap
   std::uint64_t bins[geom::num_classes] = {};
   std::uint64_t chunks = 0;
-  //! Superbins held per superbin class c (slots of 256 B << c: 256 B .. 64 KiB), their bytes and the largest size they serve (0: none).
+  //! Superbins held per superbin class c (slots of 64 B << c: 64 B .. 64 KiB), their bytes and the largest size they serve (0: none).
   std::uint64_t superbins[geom::sb_max_classes] = {};
   std::uint64_t superbin_bytes = 0;
   std::uint64_t superbin_max_class_bytes = 0;

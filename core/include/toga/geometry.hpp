@@ -133,23 +133,23 @@ static_assert(tail_offset(bins_per_chunk - 1) + tail_bytes <= header_bins * page
 
 // ---- superbins (E6, design.md §11) --------------------------------------------------------------
 // A superbin is one TBuddy block of 2^sb_shift bytes (2 MiB on large heaps; heap_layout::make picks
-// a smaller one for small heaps) carved into equal slots of one class: 256 B, 512 B, 1, 2, 4, 8, 16,
-// 32 or 64 KiB. Its header lives in a side table indexed by (offset >> sb_shift), so that slots stay
-// aligned to their size and whole. A class is served by superbins when a superbin holds at least
-// sb_min_slots of its slots; larger requests go to TBuddy directly. 256 B .. 1 KiB are served by
-// superbins when the heap has them (a 4 KiB bin holds only 15, 7 or 3 of their slots: design.md §7.3),
-// else by UAlloc's classes [DECISION changed: design.md §11.6]; 16 B .. 128 B
-// are always UAlloc's.
-inline constexpr unsigned sb_min_class_shift = 8;                  //!< 256 B
+// a smaller one for small heaps) carved into equal slots of one class: 64 B, 128 B, 256 B, 512 B, 1,
+// 2, 4, 8, 16, 32 or 64 KiB. Its header lives in a side table indexed by (offset >> sb_shift), so that
+// slots stay aligned to their size and whole. A class is served by superbins when a superbin holds at
+// least sb_min_slots of its slots; larger requests go to TBuddy directly. 64 B .. 1 KiB are served by
+// superbins when the heap has them (a 4 KiB bin holds only 62, 31, 15, 7 or 3 of their slots, fewer
+// than two warps' worth: design.md §7.3, §11.9), else by UAlloc's classes [DECISION changed:
+// design.md §11.6]; 16 B and 32 B are always UAlloc's.
+inline constexpr unsigned sb_min_class_shift = 6;                  //!< 64 B
 inline constexpr std::uint64_t sb_min_class_bytes = std::uint64_t{1} << sb_min_class_shift;
-inline constexpr unsigned sb_max_classes = 9;                      //!< 256 B .. 64 KiB
+inline constexpr unsigned sb_max_classes = 11;                     //!< 64 B .. 64 KiB
 inline constexpr unsigned sb_max_shift = 21;                       //!< superbins of at most 2 MiB
 inline constexpr unsigned sb_min_shift = 12;                       //!< superbins of at least one TBuddy leaf (4 KiB)
-inline constexpr unsigned sb_bitmap_words = 128;                   //!< 8192 slots: 256 B in 2 MiB
+inline constexpr unsigned sb_bitmap_words = 512;                   //!< 32,768 slots: 64 B in 2 MiB
 inline constexpr unsigned sb_min_slots = 4;
 inline constexpr std::uint64_t sb_header_fixed_bytes = 64;         //!< a superbin header's fields before its bitmap
-//! Largest request size UAlloc always serves (256 B .. 1 KiB move to superbins when there are some).
-inline constexpr std::uint64_t ualloc_always_max_bytes = 128;
+//! Largest request size UAlloc always serves (64 B .. 1 KiB move to superbins when there are some).
+inline constexpr std::uint64_t ualloc_always_max_bytes = 32;
 static_assert(sb_min_class_shift < max_class_shift, "superbins serve UAlloc's largest classes too, and everything above them");
 static_assert((std::uint64_t{1} << (sb_max_shift - sb_min_class_shift)) <= sb_bitmap_words * 64);
 static_assert(ualloc_always_max_bytes * 2 == sb_min_class_bytes);
@@ -159,13 +159,13 @@ TOGA_HOST_DEVICE constexpr unsigned sb_bitmap_words_for(unsigned shift) {
   return shift >= sb_min_class_shift + 6 ? 1u << (shift - sb_min_class_shift - 6) : 1u;
 }
 //! Bytes of a side-table entry for superbins of 2^shift bytes: the header's fields and the words its
-//! smallest class needs, in whole 64 B lines (128 B for 4-16 KiB superbins, 1,088 B for 2 MiB ones;
+//! smallest class needs, in whole 64 B lines (128 B for 4-16 KiB superbins, 4,160 B for 2 MiB ones;
 //! 0.05 % - 3 % of the superbin). A header reaches no further than its entry: only the words below
 //! the capacity of its class are ever read or written.
 TOGA_HOST_DEVICE constexpr std::uint64_t sb_header_stride(unsigned shift) {
   return (sb_header_fixed_bytes + 8 * std::uint64_t{sb_bitmap_words_for(shift)} + 63) & ~std::uint64_t{63};
 }
-static_assert(sb_header_stride(21) == 1088 && sb_header_stride(13) == 128 && sb_header_stride(18) == 192);
+static_assert(sb_header_stride(21) == 4160 && sb_header_stride(13) == 128 && sb_header_stride(18) == 576);
 
 //! Bytes of superbin class c (0 .. sb_max_classes - 1).
 TOGA_HOST_DEVICE constexpr std::uint64_t sb_class_bytes(unsigned c) { return sb_min_class_bytes << c; }
@@ -177,7 +177,7 @@ TOGA_HOST_DEVICE constexpr unsigned sb_classes_for(unsigned shift) {
   const unsigned n = shift - sb_min_class_shift - 1;  // (sb_min_slots = 4 = 2^2 slots of the largest)
   return n < sb_max_classes ? n : sb_max_classes;
 }
-static_assert(sb_classes_for(21) == 9 && sb_classes_for(16) == 7 && sb_classes_for(13) == 4 && sb_classes_for(12) == 3 &&
+static_assert(sb_classes_for(21) == 11 && sb_classes_for(16) == 9 && sb_classes_for(13) == 6 && sb_classes_for(12) == 5 &&
               sb_classes_for(11) == 0);
 
 }  // namespace toga::geom

@@ -1,7 +1,7 @@
 //! @file toga/ualloc.hpp
 //! UAlloc: the fine-grained allocator for 16 B .. 1 KiB (Gelado & Garland, PPoPP'19, §4.2;
 //! design.md §7-§9, with the fast-path elements E1-E5, E8, E9, E11, E12 of design.md §2.1), and the
-//! same machinery over superbins for 256 B .. 64 KiB (E6; `ualloc<..., superbin_geometry>`: a bin
+//! same machinery over superbins for 64 B .. 64 KiB (E6; `ualloc<..., superbin_geometry>`: a bin
 //! is one TBuddy block of 2^sb_shift bytes, its header in a side table; design.md §11).
 //!
 //! One arena per SM. Each arena has a list of chunks (512 KiB from TBuddy) with a bulk semaphore
@@ -46,7 +46,7 @@
 //!       slots, or in a slot and the inbox: harmless, counted once).
 //! Hysteresis (E11): empty bins of classes with >= 32 slots stay findable and a pinned bin is
 //! never retired by a free; an arena keeps one entirely free chunk. Bins of the classes with fewer
-//! slots (256 B - 1 KiB) that a group frees whole are retired at once, without ever publishing
+//! slots (128 B - 1 KiB) that a group frees whole are retired at once, without ever publishing
 //! their slots (they were full, so unfindable or an exhausted pin). `reclaim()` (run before an
 //! allocation returns nullptr, and by the host's trim) retires every empty bin and returns cached
 //! chunks, so after a trim the heap is as new (T7).
@@ -100,7 +100,7 @@ enum class ualloc_bug : std::uint8_t {
   superbin_returned_live,     //!< reclaim returns a superbin to TBuddy when it is not entirely free
   superbin_free_to_tbuddy,    //!< a free of a 4 KiB-aligned superbin slot is routed to TBuddy (the tag is not looked at)
   reclaim_gate_left_closed,   //!< a reclaim ends without opening the gate: the next lane that needs one waits forever
-  fallback_ignores_alignment, //!< a 256 B .. 1 KiB request that asked for more than 128 B alignment falls back to a UAlloc slot
+  fallback_ignores_alignment, //!< a 64 B .. 1 KiB request that asked for more alignment than UAlloc's slot gives falls back to a UAlloc slot
   superbin_arena_ignores_sharing, //!< allocate_super picks the superbin arena by sm_id % (chunk arenas), not % sb_arenas
   reclaim_peer_arenas_ignored,    //!< reclaim walks the other geometry's arenas with this geometry's count (not peer_arenas)
   steal_searches_own_arena,       //!< a superbin group takes another arena's units but searches its own arena's bins for them
@@ -138,7 +138,7 @@ static_assert(sizeof(bin_header) == geom::bin_header_bytes && offsetof(superbin_
               sizeof(superbin_header) == geom::sb_header_stride(geom::sb_max_shift));
 
 //! UAlloc's two geometries. Chunks: 4 KiB bins of 16 B .. 1 KiB slots inside 512 KiB chunks
-//! (design.md §7.2). Superbins (E6, design.md §11): one TBuddy block per bin, 256 B .. 64 KiB slots,
+//! (design.md §7.2). Superbins (E6, design.md §11): one TBuddy block per bin, 64 B .. 64 KiB slots,
 //! headers in a side table. The same machinery (slot semaphore, pins, inbox, RCU, group
 //! reservation, word claims, aggregated free, hysteresis, fallback) runs on both.
 struct chunk_geometry {

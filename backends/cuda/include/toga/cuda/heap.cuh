@@ -94,13 +94,13 @@ struct heap_options {
   unsigned arenas = 0;            //!< UAlloc arenas (%smid modulo arenas picks one); 0: one per SM, at most
                                   //!< one per 2 MiB of heap (4 chunks), so that every arena can hold chunks
   std::uint64_t superbin_bytes = 0;  //!< bytes of one superbin (E6, design.md §11.1: the TBuddy block that
-                                     //!< serves 256 B - 64 KiB slots): a power of two in [8 KiB, 2 MiB] below the heap
+                                     //!< serves 64 B - 64 KiB slots): a power of two in [8 KiB, 2 MiB] below the heap
                                      //!< size; classes with fewer than 4 slots per superbin go to TBuddy.
                                      //!< Smaller ones waste less address range per (arena, class), larger ones
                                      //!< grow less often (docs/usage.md §6). 0: toga's choice (2 MiB, less on
                                      //!< heaps too small for four superbins per arena and class).
   unsigned superbin_sharing = 0;  //!< SMs (arenas) that share one superbin arena, 0 .. 1024: arena a allocates
-                                  //!< superbin slots (256 B - 64 KiB) from superbin arena a % ceil(arenas / k).
+                                  //!< superbin slots (64 B - 64 KiB) from superbin arena a % ceil(arenas / k).
                                   //!< 0 or 1: one per arena (toga's choice: the fastest). Larger values leave
                                   //!< fewer partly used superbins (a more compact address range: T9's range
                                   //!< ratio at 4 KiB 1.35 -> 1.16 with 4 on an H100) at the price of more
@@ -286,7 +286,7 @@ class heap {
   //! stream. Throws toga::cuda_error, std::logic_error (moved from).
   void reset_high_water();
   //! Gives back what the allocator keeps for speed (E11, design.md §9.4): empty bins of the classes
-  //! of 16-128 B (at least 32 slots per bin), the one cached empty chunk per SM, and bins waiting
+  //! of 16 B and 32 B (at least 32 slots per bin; 16-128 B on heaps without superbins), the one cached empty chunk per SM, and bins waiting
   //! for an RCU grace period, so that stats().buddy_bytes and chunk_bytes count live blocks
   //! only. Live blocks are untouched. Allocation never needs it (a request that would fail runs
   //! the same reclamation first); call it at quiescence, e.g. before reading statistics or
