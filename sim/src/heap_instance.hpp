@@ -263,13 +263,13 @@ struct heap_inst final : instance {
       return sizes[P::choose(10)];
     }
     if (m == mode::superbins) {
-      // both sides of every routing boundary: UAlloc's largest always-class (128 B) and smaller
-      // ones (whose slots may start on 256 B boundaries), each superbin class (256 B .. 2 KiB with
-      // slots aligned to their size that are not 4 KiB aligned), the largest superbin class and the
-      // TBuddy block just above it
+      // both sides of every routing boundary: UAlloc's always-classes (16 B, 32 B: slots that may
+      // start on 64 B boundaries), each superbin class (64 B .. 2 KiB with slots aligned to their
+      // size that are not 4 KiB aligned; 64 B and 128 B ones also off 256 B boundaries), the
+      // largest superbin class and the TBuddy block just above it
       const std::uint64_t top = a.sb_max_bytes ? a.sb_max_bytes : 2048;
-      const std::uint64_t sizes[] = {16, 128, 256, 512, 1024, 1025, 2048, 3000, 4096, top / 2 + 1, top, top + 1, 2 * top};
-      return sizes[P::choose(13)];
+      const std::uint64_t sizes[] = {16, 32, 64, 128, 256, 512, 1024, 1025, 2048, 3000, 4096, top / 2 + 1, top, top + 1, 2 * top};
+      return sizes[P::choose(15)];
     }
     static constexpr std::uint64_t sizes[] = {8, 16, 48, 64, 128, 256, 512, 1024};
     return sizes[P::choose(8)];
@@ -287,13 +287,13 @@ struct heap_inst final : instance {
     std::uint64_t served = a.served_bytes(bytes, align);
     if (align && off % align != 0) P::violated("G4: block at " + str(off) + " of " + str(bytes) + " B is not aligned to the " + str(align) + " B asked for");
     // G3/G4/G5: UAlloc slots never start on 4 KiB boundaries; superbin slots and TBuddy blocks are
-    // aligned to their size (G4). 256 B .. 1 KiB: a superbin slot when the heap has superbins, else
+    // aligned to their size (G4). 64 B .. 1 KiB: a superbin slot when the heap has superbins, else
     // (and when no superbin can be had) a UAlloc slot.
     bool in_sb = served >= geom::sb_min_class_bytes && served <= a.sb_max_bytes;
     bool small = !in_sb && served <= geom::max_class_bytes;
     const std::uint32_t node = a.small.buddy.load_state(a.small.buddy.leaf_of(off) >> (in_sb ? a.super().sb_shift - geom::page_shift : 0));
     if (in_sb && node != (node_allocated | node_superbin_tag) && served <= geom::max_class_bytes && off % geom::page_bytes != 0) {
-      in_sb = false;  // the 256 B .. 1 KiB classes' fallback when no superbin could be had: a UAlloc slot
+      in_sb = false;  // the 64 B .. 1 KiB classes' fallback when no superbin could be had: a UAlloc slot
       small = true;
     }
     if (!in_sb && small == (off % geom::page_bytes == 0)) P::violated("G3: block at " + str(off) + " of " + str(served) + " B is on the wrong side of the 4 KiB rule");

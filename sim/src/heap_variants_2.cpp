@@ -19,5 +19,6 @@ template std::unique_ptr<instance> make_one<ualloc_bug::free_into_unmapped, tbud
 template std::unique_ptr<instance> make_one<ualloc_bug::trim_without_reclaim, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::empty_bin_unnoted, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::clean_read_late, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::superbin_route_coarse, tbuddy_bug::none>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

@@ -253,6 +253,8 @@ std::vector<mutant> build() {
          "a superbin with live slots is returned to TBuddy").depth(1),
       mb("ualloc.superbin-free-to-tbuddy", "routing", "superbins", P{{"bug", 24}},
          "a free of a 4 KiB-aligned superbin slot is routed to TBuddy without looking at the tag").depth(0),
+      mb("ualloc.superbin-route-coarse", "routing", "superbins", P{{"bug", 44}},
+         "a free looks at the superbin tag only on 256 B boundaries: a 64 B or 128 B slot off them is freed as a chunk slot").depth(0),
       // TBuddy groups (E7, design.md §10.4): carved runs and tile frees of warps asking one order
       mb("tbuddy.run-leftover-unsignalled", "liveness", "exhaust-recover", P{{"bug", 25}, {"threads", 4}, {"size", 8192}},
          "a carved run publishes its leftover nodes but never delivers their promised units").depth(0),

@@ -251,6 +251,7 @@ const std::vector<planted>& planted_allocator_bugs() {
       {"superbins", {{"bug", 22}}, "a slot past the superbin's end", true},
       {"superbins", {{"bug", 23}}, "superbin with live slots returned", true},
       {"superbins", {{"bug", 24}}, "4 KiB-aligned superbin slot freed to TBuddy", true},
+      {"superbins", {{"bug", 44}}, "superbin tag looked at on 256 B boundaries only", true},
       // stealing (design.md §11.8): units of arena 1's idle superbins, searched for in arena 0
       {"superbins", {{"bug", 31}}, "stolen units searched in the own arena", true},
       {"mixed-sizes", {{"bug", 32}}, "resident views never written", true},

@@ -369,7 +369,7 @@ struct allocator {
     // blocks on 4 KiB ones; UAlloc slots never start on 4 KiB boundaries (those of 16 B and 32 B
     // on some 64 B ones, and all of 64 B .. 1 KiB on heaps without superbins or in the fallback:
     // such lanes look at the tag and join the other lanes' slot free).
-    if (off % geom::sb_min_class_bytes == 0) {
+    if (off % (UB == ualloc_bug::superbin_route_coarse ? 256 : geom::sb_min_class_bytes) == 0) {
       if (in_superbin(off)) return out_of_line([&](const allocator& v) { v.deallocate_super(off); });
       if (off % geom::page_bytes == 0) return out_of_line([&](const allocator& v) { v.deallocate_large(off); });
     }

@@ -112,6 +112,8 @@ enum class ualloc_bug : std::uint8_t {
   // failing fast (design.md §13)
   empty_bin_unnoted,              //!< a free that empties a bin does not count a reclaim change: a clean record outlives it
   clean_read_late,                //!< a walk reads the change count after walking, not before: a change during the walk is lost
+  // 64 B and 128 B in superbins (design.md §11.6)
+  superbin_route_coarse,          //!< a free looks at the superbin tag only on 256 B boundaries (as before 64 B joined): a 64 B or 128 B slot off them is freed as a chunk slot
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
