@@ -265,7 +265,7 @@ void register_allocator_scenarios() {
   }
   add_scenario(heap_checks(with_keys({"superbins",
                 std::string("sizes on both sides of every routing boundary (UAlloc / superbin classes / TBuddy) in a scaled "
-                            "geometry: 32 KiB superbins (2, 4 and 8 KiB slots) in a 1 MiB heap; blocks handed to other "
+                            "geometry: 32 KiB superbins (64 B .. 8 KiB slots) in a 1 MiB heap; blocks handed to other "
                             "warps/SMs; params warps=2 threads=2 sms=2 ops=6 keep=3 heap_kib=1024 sb_shift=15") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
                 [](world& w, const params& p) { return make_heap(w, p, mode::superbins); }, run_limits{50'000, 2'000'000}, {}, {}},
