@@ -306,6 +306,13 @@ figure_texts ratio_texts(const std::vector<std::string>& whats, const report_row
   return t;
 }
 
+//! The row of `mine` with the largest value of metric `key` (nullptr when none has it).
+const report_row* max_metric(const std::vector<const report_row*>& mine, const std::string& key) {
+  const report_row* w = nullptr;
+  for (const report_row* rr : mine)
+    if (rr->r.metrics.count(key) && (!w || rr->r.metrics.at(key) > w->r.metrics.at(key))) w = rr;
+  return w;
+}
 //! The toga row of `mine` (passing `keep`) with the lowest ratio to the floor.
 const report_row* worst_ratio(const std::vector<const report_row*>& mine, const std::function<bool(const report_row&)>& keep) {
   const report_row* w = nullptr;
@@ -368,9 +375,7 @@ figure_texts case_figure(const std::string& id, const std::vector<const report_r
       t.push_back(what);
     }
   } else if (id == "T9") {
-    const report_row* w = nullptr;
-    for (const report_row* rr : mine)
-      if (rr->r.metrics.count("range_ratio") && (!w || rr->r.metrics.at("range_ratio") > w->r.metrics.at("range_ratio"))) w = rr;
+    const report_row* w = max_metric(mine, "range_ratio");
     if (w) {
       const std::string v = sig(w->r.metrics.at("range_ratio"));
       t.push_back("address range / live bytes, worst " + point(w->r, false) + ": " + v + " (1: none lost)");
@@ -421,9 +426,7 @@ figure_texts case_figure(const std::string& id, const std::vector<const report_r
       t.push_back("registers: " + me.full);
     }
   } else if (id == "T14") {
-    const report_row* w = nullptr;
-    for (const report_row* rr : mine)
-      if (rr->r.metrics.count("x_ref") && (!w || rr->r.metrics.at("x_ref") > w->r.metrics.at("x_ref"))) w = rr;
+    const report_row* w = max_metric(mine, "x_ref");
     if (w) {
       const std::string v = times2(w->r.metrics.at("x_ref"));
       t.push_back("worst " + point(w->r, true) + ": " + v + " its reference's time");
