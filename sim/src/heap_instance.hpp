@@ -70,6 +70,8 @@ struct heap_inst final : instance {
   std::uint64_t live_bytes = 0, peak_live_bytes = 0;
   std::vector<std::uint64_t> mailbox;  // per lane: offset + 1 of a block handed over, or 0
   std::uint32_t failed_lanes = 0;      // exhaust: lanes that saw nullptr
+  std::uint64_t exhaust_held = 0;      // exhaust: bytes the lanes held at their first nullptr
+  std::uint64_t limit_bytes = 0;
   std::uint32_t finished_lanes = 0;    // storm/mixed: lanes past their loop
   std::vector<std::uint64_t> keep_at_end;
   std::uint64_t tag_counter = 0;
@@ -97,13 +99,14 @@ struct heap_inst final : instance {
         anchor(static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("anchor", 0)))),
         mailbox(w.config().lanes(), 0) {
     const std::uint64_t heap_bytes =
-        static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : md == mode::superbins ? 1024 : md == mode::failfast_race ? 8 : md == mode::clean_race ? 1024 : md == mode::promise_race ? 64 : 2048)) * 1024;
+        static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : md == mode::superbins ? 1024 : md == mode::failfast_race ? 8 : md == mode::clean_race ? 1024 : md == mode::promise_race ? 64 : md == mode::presplit_race ? 256 : 2048)) * 1024;
     layout = heap_layout::make<P>(heap_layout::levels_for(heap_bytes), w.config().sms,
-                                  static_cast<int>(p.get("sb_shift", md == mode::superbins || md == mode::adopt_race || md == mode::promise_race ? 15 : md == mode::retire_race || md == mode::inbox_race || md == mode::failfast_race || md == mode::clean_race ? 0 : -1)),
+                                  static_cast<int>(p.get("sb_shift", md == mode::superbins || md == mode::adopt_race || md == mode::promise_race || md == mode::presplit_race ? 15 : md == mode::retire_race || md == mode::inbox_race || md == mode::failfast_race || md == mode::clean_race ? 0 : -1)),
                                   static_cast<unsigned>(std::max<std::int64_t>(0, p.get("sb_arenas", 0))));
     layout.pins = static_cast<unsigned>(p.get("pins", md == mode::retire_race || md == mode::inbox_race ? 1 : md == mode::adopt_race ? 3 : 4));
     const std::uint64_t hb = geom::page_bytes << (layout.levels - 1);
     const std::uint64_t limit = static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("limit_kib", 0))) * 1024;
+    limit_bytes = limit;
     if (growable(md)) {
       granule_bytes = static_cast<std::uint64_t>(p.get("granule_kib", 64)) * 1024;
       void* r = mmap(nullptr, hb, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -120,7 +123,7 @@ struct heap_inst final : instance {
       a.init_growable(limit, go);
       granules = hb / granule_bytes;
     } else {
-      a.init_after_zero(limit);
+      a.init_after_zero(limit, static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("presplit_kib", md == mode::presplit_race ? 128 : 0))) * 1024);
     }
     failures_injected = (w.limits().faults & (fault_bit(fault_site::fail_chunk) | fault_bit(fault_site::fail_tbuddy_block))) != 0;
     ghost_table::current().clear();
@@ -576,6 +579,26 @@ struct heap_inst final : instance {
       if (r) do_free(r);
     }
   }
+  // presplit-race (design.md §10.5): a 256 KiB heap whose lower half is the pre-split reserve
+  // (four 32 KiB blocks), its upper half one AVAILABLE node. Four lanes each ask for a quarter of
+  // the heap: two are served from the upper half, the others find the tree empty, drain the
+  // reserve (often both at once) and must be served from its merged blocks. After every lane
+  // freed its block, lane 0 asks for the whole heap, which must be served too.
+  void presplit_race_lane(unsigned me) {
+    const std::uint64_t quarter = a.heap_bytes / 4;
+    const std::uint64_t q = do_alloc(quarter);
+    if (!q && !failures_injected)
+      P::violated("presplit-race: nullptr for a quarter of the heap while four quarters are free (the reserve is not drained, or a drain's memory was in flight); " + buddy_summary());
+    P::fetch_add(&phase, 1u, release, device_scope);
+    wait_phase(lanes);
+    if (q) do_free(q);
+    P::fetch_add(&phase, 1u, release, device_scope);
+    if (me != 0) return;
+    wait_phase(2 * lanes);
+    const std::uint64_t all = do_alloc(a.heap_bytes);
+    if (!all && !failures_injected) P::violated("presplit-race: nullptr for the whole heap after every block was freed; " + buddy_summary());
+    if (all) do_free(all);
+  }
   void wait_phase(std::uint32_t want) {
     for (unsigned attempt = 0; P::load(&phase, acquire, device_scope) < want; ++attempt) P::backoff(attempt);
   }
@@ -585,6 +608,7 @@ struct heap_inst final : instance {
     if (m == mode::failfast_race) return failfast_race_lane(me);
     if (m == mode::clean_race) return clean_race_lane(me);
     if (m == mode::promise_race) return promise_race_lane(me);
+    if (m == mode::presplit_race) return presplit_race_lane(me);
     if (m == mode::retire_race) return retire_race_lane(me);
     if (m == mode::inbox_race) return inbox_race_lane(me);
     if (m == mode::adopt_race) return adopt_race_lane(me);
@@ -595,6 +619,7 @@ struct heap_inst final : instance {
         if (!h) break;
         mine.push_back(h);
       }
+      P::fetch_add(&exhaust_held, mine.size() * a.served_bytes(fixed_size, align), relaxed, device_scope);
       P::fetch_add(&failed_lanes, 1u, relaxed, device_scope);
       for (unsigned attempt = 0; P::load(&failed_lanes, acquire, device_scope) < lanes; ++attempt) P::backoff(attempt);
       for (auto h : mine) do_free(h);
@@ -874,6 +899,13 @@ struct heap_inst final : instance {
       }
     }
     if (m == mode::exhaust && failures == 0) return "exhaustion never reached";
+    // TBuddy blocks alone (no slots, no byte limit, no injected failure): TBuddy fails only when
+    // no block is free and none is coming (promises, drains of the pre-split reserve: design.md
+    // §10), so the lanes held the whole heap at their first nullptr
+    if (m == mode::exhaust && limit_bytes == 0 && !failures_injected && a.served_bytes(fixed_size, align) > std::max(a.sb_max_bytes, geom::max_class_bytes) &&
+        exhaust_held != a.heap_bytes)
+      return "exhaustion: the lanes held " + str(exhaust_held) + " B of " + str(a.heap_bytes) + " B of blocks of " + str(a.served_bytes(fixed_size, align)) +
+             " B at their first nullptr (a spurious out-of-memory)";
     return std::nullopt;
   }
 };

@@ -15,5 +15,9 @@ template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::withdr
 template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::free_skips_generation>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::failure_read_late>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::failure_covers_smaller>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::presplit_no_drain>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::presplit_take_racy>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::presplit_drain_charged>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::presplit_drain_unseen>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

@@ -322,6 +322,23 @@ std::vector<mutant> build() {
       mb("ualloc.clean-read-late", "fail-fast", "clean-race", P{{"bug", 43}},
          "a reclaim walk reads the change count after walking: a bin emptied behind the walk is recorded clean")
           .depth(1),
+      // the pre-split reserve (design.md §10.5)
+      mb("tbuddy.presplit-no-drain", "exhaustion", "presplit-race", P{{"bug", 45}},
+         "a climb that finds the tree empty fails without draining the pre-split reserve: a quarter of the heap is refused "
+         "while the reserve's blocks are free")
+          .depth(0),
+      mb("tbuddy.presplit-take-racy", "atomicity", "exhaust-recover",
+         P{{"bug", 46}, {"heap_kib", 1024}, {"sb_shift", 15}, {"presplit_kib", 512}, {"size", 4096}, {"sms", 2}, {"warps", 2}, {"threads", 1}},
+         "a climb takes a block of the reserve by a load and a store, not one fetch_add: two arenas get the same superbin")
+          .depth(1),
+      mb("tbuddy.presplit-drain-charged", "accounting", "presplit-race", P{{"bug", 47}},
+         "a drain frees the reserve's blocks through the charging path: the byte count of handed-out blocks drops below "
+         "what the tree holds")
+          .depth(0),
+      mb("tbuddy.presplit-drain-unseen", "exhaustion", "presplit-race", P{{"bug", 48}},
+         "a climb that fails at the root after another climb drained the reserve at levels it had passed does not climb "
+         "again: a quarter of the heap is refused while the drained blocks are free")
+          .depth(1),
 
   };
   return c;

@@ -62,6 +62,10 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 42: return make_one<ualloc_bug::empty_bin_unnoted, tbuddy_bug::none>(w, p, md);
     case 43: return make_one<ualloc_bug::clean_read_late, tbuddy_bug::none>(w, p, md);
     case 44: return make_one<ualloc_bug::superbin_route_coarse, tbuddy_bug::none>(w, p, md);
+    case 45: return make_one<ualloc_bug::none, tbuddy_bug::presplit_no_drain>(w, p, md);
+    case 46: return make_one<ualloc_bug::none, tbuddy_bug::presplit_take_racy>(w, p, md);
+    case 47: return make_one<ualloc_bug::none, tbuddy_bug::presplit_drain_charged>(w, p, md);
+    case 48: return make_one<ualloc_bug::none, tbuddy_bug::presplit_drain_unseen>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -129,6 +133,10 @@ const std::vector<planted_bug>& allocator_planted_bugs() {
       {42, "failing fast", "a free that empties a bin does not count a reclaim change"},
       {43, "failing fast", "a walk reads the change count after walking"},
       {44, "superbins", "a free looks at the superbin tag only on 256 B boundaries"},
+      {45, "pre-split reserve", "a climb that finds the tree empty fails without draining the reserve"},
+      {46, "pre-split reserve", "a reserve block taken by a load and a store, not one RMW"},
+      {47, "pre-split reserve", "a drain uncharges the byte count for the reserve's blocks"},
+      {48, "pre-split reserve", "a climb that failed after a drain behind it does not climb again"},
   };
   return bugs;
 }
@@ -148,6 +156,7 @@ std::vector<param_spec> heap_keys(std::int64_t warps, std::int64_t threads, std:
           {"size", 0, std::int64_t{1} << 30, size, "bytes per allocation (0: drawn)"},
           {"heap_kib", 4, std::int64_t{1} << 20, heap_kib, "heap size in KiB; the simulator allocates it on the host"},
           {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"},
+          {"presplit_kib", 0, std::int64_t{1} << 20, 0, "pre-split reserve in KiB (design.md §10.5; 0: none; rounded down to a power of two times the superbin or chunk size, at most half the heap)"},
           {"leak", 0, 1, 0, "1: lanes keep their last blocks"},
           {"coalesced", 0, 1, 0, "1: warp-cooperative allocate"},
           {"pins", 1, max_pin_slots, 4, "pin slots per (arena, class) (the GPU heap uses 32)"},
@@ -155,7 +164,7 @@ std::vector<param_spec> heap_keys(std::int64_t warps, std::int64_t threads, std:
           {"sb_arenas", 0, 64, 0, "superbin arenas in use (SM s takes arena s % sb_arenas; 0: toga's choice; above sms: sms)"},
           {"align", 0, std::int64_t{1} << 20, 0, "alignment asked for with every allocation (0: none; a power of two)"},
           {"anchor", 0, std::int64_t{1} << 20, 0, "alloc-storm, mixed-sizes, superbins: lane 0 first allocates a block of this many bytes (no alignment) and frees it last (0: none)"},
-          {"bug", 0, 44, 0, "planted bug (keep in step with make_heap)"}};
+          {"bug", 0, 48, 0, "planted bug (keep in step with make_heap)"}};
 }
 // The growable-heap scenarios' keys: heap_keys and the granule size.
 std::vector<param_spec> grow_keys(std::int64_t warps, std::int64_t threads, std::int64_t sms, std::int64_t ops, std::int64_t size,
@@ -196,21 +205,21 @@ void register_allocator_scenarios() {
                             "class (what the free path's read-side section prevents); 3 lanes, 1 SM") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 44, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 48, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"failfast-race",
                 std::string("targeted: a free races with a failing 4 KiB request (its recorded failure must not outlive "
                             "the free), then a failing 8 KiB request must not answer for 4 KiB (docs/design.md "
                             "section 13); 4 warps of 1 lane, 1 SM, an 8 KiB heap") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::failfast_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {{"heap_kib", 8, 8, 8, "heap size in KiB (two 4 KiB blocks)"}, {"bug", 0, 44, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 8, 8, 8, "heap size in KiB (two 4 KiB blocks)"}, {"bug", 0, 48, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"clean-race",
                 std::string("targeted: a free that empties a bin races with a reclaim walk (the walk must not record the "
                             "heap clean over it), then a 512 KiB request must get the chunk back (docs/design.md "
                             "section 13); 4 warps of 1 lane, 1 SM, a 1 MiB heap") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::clean_race); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         {{"heap_kib", 1024, 1024, 1024, "heap size in KiB (two 512 KiB halves)"}, {"bug", 0, 44, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 1024, 1024, 1024, "heap size in KiB (two 512 KiB halves)"}, {"bug", 0, 48, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"promise-race",
                 std::string("targeted: a 1 KiB request arrives while another group's GROW publishes the last superbin "
                             "and after a failed request recorded the superbin order exhausted: it must wait for the promised "
@@ -218,20 +227,28 @@ void register_allocator_scenarios() {
                             "64 KiB heap of 32 KiB superbins") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::promise_race); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         {{"heap_kib", 64, 64, 64, "heap size in KiB (two 32 KiB superbins)"}, {"bug", 0, 44, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 64, 64, 64, "heap size in KiB (two 32 KiB superbins)"}, {"bug", 0, 48, 0, "planted bug (keep in step with make_heap)"}})));
+  add_scenario(heap_checks(with_keys({"presplit-race",
+                std::string("targeted: four lanes each ask for a quarter of a 256 KiB heap whose lower half is the "
+                            "pre-split reserve (four 32 KiB blocks): two find the tree empty and drain the reserve, "
+                            "often at once, and must be served; then the whole heap must be served (docs/design.md "
+                            "section 10.5); 4 warps of 1 lane, 1 SM") + bug_help,
+                expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
+                [](world& w, const params& p) { return make_heap(w, p, mode::presplit_race); }, run_limits{50'000, 4'000'000}, {}, {}},
+                         {{"heap_kib", 256, 256, 256, "heap size in KiB (a 128 KiB reserve of 32 KiB blocks, a free 128 KiB half)"}, {"bug", 0, 48, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"adopt-race",
                 std::string("targeted: a group leader adopts a superbin that a member found in a pin slot, and another warp "
                             "serves from the slot it adopted into (the __syncwarp after the scan; run with --memory weak); "
                             "5 warps of 2 lanes, 1 SM, 4 KiB slots in 32 KiB superbins, 3 pin slots") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 5, 2}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::adopt_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {{"heap_kib", 512, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"pins", 3, 3, 3, "pin slots per (arena, class): 3, the roles' own slots are 8k mod 3"}, {"bug", 0, 44, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 512, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"pins", 3, 3, 3, "pin slots per (arena, class): 3, the roles' own slots are 8k mod 3"}, {"bug", 0, 48, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"inbox-race",
                 std::string("targeted: a taker holds an exhausted inbox bin while a free refills it (the re-read of the "
                             "count when the taker lets go); 3 warps of one lane, 1 SM, 1024 B, 1 pin slot; lane 1 keeps its block") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 3, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::inbox_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that a GROW queues its bin while the pinned one has slots"}, {"bug", 0, 44, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that a GROW queues its bin while the pinned one has slots"}, {"bug", 0, 48, 0, "planted bug (keep in step with make_heap)"}})));
   {
     auto keys = heap_keys(1, 32, 1, 1, 16, 2048);
     keys.push_back({"rounds", 1, 100, 2, "alloc-all / free-all rounds"});

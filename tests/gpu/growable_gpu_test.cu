@@ -370,6 +370,9 @@ TEST(GrowableHeap, OptionErrors) {
   o.initial_bytes = 2 * GiB;
   EXPECT_NE(message(o).find("initial_bytes"), std::string::npos);
   o.initial_bytes = 0;
+  o.presplit_bytes = 64 * MiB;  // a fixed heap's option
+  EXPECT_NE(message(o).find("presplit_bytes"), std::string::npos);
+  o.presplit_bytes = ~std::uint64_t{0};
   o.max_bytes = 256ull * GiB;
   EXPECT_NE(message(o).find("max_bytes"), std::string::npos);
   o.max_bytes = 1;  // below one VMM granule: the message names the smallest valid max_bytes

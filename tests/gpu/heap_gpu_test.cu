@@ -211,6 +211,54 @@ TEST(CudaHeap, ResetMakesTheWholeHeapAvailable) {
   EXPECT_TRUE(h.ref().contains(whole));
 }
 
+// The pre-split reserve (design.md §10.5): a fresh heap's lower half is superbin-sized blocks that
+// climbs take with one atomic; the blocks no climb took are merged back when a request finds the
+// rest of the heap empty, so a whole-heap block is still served; presplit_bytes = 0 gives none.
+TEST(CudaHeap, PresplitReserve) {
+  TOGA_TEST_REQUIRE_GPU();
+  toga::cuda::heap h(256ull << 20);
+  toga::heap_quality q;
+  auto err = h.check(&q);
+  ASSERT_FALSE(err.has_value()) << *err;
+  const std::uint64_t fresh = q.presplit_blocks;
+  EXPECT_GE(fresh, 2u);
+  EXPECT_EQ(fresh & (fresh - 1), 0u) << "a power of two";
+  const unsigned n = 1u << 16;
+  blocks b(n);
+  alloc_k<<<n / 256, 256>>>(h.ref(), b.d, 1024);  // 64 MiB of 1 KiB slots: superbins from the reserve
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  err = h.check(&q);
+  ASSERT_FALSE(err.has_value()) << *err;
+  EXPECT_LT(q.presplit_blocks, fresh) << "the first kernel's superbins come from the reserve";
+  EXPECT_GT(q.presplit_blocks, 0u) << "64 MiB of a 128 MiB reserve";
+  free_k<<<n / 256, 256>>>(h.ref(), b.d, b.bad);
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  h.trim();
+  whole_k<<<1, 1>>>(h.ref(), b.d);  // the rest of the reserve is drained, merged, and the whole heap served
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  void* whole = nullptr;
+  TOGA_TEST_CUDA(cudaMemcpy(&whole, b.d, sizeof whole, cudaMemcpyDeviceToHost));
+  EXPECT_NE(whole, nullptr) << "a whole-heap block after the reserve was partly used";
+  err = h.check(&q);
+  ASSERT_FALSE(err.has_value()) << *err;
+  EXPECT_EQ(q.presplit_blocks, 0u) << "drained";
+  free_k<<<1, 1>>>(h.ref(), b.d, b.bad);
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  unsigned bad = 0;
+  TOGA_TEST_CUDA(cudaMemcpy(&bad, b.bad, sizeof bad, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(bad, 0u);
+  h.reset();  // a reset pre-splits again
+  err = h.check(&q);
+  ASSERT_FALSE(err.has_value()) << *err;
+  EXPECT_EQ(q.presplit_blocks, fresh);
+  toga::cuda::heap_options none;
+  none.presplit_bytes = 0;
+  toga::cuda::heap h0(256ull << 20, none);
+  err = h0.check(&q);
+  ASSERT_FALSE(err.has_value()) << *err;
+  EXPECT_EQ(q.presplit_blocks, 0u);
+}
+
 TEST(CudaHeap, CooperativeGroupsOverloadsOverPartialWarps) {
   TOGA_TEST_REQUIRE_GPU();
   toga::cuda::heap h(64ull << 20);

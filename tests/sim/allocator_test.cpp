@@ -127,6 +127,16 @@ TEST(Allocator, FailFastRacesPassTheirSchedules) {
   passes_seeds("clean-race", {}, "clean-race", 1, schedules(2'000, 20'000));
   passes_seeds("promise-race", {}, "promise-race", 1, schedules(5'000, 50'000));
 }
+// The pre-split reserve (design.md §10.5): four lanes drain it at once and must be served
+// (presplit-race); arenas of two SMs take its blocks while others free (alloc-storm); exhaustion
+// with 4 KiB slots and with 128 KiB TBuddy blocks (every byte held at the first nullptr).
+TEST(Allocator, PresplitReservePassesItsSchedules) {
+  passes_seeds("presplit-race", {}, "presplit-race", 1, schedules(5'000, 50'000));
+  passes_seeds("alloc-storm", {{"heap_kib", 4096}, {"presplit_kib", 1024}}, "alloc-storm presplit", 1, schedules(2'000, 20'000));
+  for (std::int64_t size : {4096, 131072})
+    passes_seeds("exhaust-recover", {{"heap_kib", 1024}, {"sb_shift", 15}, {"presplit_kib", 512}, {"size", size}, {"sms", 2}, {"warps", 2}, {"threads", 2}},
+                 size == 4096 ? "exhaust presplit 4K" : "exhaust presplit 128K", 1, schedules(1'000, 10'000));
+}
 // Groups of lanes (warp aggregation at every entry point, E1, design.md §8.1): one warp of 8 lanes
 // on one SM, so that reservations, word claims, pin swaps and aggregated frees of several lanes
 // interleave with each other.
@@ -252,6 +262,11 @@ const std::vector<planted>& planted_allocator_bugs() {
       {"superbins", {{"bug", 23}}, "superbin with live slots returned", true},
       {"superbins", {{"bug", 24}}, "4 KiB-aligned superbin slot freed to TBuddy", true},
       {"superbins", {{"bug", 44}}, "superbin tag looked at on 256 B boundaries only", true},
+      // the pre-split reserve (design.md §10.5)
+      {"presplit-race", {{"bug", 45}}, "reserve not drained when the tree is empty", true},
+      {"exhaust-recover", {{"bug", 46}, {"heap_kib", 1024}, {"sb_shift", 15}, {"presplit_kib", 512}, {"size", 4096}, {"sms", 2}, {"warps", 2}, {"threads", 1}}, "reserve block taken without one RMW", true},
+      {"presplit-race", {{"bug", 47}}, "drain uncharges the byte count", true},
+      {"presplit-race", {{"bug", 48}}, "drain behind a climb unseen", true, ts::strategy_kind::stall},
       // stealing (design.md §11.8): units of arena 1's idle superbins, searched for in arena 0
       {"superbins", {{"bug", 31}}, "stolen units searched in the own arena", true},
       {"mixed-sizes", {{"bug", 32}}, "resident views never written", true},
@@ -367,7 +382,7 @@ struct small_heap {
   char* heap = static_cast<char*>(std::aligned_alloc(4096, 2u << 20));
   std::vector<std::uint64_t> meta = std::vector<std::uint64_t>(layout.bytes / 8 + 1, 0);
   A a = A::make(heap, reinterpret_cast<char*>(meta.data()), layout);
-  explicit small_heap(std::uint64_t limit = 0, unsigned arenas_ = 1) : arenas(arenas_) { a.init_after_zero(limit); }
+  explicit small_heap(std::uint64_t limit = 0, unsigned arenas_ = 1, std::uint64_t presplit = 0) : arenas(arenas_) { a.init_after_zero(limit, presplit); }
   ~small_heap() { std::free(heap); }
 };
 
@@ -431,6 +446,44 @@ TEST(Allocator, CheckedModeReportsBadFreesAndChangesNothing) {
   const auto st = toga::collect_statistics(h.a);
   EXPECT_EQ(st.allocations, 3u);
   EXPECT_EQ(st.deallocations, 3u);
+}
+
+// The pre-split reserve (design.md §10.5) of a 2 MiB heap with 64 KiB superbins: 1 MiB asked, so
+// 16 blocks of 64 KiB in the lower half. A superbin comes from the reserve; a checked free of an
+// address in an untaken block is an invalid pointer and changes nothing; a block of the whole heap
+// drains the rest and is served; after everything is freed the tree is as new (T7).
+TEST(Allocator, PresplitReserveServesDrainsAndRejectsBadFrees) {
+  small_heap<true> h(0, 1, 1u << 20);
+  toga::heap_quality q;
+  ASSERT_FALSE(toga::check_quiescent(h.a, &q)) << *toga::check_quiescent(h.a);
+  EXPECT_EQ(q.presplit_blocks, 16u);
+  EXPECT_EQ(h.a.globals->limit.presplit_count, 16u);
+  char* slot = nullptr;
+  const auto r1 = one_lane([&] {
+    slot = static_cast<char*>(h.a.allocate(4096));                 // a 4 KiB superbin slot: its superbin is reserve block 0
+    h.a.deallocate(h.a.small.base + (5u << 16));                   // inside untaken reserve block 5: invalid
+  });
+  ASSERT_FALSE(r1.failed()) << r1.message;
+  ASSERT_NE(slot, nullptr);
+  EXPECT_LT(static_cast<std::uint64_t>(slot - h.a.small.base), 1u << 16) << "the first superbin is the reserve's first block";
+  ASSERT_FALSE(toga::check_quiescent(h.a, &q)) << *toga::check_quiescent(h.a);
+  EXPECT_EQ(q.presplit_blocks, 15u);
+  ASSERT_EQ(h.a.globals->error_count, 1u);
+  EXPECT_EQ(static_cast<toga::heap_error_kind>(h.a.globals->errors[0][0]), toga::heap_error_kind::invalid_pointer);
+  void* whole = nullptr;
+  const auto r2 = one_lane([&] {
+    h.a.deallocate(slot);
+    whole = h.a.allocate(h.a.heap_bytes);  // the tree is empty above the reserve: drain, reclaim the superbin, retry
+  }, 5'000'000);
+  ASSERT_FALSE(r2.failed()) << r2.message;
+  EXPECT_NE(whole, nullptr) << "a whole-heap block with the reserve partly used and its superbin cached";
+  ASSERT_FALSE(toga::check_quiescent(h.a, &q)) << *toga::check_quiescent(h.a);
+  EXPECT_EQ(q.presplit_blocks, 0u);
+  const auto r3 = one_lane([&] { h.a.deallocate(whole); });
+  ASSERT_FALSE(r3.failed()) << r3.message;
+  ASSERT_FALSE(toga::check_quiescent(h.a, &q)) << *toga::check_quiescent(h.a);
+  EXPECT_EQ(h.a.small.buddy.state[1], toga::node_available) << "T7: the root is free again";
+  EXPECT_EQ(toga::collect_statistics(h.a).used_bytes, 0u);
 }
 
 // Superbin slots (2 KiB .. 16 KiB in this 2 MiB heap: 64 KiB superbins): double frees and

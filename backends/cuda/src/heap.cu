@@ -24,7 +24,7 @@ namespace {
     if (toga_e_ != cudaSuccess) throw ::toga::cuda_error(toga_e_, std::string(#call) + " at " + __FILE__ + ":" + std::to_string(__LINE__)); \
   } while (0)
 
-__global__ void init_kernel(device_allocator a, std::uint64_t limit) { a.init_after_zero(limit); }
+__global__ void init_kernel(device_allocator a, std::uint64_t limit, std::uint64_t presplit) { a.init_after_zero(limit, presplit); }
 __global__ void trim_kernel(device_allocator a) { a.trim(); }
 __global__ void init_growable_kernel(device_allocator a, std::uint64_t limit, unsigned granule_order) {
   a.init_growable(limit, granule_order);
@@ -323,6 +323,10 @@ heap::heap(heap_options options) : options_(options) {
   if (options_.pool)
     throw std::invalid_argument("toga::cuda::heap: a growable heap maps its own memory (CUDA VMM) and cannot take a memory pool; "
                                 "leave options.pool null or make a fixed heap");
+  if (options_.presplit_bytes != 0 && options_.presplit_bytes != ~std::uint64_t{0})
+    throw std::invalid_argument("toga::cuda::heap: presplit_bytes " + std::to_string(options_.presplit_bytes) +
+                                " was given for a growable heap, which has no pre-split reserve (its memory arrives granule by "
+                                "granule); leave it at its default or make a fixed heap");
   if (options_.device < 0) TOGA_CUDA_TRY(cudaGetDevice(&options_.device));
   device_ = options_.device;
   device_guard guard(device_);
@@ -402,7 +406,7 @@ void heap::initialise() {
     TOGA_CUDA_TRY(cudaMemcpyAsync(meta_ + layout_.globals_off + offsetof(toga::heap_globals, growth) + offsetof(toga::growth_state, max_granules),
                                   &usable, sizeof usable, cudaMemcpyHostToDevice, options_.stream));
   } else {
-    init_kernel<<<1, 1, 0, options_.stream>>>(view_, options_.limit_bytes);
+    init_kernel<<<1, 1, 0, options_.stream>>>(view_, options_.limit_bytes, options_.presplit_bytes);
   }
   TOGA_CUDA_TRY(cudaGetLastError());
   TOGA_CUDA_TRY(cudaEventRecord(stop, options_.stream));

@@ -229,10 +229,19 @@ struct allocator {
       return f(*this);
     }
   }
+  //! Most blocks in the pre-split reserve: 2^14 (32 GiB of 2 MiB superbins), so that the
+  //! sequential initialisation writes at most that many states.
+  static constexpr unsigned max_presplit_log2 = 14;
   //! One-time initialisation after the metadata was zeroed (sequential; the CUDA backend runs
-  //! it in a one-thread kernel). limit_bytes: 0 for none.
-  TOGA_HOST_DEVICE void init_after_zero(std::uint64_t limit_bytes) {
-    small.buddy.init_after_zero();
+  //! it in a one-thread kernel). limit_bytes: 0 for none. presplit_bytes: the pre-split reserve
+  //! (design.md §10.5), rounded down to a power of two times the superbin size (the chunk size on
+  //! heaps without superbins) and capped at half the heap and 2^max_presplit_log2 blocks; 0 (or
+  //! less than two blocks): none.
+  TOGA_HOST_DEVICE void init_after_zero(std::uint64_t limit_bytes, std::uint64_t presplit_bytes = 0) {
+    const unsigned ps_order = small.sb_shift ? small.sb_shift - geom::page_shift : geom::chunk_order;
+    unsigned ps_log2 = 0;
+    while (ps_log2 < max_presplit_log2 && (geom::page_bytes << (ps_order + ps_log2 + 1)) <= presplit_bytes) ++ps_log2;
+    small.buddy.init_after_zero(ps_order, ps_log2);
     for (unsigned a = 0; a < small.num_arenas; ++a) {  // biased semaphores start at C = 0 + bias
       small.arenas[a].chunk_sem.init(0);
       for (unsigned c = 0; c < geom::num_classes; ++c) small.arenas[a].lists[c].slot_sem.init(0);
@@ -553,7 +562,7 @@ struct allocator {
     if constexpr (Checked) {
       if (v == 0) return report(heap_error_kind::double_free, off);
       const std::uint32_t s = small.buddy.load_state(v);
-      if (small.buddy.offset_of(v) != off || (s & (node_chunk_tag | node_superbin_tag))) return report(heap_error_kind::invalid_pointer, off);
+      if (small.buddy.offset_of(v) != off || (s & (node_chunk_tag | node_superbin_tag | node_presplit_tag))) return report(heap_error_kind::invalid_pointer, off);
     } else {
       if (v == 0) return P::fail("tbuddy::free: no allocated block at this address");
     }

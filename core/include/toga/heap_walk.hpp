@@ -32,6 +32,8 @@ struct heap_quality {
   //! Growable heaps: mapped granules that hold nothing (no ALLOCATED node covers or lies below
   //! them): what a trim to 0 after a reclaim (allocator::trim) withdraws.
   std::uint64_t free_granules = 0;
+  //! Blocks of the pre-split reserve that no climb has taken (design.md §10.5): free memory.
+  std::uint64_t presplit_blocks = 0;
 };
 
 namespace detail {
@@ -46,7 +48,7 @@ void for_each_live_block(const A& a, F&& f) {
   const std::uint64_t nodes = std::uint64_t{1} << b.levels;
   for (std::uint64_t v = 1; v < nodes; ++v) {
     const std::uint32_t s = b.state[v];
-    if ((s & node_state_mask) != node_allocated || (s & node_unmapped_tag)) continue;
+    if ((s & node_state_mask) != node_allocated || (s & (node_unmapped_tag | node_presplit_tag))) continue;
     // only frontier nodes: an ALLOCATED node whose parent is split (or the root)
     if (v != 1 && (b.state[v >> 1] & node_state_mask) != node_partial && b.state[v >> 1] != node_busy) continue;
     const std::uint64_t off = b.offset_of(v);
@@ -170,6 +172,14 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
       ++Q.unmapped_granules;
       continue;
     }
+    if (s & node_presplit_tag) {  // a block of the pre-split reserve (design.md §10.5): free memory
+      const std::uint64_t n = b.limit ? b.limit->presplit_count : 0;
+      const std::uint64_t first = n ? std::uint64_t{1} << (b.top() - b.limit->presplit_order) : 0;
+      if (s != (node_allocated | node_presplit_tag) || n == 0 || v < first + std::min(b.limit->presplit_next, n) || v >= first + n)
+        return "P1: node " + to_string(v) + " has the pre-split tag in state " + to_string(s) + " but is not an untaken block of the reserve";
+      ++Q.presplit_blocks;
+      continue;
+    }
     if (k == node_allocated) allocated_bytes += geom::page_bytes << b.height(v);
     if (k == node_available || k == node_allocated) continue;
     if (b.height(v) == 0) return "T1: leaf " + to_string(v) + " is neither free, allocated nor covered";
@@ -195,6 +205,13 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
     if (a.globals->growth.mapped_granules != granules - Q.unmapped_granules)
       return "G7: " + to_string(a.globals->growth.mapped_granules) + " granules counted mapped, but the tree has " +
              to_string(granules - Q.unmapped_granules) + " without the unmapped tag";
+  }
+  if (b.limit && b.limit->presplit_count != 0) {  // P1: the reserve's untaken blocks are exactly the tagged ones
+    const std::uint64_t n = b.limit->presplit_count, taken = std::min(b.limit->presplit_next, n);
+    if (Q.presplit_blocks != n - taken)
+      return "P1: the pre-split reserve has " + to_string(n - taken) + " untaken blocks but " + to_string(Q.presplit_blocks) + " nodes carry its tag";
+    if (b.limit->presplit_settled != taken)
+      return "P1: " + to_string(taken) + " blocks of the pre-split reserve were taken but " + to_string(b.limit->presplit_settled) + " are settled";
   }
   if (b.limit && b.limit->reserved != allocated_bytes)
     return "statistics: buddy bytes handed out = " + to_string(b.limit->reserved) + " but ALLOCATED blocks hold " + to_string(allocated_bytes);

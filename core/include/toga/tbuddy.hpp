@@ -59,6 +59,10 @@ inline constexpr std::uint32_t node_superbin_tag = 8;
 //! behind the granule yet (or any more). `adopt` clears it and frees the granule into the tree;
 //! a quiescent trim (`trim_prepare`, `withdraw_granules`, `trim_finish`) sets it again.
 inline constexpr std::uint32_t node_unmapped_tag = 16;
+//! Tag bit on an ALLOCATED node of the pre-split reserve (design.md §10.5): a free block of the
+//! reserve order that no climb has taken yet (byte_limit::presplit_*). Cleared when a climb takes
+//! the node (or a drain frees it).
+inline constexpr std::uint32_t node_presplit_tag = 32;
 inline constexpr std::uint32_t node_state_mask = 3;
 
 //! Bytes of TBuddy blocks handed out (UAlloc chunks and blocks above 1 KiB), with their
@@ -89,6 +93,17 @@ struct byte_limit {
   //! back and skipped nothing (0: none). While they agree, reclaim() returns false at once.
   std::uint64_t reclaim_changes;
   std::uint64_t reclaim_clean;
+  //! The pre-split reserve (design.md §10.5): at initialisation the leftmost `presplit_count`
+  //! nodes of height `presplit_order` are ALLOCATED | node_presplit_tag (the rest of the tree in
+  //! buddy form), so that the first kernel's climbs for chunks and superbins take a block with one
+  //! fetch_add on `presplit_next` instead of splitting the tree from the root one level at a
+  //! time. `presplit_settled` counts the taken blocks that are settled (handed to the climb that
+  //! took them, or freed back into the tree by a drain): a climb that finds the tree empty while
+  //! it is below presplit_count drains the rest and retries once.
+  std::uint64_t presplit_next;
+  std::uint64_t presplit_settled;
+  std::uint64_t presplit_count;  //!< 0: no reserve
+  std::uint64_t presplit_order;
 };
 static_assert(sizeof(byte_limit::failed_at) / sizeof(std::uint64_t) >= 26, "byte_limit::failed_at covers every order of the largest tree");
 
@@ -109,6 +124,11 @@ enum class tbuddy_bug : std::uint8_t {
   free_skips_generation,     //!< a TBuddy free does not bump free_generation: a failure recorded before it stays current
   failure_read_late,         //!< a failed climb reads free_generation after the climb, not before: a free during the climb is lost
   failure_covers_smaller,    //!< a failed climb of order k records a failure for every order below k too
+  // the pre-split reserve (design.md §10.5)
+  presplit_no_drain,         //!< a climb that finds the tree empty fails without draining the reserve: a large block fails on an empty heap
+  presplit_take_racy,        //!< a climb takes a reserve block by a load and a store, not one RMW: two climbs can take the same block
+  presplit_drain_charged,    //!< a drain frees the reserve's blocks through the charging path: the byte count drops below what is handed out
+  presplit_drain_unseen,     //!< a climb that fails after another climb drained the reserve behind it (at levels it had passed) does not climb again
 };
 
 inline constexpr std::uint64_t no_block = ~std::uint64_t{0};
@@ -142,10 +162,32 @@ struct tbuddy {
   }
 
   //! Sequential initialisation: the arrays must already be zero (all BUSY, unlocked); makes the
-  //! root AVAILABLE with one unit at the top level.
-  TOGA_HOST_DEVICE void init_after_zero() {
-    state[1] = node_available;
-    for (unsigned k = 0; k < levels; ++k) sem[k].init(k == top() ? 1 : 0);
+  //! root AVAILABLE with one unit at the top level. With a pre-split reserve (design.md §10.5;
+  //! needs `limit`): 2^presplit_log2 blocks of 4 KiB x 2^presplit_order, the leftmost nodes of
+  //! that height, are ALLOCATED | node_presplit_tag, the nodes above them up to their common
+  //! ancestor L BUSY, and the rest of the tree in buddy form: each ancestor of L PARTIAL, its other
+  //! child AVAILABLE with its unit. The reserve is at most half the heap (L is never the root), so
+  //! that a block of half the heap never waits for a drain; a reserve of fewer than two blocks is
+  //! none.
+  TOGA_HOST_DEVICE void init_after_zero(unsigned presplit_order = 0, unsigned presplit_log2 = 0) {
+    for (unsigned k = 0; k < levels; ++k) sem[k].init(0);
+    if (limit == nullptr || presplit_log2 == 0 || presplit_order + presplit_log2 >= top()) {
+      state[1] = node_available;
+      sem[top()].init(1);
+      return;
+    }
+    const unsigned hl = presplit_order + presplit_log2;  // height of L
+    for (std::uint64_t v = std::uint64_t{1} << (top() - hl); v > 1; v >>= 1) {
+      state[v >> 1] = node_partial;
+      state[v ^ 1] = node_available;
+      sem[height(v)].init(1);
+    }
+    const std::uint64_t first = std::uint64_t{1} << (top() - presplit_order);
+    for (std::uint64_t i = 0; i < (std::uint64_t{1} << presplit_log2); ++i) state[first + i] = node_allocated | node_presplit_tag;
+    limit->presplit_next = 0;
+    limit->presplit_settled = 0;
+    limit->presplit_count = std::uint64_t{1} << presplit_log2;
+    limit->presplit_order = presplit_order;
   }
 
   //! Sequential initialisation of a growable heap (issue 14; the arrays must already be zero):
@@ -396,7 +438,15 @@ struct tbuddy {
     TOGA_PROFILE_COUNT(prof_tbuddy_alloc);
     TOGA_PROFILE_START;
     unsigned k = order;
+    std::uint64_t v = 0;  // a block of the pre-split reserve, when the climb took one
+    // Whether the reserve had unsettled blocks when the climb began: a drain by another climb may
+    // then publish them at levels this climb has passed, and its failure must not count.
+    const bool drain_pending = Bug != tbuddy_bug::presplit_drain_unseen && presplit_unsettled();
+    bool drained = false;
     for (;;) {
+      // The pre-split reserve first (design.md §10.5): one fetch_add instead of a climb, and no
+      // wait for the promise of a climb in flight (what serialised a fresh heap's first kernel).
+      if (k == presplit_order() && (v = presplit_take()) != 0) break;
       if (k == top()) {
         // Nobody can produce a root, but frees in flight may have promised one (a merge cascade
         // holds its memory until it publishes the merged block): wait(1, 1) takes a unit, waits
@@ -404,6 +454,16 @@ struct tbuddy {
         if (sem[k].wait(1, 1) == sem_result::ok) break;
         if constexpr (Bug != tbuddy_bug::oom_keeps_promises)
           for (unsigned j = order; j < top(); ++j) sem[j].signal(0, 1);  // withdraw the climb's promises
+        // Blocks of the reserve that no climb took are free memory: free them into the tree
+        // (merging), then climb once more. Once is enough: the drain returns when every block
+        // of the reserve is settled (also those another climb drained behind us: drain_pending),
+        // so a second failure is exhaustion.
+        if (Bug != tbuddy_bug::presplit_no_drain && !drained && (drain_pending || presplit_unsettled())) {
+          presplit_drain();
+          drained = true;
+          k = order;
+          continue;
+        }
         return no_block;
       }
       if (sem[k].wait(1, 2) == sem_result::ok) break;
@@ -411,12 +471,59 @@ struct tbuddy {
       ++k;  // GROW at level k: we promised one unit there, delivered by a split from above
     }
     TOGA_PROFILE_PHASE(prof_tbuddy_t_stage1);
-    std::uint64_t v = search_and_claim(k);
+    if (v == 0) {
+      v = search_and_claim(k);
+    } else if (k == order) {
+      set_allocated(v, 0);  // handed out whole: a plain ALLOCATED block (splits and tags rewrite it)
+    }
     TOGA_PROFILE_PHASE(prof_tbuddy_t_search);
     for (unsigned j = k; j > order; --j) v = split(v, j);
     if (k > order) note_publication();  // the siblings the splits published
     TOGA_PROFILE_PHASE(prof_tbuddy_t_split);
     return offset_of(v);
+  }
+
+  // The pre-split reserve (design.md §10.5). Its order, or ~0u when the heap has none.
+  TOGA_DEVICE unsigned presplit_order() const TOGA_NOEXCEPT(P) {
+    if (limit == nullptr || P::load(&limit->presplit_count, relaxed, device_scope) == 0) return ~0u;
+    return static_cast<unsigned>(P::load(&limit->presplit_order, relaxed, device_scope));
+  }
+  // Takes the next block of the reserve (the node, ALLOCATED | node_presplit_tag: ours now), or 0
+  // when every block was taken. The block is settled at once: it is the caller's.
+  TOGA_DEVICE std::uint64_t presplit_take() const TOGA_NOEXCEPT(P) {
+    const std::uint64_t n = P::load(&limit->presplit_count, relaxed, device_scope);
+    std::uint64_t i = P::load(&limit->presplit_next, relaxed, device_scope);
+    if (i >= n) return 0;
+    if constexpr (Bug == tbuddy_bug::presplit_take_racy) {
+      P::store(&limit->presplit_next, i + 1, relaxed, device_scope);  // a second taker may have read i too
+    } else {
+      i = P::fetch_add(&limit->presplit_next, std::uint64_t{1}, relaxed, device_scope);
+      if (i >= n) return 0;
+    }
+    P::fetch_add(&limit->presplit_settled, std::uint64_t{1}, relaxed, device_scope);
+    return (std::uint64_t{1} << (top() - static_cast<unsigned>(P::load(&limit->presplit_order, relaxed, device_scope)))) + i;
+  }
+  // Whether some block of the reserve is not settled (untaken, or being drained).
+  TOGA_DEVICE bool presplit_unsettled() const TOGA_NOEXCEPT(P) {
+    if (limit == nullptr) return false;
+    const std::uint64_t n = P::load(&limit->presplit_count, relaxed, device_scope);
+    return n != 0 && P::load(&limit->presplit_settled, acquire, device_scope) < n;
+  }
+  // Frees every block of the reserve that no climb has taken into the tree (free_node merges and
+  // publishes each), then waits until every block is settled: the drains of other climbs run free
+  // nodes too, and a retry before they end could fail while their memory is in flight. Bounded:
+  // the reserve has presplit_count blocks, each settled once, by code that waits for nothing.
+  TOGA_DEVICE void presplit_drain() const TOGA_NOEXCEPT(P) {
+    const std::uint64_t n = P::load(&limit->presplit_count, relaxed, device_scope);
+    const std::uint64_t first = std::uint64_t{1} << (top() - static_cast<unsigned>(P::load(&limit->presplit_order, relaxed, device_scope)));
+    for (;;) {
+      const std::uint64_t i = P::fetch_add(&limit->presplit_next, std::uint64_t{1}, relaxed, device_scope);
+      if (i >= n) break;
+      free_node(first + i, Bug == tbuddy_bug::presplit_drain_charged);  // never charged (the byte count holds blocks handed out)
+      // [HB] release: a drain that sees the count (acquire) sees this block in the tree
+      P::fetch_add(&limit->presplit_settled, std::uint64_t{1}, release, device_scope);
+    }
+    for (unsigned attempt = 0; P::load(&limit->presplit_settled, acquire, device_scope) < n; ++attempt) P::backoff(attempt);
   }
 
   // Carves the owned block at `base` (ALLOCATED, height order + j, every node below it BUSY) into

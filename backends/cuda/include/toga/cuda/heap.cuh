@@ -105,6 +105,14 @@ struct heap_options {
                                   //!< fewer partly used superbins (a more compact address range: T9's range
                                   //!< ratio at 4 KiB 1.35 -> 1.16 with 4 on an H100) at the price of more
                                   //!< contention (T1 4 KiB +24-53 %, 64 KiB 10x slower with 4): docs/usage.md §6.
+  //! Bytes of a fixed heap split at construction (and reset) into superbin-sized blocks, the
+  //! pre-split reserve (design.md §10.5): the first kernel's chunks and superbins then come with
+  //! one atomic each instead of a climb through the buddy tree from its root. The blocks no
+  //! kernel took are merged back into the tree the first time a request finds the rest of the heap
+  //! empty (a block larger than the rest, or exhaustion): once, costing one free per block.
+  //! Rounded down to a power of two times the superbin size, at most half the heap and 2^14 blocks.
+  //! ~0 (the default): half the heap; 0: none. Growable heaps have none.
+  std::uint64_t presplit_bytes = ~std::uint64_t{0};
   // ---- growable heaps (issue 14; docs/usage.md §9): used by heap(heap_options) ----
   //! The most memory a growable heap maps (rounded up to granules); its reserved address range
   //! and capacity are max_bytes rounded up to a power of two (at most 128 GiB). Required by
