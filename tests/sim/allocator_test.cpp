@@ -458,6 +458,11 @@ TEST(Allocator, PresplitReserveServesDrainsAndRejectsBadFrees) {
   ASSERT_FALSE(toga::check_quiescent(h.a, &q)) << *toga::check_quiescent(h.a);
   EXPECT_EQ(q.presplit_blocks, 16u);
   EXPECT_EQ(h.a.globals->limit.presplit_count, 16u);
+  // more than half the heap (the CUDA heap's default, ~0) is capped at half, not refused
+  small_heap<true> most(0, 1, ~std::uint64_t{0});
+  EXPECT_EQ(most.a.globals->limit.presplit_count, 16u);
+  small_heap<true> none(0, 1, (64u << 10) + 1);  // one block: none
+  EXPECT_EQ(none.a.globals->limit.presplit_count, 0u);
   char* slot = nullptr;
   const auto r1 = one_lane([&] {
     slot = static_cast<char*>(h.a.allocate(4096));                 // a 4 KiB superbin slot: its superbin is reserve block 0

@@ -239,8 +239,13 @@ struct allocator {
   //! less than two blocks): none.
   TOGA_HOST_DEVICE void init_after_zero(std::uint64_t limit_bytes, std::uint64_t presplit_bytes = 0) {
     const unsigned ps_order = small.sb_shift ? small.sb_shift - geom::page_shift : geom::chunk_order;
+    // at most half the heap: the reserve's common ancestor stays below the root (tbuddy treats a
+    // larger one as none)
+    const unsigned top = small.buddy.levels - 1;
+    const unsigned below_root = top > ps_order + 1 ? top - ps_order - 1 : 0u;
+    const unsigned most = below_root < max_presplit_log2 ? below_root : max_presplit_log2;
     unsigned ps_log2 = 0;
-    while (ps_log2 < max_presplit_log2 && (geom::page_bytes << (ps_order + ps_log2 + 1)) <= presplit_bytes) ++ps_log2;
+    while (ps_log2 < most && (geom::page_bytes << (ps_order + ps_log2 + 1)) <= presplit_bytes) ++ps_log2;
     small.buddy.init_after_zero(ps_order, ps_log2);
     for (unsigned a = 0; a < small.num_arenas; ++a) {  // biased semaphores start at C = 0 + bias
       small.arenas[a].chunk_sem.init(0);
