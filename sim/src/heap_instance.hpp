@@ -123,7 +123,9 @@ struct heap_inst final : instance {
       a.init_growable(limit, go);
       granules = hb / granule_bytes;
     } else {
-      a.init_after_zero(limit, static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("presplit_kib", md == mode::presplit_race ? 128 : 0))) * 1024);
+      const std::int64_t chunks = p.get("presplit_chunks", -1);
+      a.init_after_zero(limit, static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("presplit_kib", md == mode::presplit_race ? 128 : 0))) * 1024,
+                        chunks < 0 ? A::presplit_chunks_auto : static_cast<std::uint64_t>(chunks));
     }
     failures_injected = (w.limits().faults & (fault_bit(fault_site::fail_chunk) | fault_bit(fault_site::fail_tbuddy_block))) != 0;
     ghost_table::current().clear();

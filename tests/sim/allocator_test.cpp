@@ -136,6 +136,10 @@ TEST(Allocator, PresplitReservePassesItsSchedules) {
   for (std::int64_t size : {4096, 131072})
     passes_seeds("exhaust-recover", {{"heap_kib", 1024}, {"sb_shift", 15}, {"presplit_kib", 512}, {"size", size}, {"sms", 2}, {"warps", 2}, {"threads", 2}},
                  size == 4096 ? "exhaust presplit 4K" : "exhaust presplit 128K", 1, schedules(1'000, 10'000));
+  // the chunk tier (a heap without superbins: the reserve is two chunks), 1 KiB slots and 128 KiB blocks
+  for (std::int64_t size : {1024, 131072})
+    passes_seeds("exhaust-recover", {{"heap_kib", 2048}, {"sb_shift", 0}, {"presplit_kib", 1024}, {"size", size}, {"sms", 2}, {"warps", 2}, {"threads", 2}},
+                 size == 1024 ? "exhaust presplit chunks 1K" : "exhaust presplit chunks 128K", 1, size == 1024 ? schedules(30, 300) : schedules(300, 3'000));
 }
 // Groups of lanes (warp aggregation at every entry point, E1, design.md §8.1): one warp of 8 lanes
 // on one SM, so that reservations, word claims, pin swaps and aggregated frees of several lanes
@@ -382,7 +386,10 @@ struct small_heap {
   char* heap = static_cast<char*>(std::aligned_alloc(4096, 2u << 20));
   std::vector<std::uint64_t> meta = std::vector<std::uint64_t>(layout.bytes / 8 + 1, 0);
   A a = A::make(heap, reinterpret_cast<char*>(meta.data()), layout);
-  explicit small_heap(std::uint64_t limit = 0, unsigned arenas_ = 1, std::uint64_t presplit = 0) : arenas(arenas_) { a.init_after_zero(limit, presplit); }
+  explicit small_heap(std::uint64_t limit = 0, unsigned arenas_ = 1, std::uint64_t presplit = 0, std::uint64_t presplit_chunks = 0)
+      : arenas(arenas_) {
+    a.init_after_zero(limit, presplit, presplit_chunks);
+  }
   ~small_heap() { std::free(heap); }
 };
 
@@ -457,12 +464,34 @@ TEST(Allocator, PresplitReserveServesDrainsAndRejectsBadFrees) {
   toga::heap_quality q;
   ASSERT_FALSE(toga::check_quiescent(h.a, &q)) << *toga::check_quiescent(h.a);
   EXPECT_EQ(q.presplit_blocks, 16u);
-  EXPECT_EQ(h.a.globals->limit.presplit_count, 16u);
-  // more than half the heap (the CUDA heap's default, ~0) is capped at half, not refused
-  small_heap<true> most(0, 1, ~std::uint64_t{0});
-  EXPECT_EQ(most.a.globals->limit.presplit_count, 16u);
-  small_heap<true> none(0, 1, (64u << 10) + 1);  // one block: none
-  EXPECT_EQ(none.a.globals->limit.presplit_count, 0u);
+  EXPECT_EQ(h.a.globals->limit.presplit_count[0], 0u);  // no chunk tier asked for
+  EXPECT_EQ(h.a.globals->limit.presplit_count[1], 16u);
+  // more than half the heap (the CUDA heap's default, ~0) is capped at half, not refused; the
+  // default chunk tier (two per arena) is capped at half the reserve: one chunk, then 8 superbins
+  small_heap<true> most(0, 1, ~std::uint64_t{0}, toga::allocator<ts::platform>::presplit_chunks_auto);
+  EXPECT_EQ(most.a.globals->limit.presplit_count[0], 1u);
+  EXPECT_EQ(most.a.globals->limit.presplit_count[1], 8u);
+  ASSERT_FALSE(toga::check_quiescent(most.a, &q)) << *toga::check_quiescent(most.a);
+  EXPECT_EQ(q.presplit_blocks, 9u);
+  char* tiny = nullptr;
+  char* mid = nullptr;
+  const auto r0 = one_lane([&] {
+    tiny = static_cast<char*>(most.a.allocate(16));   // a UAlloc slot: its chunk is the chunk tier's block
+    mid = static_cast<char*>(most.a.allocate(4096));  // a superbin slot: the superbin tier's first block
+  });
+  ASSERT_FALSE(r0.failed()) << r0.message;
+  ASSERT_NE(tiny, nullptr);
+  ASSERT_NE(mid, nullptr);
+  EXPECT_LT(static_cast<std::uint64_t>(tiny - most.a.small.base), 512u << 10);
+  EXPECT_GE(static_cast<std::uint64_t>(mid - most.a.small.base), 512u << 10);
+  EXPECT_LT(static_cast<std::uint64_t>(mid - most.a.small.base), 576u << 10);
+  ASSERT_FALSE(toga::check_quiescent(most.a, &q)) << *toga::check_quiescent(most.a);
+  EXPECT_EQ(q.presplit_blocks, 7u);
+  small_heap<true> one(0, 1, (64u << 10) + 1);  // rounded down to whole blocks: one superbin
+  EXPECT_EQ(one.a.globals->limit.presplit_count[1], 1u);
+  small_heap<true> none(0, 1, (64u << 10) - 1);  // less than one block: none
+  EXPECT_EQ(none.a.globals->limit.presplit_count[1], 0u);
+  EXPECT_EQ(none.a.small.buddy.state[1], toga::node_available);
   char* slot = nullptr;
   const auto r1 = one_lane([&] {
     slot = static_cast<char*>(h.a.allocate(4096));                 // a 4 KiB superbin slot: its superbin is reserve block 0

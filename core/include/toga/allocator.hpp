@@ -229,24 +229,43 @@ struct allocator {
       return f(*this);
     }
   }
-  //! Most blocks in the pre-split reserve: 2^14 (32 GiB of 2 MiB superbins), so that the
-  //! sequential initialisation writes at most that many states.
+  //! Most blocks in the pre-split reserve's superbin tier: 2^14 (32 GiB of 2 MiB superbins), so
+  //! that the sequential initialisation writes at most that many states.
   static constexpr unsigned max_presplit_log2 = 14;
+  //! presplit_chunks' default: two chunks per arena.
+  static constexpr std::uint64_t presplit_chunks_auto = ~std::uint64_t{0};
+  //! The pre-split reserve (design.md §10.5) of `presplit_bytes` (capped at half the heap; 0:
+  //! none): first `presplit_chunks` UAlloc chunks (default two per arena; at most half the reserve,
+  //! rounded down so that the superbins after them stay aligned), then as many superbins as fit
+  //! in the rest (at most 2^max_presplit_log2); on heaps without superbins, chunks only.
+  TOGA_HOST_DEVICE presplit_plan presplit_for(std::uint64_t presplit_bytes, std::uint64_t presplit_chunks) const {
+    presplit_plan plan;
+    const std::uint64_t total = presplit_bytes < heap_bytes / 2 ? presplit_bytes : heap_bytes / 2;
+    if (small.sb_shift == 0 || small.sb_shift == geom::chunk_order + geom::page_shift) {  // one tier: chunks (or superbins of a chunk's size)
+      plan.order[0] = geom::chunk_order;
+      const std::uint64_t n = total / geom::chunk_bytes;
+      plan.count[0] = n < (std::uint64_t{1} << max_presplit_log2) ? n : std::uint64_t{1} << max_presplit_log2;
+      return plan;
+    }
+    const unsigned sbo = small.sb_shift - geom::page_shift;
+    const std::uint64_t align = sbo > geom::chunk_order ? std::uint64_t{1} << (sbo - geom::chunk_order) : 1;
+    std::uint64_t chunks = presplit_chunks == presplit_chunks_auto ? 2 * std::uint64_t{small.num_arenas} : presplit_chunks;
+    if (chunks > total / 2 / geom::chunk_bytes) chunks = total / 2 / geom::chunk_bytes;
+    chunks -= chunks % align;
+    std::uint64_t sbs = (total - chunks * geom::chunk_bytes) >> small.sb_shift;
+    if (sbs > (std::uint64_t{1} << max_presplit_log2)) sbs = std::uint64_t{1} << max_presplit_log2;
+    plan.order[0] = geom::chunk_order;
+    plan.count[0] = chunks;
+    plan.order[1] = sbo;
+    plan.count[1] = sbs;
+    return plan;
+  }
   //! One-time initialisation after the metadata was zeroed (sequential; the CUDA backend runs
-  //! it in a one-thread kernel). limit_bytes: 0 for none. presplit_bytes: the pre-split reserve
-  //! (design.md §10.5), rounded down to a power of two times the superbin size (the chunk size on
-  //! heaps without superbins) and capped at half the heap and 2^max_presplit_log2 blocks; 0 (or
-  //! less than two blocks): none.
-  TOGA_HOST_DEVICE void init_after_zero(std::uint64_t limit_bytes, std::uint64_t presplit_bytes = 0) {
-    const unsigned ps_order = small.sb_shift ? small.sb_shift - geom::page_shift : geom::chunk_order;
-    // at most half the heap: the reserve's common ancestor stays below the root (tbuddy treats a
-    // larger one as none)
-    const unsigned top = small.buddy.levels - 1;
-    const unsigned below_root = top > ps_order + 1 ? top - ps_order - 1 : 0u;
-    const unsigned most = below_root < max_presplit_log2 ? below_root : max_presplit_log2;
-    unsigned ps_log2 = 0;
-    while (ps_log2 < most && (geom::page_bytes << (ps_order + ps_log2 + 1)) <= presplit_bytes) ++ps_log2;
-    small.buddy.init_after_zero(ps_order, ps_log2);
+  //! it in a one-thread kernel). limit_bytes: 0 for none. presplit_bytes, presplit_chunks: the
+  //! pre-split reserve (presplit_for; 0 bytes: none).
+  TOGA_HOST_DEVICE void init_after_zero(std::uint64_t limit_bytes, std::uint64_t presplit_bytes = 0,
+                                        std::uint64_t presplit_chunks = presplit_chunks_auto) {
+    small.buddy.init_after_zero(presplit_for(presplit_bytes, presplit_chunks));
     for (unsigned a = 0; a < small.num_arenas; ++a) {  // biased semaphores start at C = 0 + bias
       small.arenas[a].chunk_sem.init(0);
       for (unsigned c = 0; c < geom::num_classes; ++c) small.arenas[a].lists[c].slot_sem.init(0);

@@ -173,9 +173,12 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
       continue;
     }
     if (s & node_presplit_tag) {  // a block of the pre-split reserve (design.md §10.5): free memory
-      const std::uint64_t n = b.limit ? b.limit->presplit_count : 0;
-      const std::uint64_t first = n ? std::uint64_t{1} << (b.top() - b.limit->presplit_order) : 0;
-      if (s != (node_allocated | node_presplit_tag) || n == 0 || v < first + std::min(b.limit->presplit_next, n) || v >= first + n)
+      bool untaken = false;
+      for (unsigned t = 0; b.limit && t < presplit_tiers && !untaken; ++t) {
+        const std::uint64_t n = b.limit->presplit_count[t], first = b.limit->presplit_first[t];
+        untaken = n != 0 && b.height(v) == b.limit->presplit_order[t] && v >= first + std::min(b.limit->presplit_next[t], n) && v < first + n;
+      }
+      if (s != (node_allocated | node_presplit_tag) || !untaken)
         return "P1: node " + to_string(v) + " has the pre-split tag in state " + to_string(s) + " but is not an untaken block of the reserve";
       ++Q.presplit_blocks;
       continue;
@@ -206,12 +209,17 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
       return "G7: " + to_string(a.globals->growth.mapped_granules) + " granules counted mapped, but the tree has " +
              to_string(granules - Q.unmapped_granules) + " without the unmapped tag";
   }
-  if (b.limit && b.limit->presplit_count != 0) {  // P1: the reserve's untaken blocks are exactly the tagged ones
-    const std::uint64_t n = b.limit->presplit_count, taken = std::min(b.limit->presplit_next, n);
-    if (Q.presplit_blocks != n - taken)
-      return "P1: the pre-split reserve has " + to_string(n - taken) + " untaken blocks but " + to_string(Q.presplit_blocks) + " nodes carry its tag";
-    if (b.limit->presplit_settled != taken)
-      return "P1: " + to_string(taken) + " blocks of the pre-split reserve were taken but " + to_string(b.limit->presplit_settled) + " are settled";
+  if (b.limit) {  // P1: the reserve's untaken blocks are exactly the tagged ones, every taken one is settled
+    std::uint64_t untaken = 0;
+    for (unsigned t = 0; t < presplit_tiers; ++t) {
+      const std::uint64_t n = b.limit->presplit_count[t], taken = std::min(b.limit->presplit_next[t], n);
+      untaken += n - taken;
+      if (b.limit->presplit_settled[t] != taken)
+        return "P1: " + to_string(taken) + " blocks of tier " + to_string(t) + " of the pre-split reserve were taken but " +
+               to_string(b.limit->presplit_settled[t]) + " are settled";
+    }
+    if (Q.presplit_blocks != untaken)
+      return "P1: the pre-split reserve has " + to_string(untaken) + " untaken blocks but " + to_string(Q.presplit_blocks) + " nodes carry its tag";
   }
   if (b.limit && b.limit->reserved != allocated_bytes)
     return "statistics: buddy bytes handed out = " + to_string(b.limit->reserved) + " but ALLOCATED blocks hold " + to_string(allocated_bytes);

@@ -93,17 +93,29 @@ struct byte_limit {
   //! back and skipped nothing (0: none). While they agree, reclaim() returns false at once.
   std::uint64_t reclaim_changes;
   std::uint64_t reclaim_clean;
-  //! The pre-split reserve (design.md §10.5): at initialisation the leftmost `presplit_count`
-  //! nodes of height `presplit_order` are ALLOCATED | node_presplit_tag (the rest of the tree in
-  //! buddy form), so that the first kernel's climbs for chunks and superbins take a block with one
-  //! fetch_add on `presplit_next` instead of splitting the tree from the root one level at a
-  //! time. `presplit_settled` counts the taken blocks that are settled (handed to the climb that
-  //! took them, or freed back into the tree by a drain): a climb that finds the tree empty while
-  //! it is below presplit_count drains the rest and retries once.
-  std::uint64_t presplit_next;
-  std::uint64_t presplit_settled;
-  std::uint64_t presplit_count;  //!< 0: no reserve
-  std::uint64_t presplit_order;
+  //! The pre-split reserve (design.md §10.5), in up to presplit_tiers tiers (UAlloc's chunks,
+  //! the superbins): at initialisation tier t's `presplit_count[t]` blocks of height
+  //! `presplit_order[t]`, nodes presplit_first[t] .. + count - 1 (the tiers one after the other
+  //! from the heap's start), are ALLOCATED | node_presplit_tag and the rest of the tree is in buddy
+  //! form, so that the first kernel's climbs for chunks and superbins take a block with one
+  //! fetch_add on `presplit_next[t]` instead of splitting the tree from the root one level at a
+  //! time. `presplit_settled[t]` counts the taken blocks that are settled (handed to the climb
+  //! that took them, or freed back into the tree by a drain): a climb that finds the tree empty
+  //! while some tier is unsettled drains every tier and climbs once more.
+  std::uint64_t presplit_next[2];
+  std::uint64_t presplit_settled[2];
+  std::uint64_t presplit_count[2];  //!< 0: no such tier
+  std::uint64_t presplit_order[2];
+  std::uint64_t presplit_first[2];
+};
+//! Tiers of the pre-split reserve (byte_limit::presplit_*).
+inline constexpr unsigned presplit_tiers = 2;
+//! What tbuddy::init_after_zero pre-splits: tier t is count[t] blocks of 4 KiB x 2^order[t], the
+//! tiers placed one after the other from the heap's start (each tier's start must be a multiple
+//! of its block size: larger blocks first, or counts that keep the alignment), at most half the heap.
+struct presplit_plan {
+  unsigned order[presplit_tiers] = {0, 0};
+  std::uint64_t count[presplit_tiers] = {0, 0};
 };
 static_assert(sizeof(byte_limit::failed_at) / sizeof(std::uint64_t) >= 26, "byte_limit::failed_at covers every order of the largest tree");
 
@@ -163,31 +175,48 @@ struct tbuddy {
 
   //! Sequential initialisation: the arrays must already be zero (all BUSY, unlocked); makes the
   //! root AVAILABLE with one unit at the top level. With a pre-split reserve (design.md §10.5;
-  //! needs `limit`): 2^presplit_log2 blocks of 4 KiB x 2^presplit_order, the leftmost nodes of
-  //! that height, are ALLOCATED | node_presplit_tag, the nodes above them up to their common
-  //! ancestor L BUSY, and the rest of the tree in buddy form: each ancestor of L PARTIAL, its other
-  //! child AVAILABLE with its unit. The reserve is at most half the heap (L is never the root), so
-  //! that a block of half the heap never waits for a drain; a reserve of fewer than two blocks is
-  //! none.
-  TOGA_HOST_DEVICE void init_after_zero(unsigned presplit_order = 0, unsigned presplit_log2 = 0) {
+  //! needs `limit`): the plan's blocks are ALLOCATED | node_presplit_tag (the nodes above them BUSY
+  //! unless something free lies below), and the rest of the heap, from the reserve's end, is in
+  //! buddy form: its largest aligned blocks AVAILABLE and counted, their ancestors PARTIAL. A plan
+  //! that is empty, misaligned or larger than half the heap gives no reserve.
+  TOGA_HOST_DEVICE void init_after_zero(const presplit_plan& plan = {}) {
     for (unsigned k = 0; k < levels; ++k) sem[k].init(0);
-    if (limit == nullptr || presplit_log2 == 0 || presplit_order + presplit_log2 >= top()) {
+    const std::uint64_t heap_pages = std::uint64_t{1} << top();
+    std::uint64_t pages = 0;  // the reserve's end
+    bool ok = limit != nullptr;
+    for (unsigned t = 0; t < presplit_tiers && ok; ++t) {
+      if (plan.count[t] == 0) continue;
+      const std::uint64_t bp = std::uint64_t{1} << plan.order[t];
+      ok = plan.order[t] < top() && pages % bp == 0 && plan.count[t] <= heap_pages / 2 / bp && pages + plan.count[t] * bp <= heap_pages / 2;
+      if (ok) pages += plan.count[t] * bp;
+    }
+    if (!ok || pages == 0) {
       state[1] = node_available;
       sem[top()].init(1);
       return;
     }
-    const unsigned hl = presplit_order + presplit_log2;  // height of L
-    for (std::uint64_t v = std::uint64_t{1} << (top() - hl); v > 1; v >>= 1) {
-      state[v >> 1] = node_partial;
-      state[v ^ 1] = node_available;
-      sem[height(v)].init(1);
+    pages = 0;
+    for (unsigned t = 0; t < presplit_tiers; ++t) {
+      limit->presplit_next[t] = limit->presplit_settled[t] = 0;
+      limit->presplit_count[t] = plan.count[t];
+      limit->presplit_order[t] = plan.order[t];
+      limit->presplit_first[t] = 0;
+      if (plan.count[t] == 0) continue;
+      const std::uint64_t first = (std::uint64_t{1} << (top() - plan.order[t])) + (pages >> plan.order[t]);
+      for (std::uint64_t i = 0; i < plan.count[t]; ++i) state[first + i] = node_allocated | node_presplit_tag;
+      limit->presplit_first[t] = first;
+      pages += plan.count[t] << plan.order[t];
     }
-    const std::uint64_t first = std::uint64_t{1} << (top() - presplit_order);
-    for (std::uint64_t i = 0; i < (std::uint64_t{1} << presplit_log2); ++i) state[first + i] = node_allocated | node_presplit_tag;
-    limit->presplit_next = 0;
-    limit->presplit_settled = 0;
-    limit->presplit_count = std::uint64_t{1} << presplit_log2;
-    limit->presplit_order = presplit_order;
+    std::uint32_t avail[64] = {};
+    for (std::uint64_t p = pages; p < heap_pages;) {  // the largest aligned block at p, each time
+      const unsigned h = static_cast<unsigned>(bits::ctz(p));
+      std::uint64_t v = (std::uint64_t{1} << (top() - h)) + (p >> h);
+      state[v] = node_available;
+      ++avail[h];
+      while (v > 1 && state[v >> 1] != node_partial) state[v >>= 1] = node_partial;
+      p += std::uint64_t{1} << h;
+    }
+    for (unsigned k = 0; k < levels; ++k) sem[k].init(avail[k]);
   }
 
   //! Sequential initialisation of a growable heap (issue 14; the arrays must already be zero):
@@ -446,7 +475,7 @@ struct tbuddy {
     for (;;) {
       // The pre-split reserve first (design.md §10.5): one fetch_add instead of a climb, and no
       // wait for the promise of a climb in flight (what serialised a fresh heap's first kernel).
-      if (k == presplit_order() && (v = presplit_take()) != 0) break;
+      if (const unsigned t = presplit_tier(k); t < presplit_tiers && (v = presplit_take(t)) != 0) break;
       if (k == top()) {
         // Nobody can produce a root, but frees in flight may have promised one (a merge cascade
         // holds its memory until it publishes the merged block): wait(1, 1) takes a unit, waits
@@ -483,47 +512,57 @@ struct tbuddy {
     return offset_of(v);
   }
 
-  // The pre-split reserve (design.md §10.5). Its order, or ~0u when the heap has none.
-  TOGA_DEVICE unsigned presplit_order() const TOGA_NOEXCEPT(P) {
-    if (limit == nullptr || P::load(&limit->presplit_count, relaxed, device_scope) == 0) return ~0u;
-    return static_cast<unsigned>(P::load(&limit->presplit_order, relaxed, device_scope));
+  // The pre-split reserve (design.md §10.5): the tier of blocks of `order`, or presplit_tiers when
+  // the heap has none.
+  TOGA_DEVICE unsigned presplit_tier(unsigned order) const TOGA_NOEXCEPT(P) {
+    if (limit == nullptr) return presplit_tiers;
+    for (unsigned t = 0; t < presplit_tiers; ++t)
+      if (P::load(&limit->presplit_count[t], relaxed, device_scope) != 0 && P::load(&limit->presplit_order[t], relaxed, device_scope) == order) return t;
+    return presplit_tiers;
   }
-  // Takes the next block of the reserve (the node, ALLOCATED | node_presplit_tag: ours now), or 0
-  // when every block was taken. The block is settled at once: it is the caller's.
-  TOGA_DEVICE std::uint64_t presplit_take() const TOGA_NOEXCEPT(P) {
-    const std::uint64_t n = P::load(&limit->presplit_count, relaxed, device_scope);
-    std::uint64_t i = P::load(&limit->presplit_next, relaxed, device_scope);
+  // Takes the next block of tier t (the node, ALLOCATED | node_presplit_tag: ours now), or 0 when
+  // every block was taken. The block is settled at once: it is the caller's.
+  TOGA_DEVICE std::uint64_t presplit_take(unsigned t) const TOGA_NOEXCEPT(P) {
+    const std::uint64_t n = P::load(&limit->presplit_count[t], relaxed, device_scope);
+    std::uint64_t i = P::load(&limit->presplit_next[t], relaxed, device_scope);
     if (i >= n) return 0;
     if constexpr (Bug == tbuddy_bug::presplit_take_racy) {
-      P::store(&limit->presplit_next, i + 1, relaxed, device_scope);  // a second taker may have read i too
+      P::store(&limit->presplit_next[t], i + 1, relaxed, device_scope);  // a second taker may have read i too
     } else {
-      i = P::fetch_add(&limit->presplit_next, std::uint64_t{1}, relaxed, device_scope);
+      i = P::fetch_add(&limit->presplit_next[t], std::uint64_t{1}, relaxed, device_scope);
       if (i >= n) return 0;
     }
-    P::fetch_add(&limit->presplit_settled, std::uint64_t{1}, relaxed, device_scope);
-    return (std::uint64_t{1} << (top() - static_cast<unsigned>(P::load(&limit->presplit_order, relaxed, device_scope)))) + i;
+    P::fetch_add(&limit->presplit_settled[t], std::uint64_t{1}, relaxed, device_scope);
+    return P::load(&limit->presplit_first[t], relaxed, device_scope) + i;
   }
   // Whether some block of the reserve is not settled (untaken, or being drained).
   TOGA_DEVICE bool presplit_unsettled() const TOGA_NOEXCEPT(P) {
     if (limit == nullptr) return false;
-    const std::uint64_t n = P::load(&limit->presplit_count, relaxed, device_scope);
-    return n != 0 && P::load(&limit->presplit_settled, acquire, device_scope) < n;
+    for (unsigned t = 0; t < presplit_tiers; ++t)
+      if (P::load(&limit->presplit_settled[t], acquire, device_scope) < P::load(&limit->presplit_count[t], relaxed, device_scope)) return true;
+    return false;
   }
   // Frees every block of the reserve that no climb has taken into the tree (free_node merges and
   // publishes each), then waits until every block is settled: the drains of other climbs run free
   // nodes too, and a retry before they end could fail while their memory is in flight. Bounded:
-  // the reserve has presplit_count blocks, each settled once, by code that waits for nothing.
+  // the reserve has a fixed number of blocks, each settled once, by code that waits for nothing
+  // but node locks.
   TOGA_DEVICE void presplit_drain() const TOGA_NOEXCEPT(P) {
-    const std::uint64_t n = P::load(&limit->presplit_count, relaxed, device_scope);
-    const std::uint64_t first = std::uint64_t{1} << (top() - static_cast<unsigned>(P::load(&limit->presplit_order, relaxed, device_scope)));
-    for (;;) {
-      const std::uint64_t i = P::fetch_add(&limit->presplit_next, std::uint64_t{1}, relaxed, device_scope);
-      if (i >= n) break;
-      free_node(first + i, Bug == tbuddy_bug::presplit_drain_charged);  // never charged (the byte count holds blocks handed out)
-      // [HB] release: a drain that sees the count (acquire) sees this block in the tree
-      P::fetch_add(&limit->presplit_settled, std::uint64_t{1}, release, device_scope);
+    for (unsigned t = 0; t < presplit_tiers; ++t) {
+      const std::uint64_t n = P::load(&limit->presplit_count[t], relaxed, device_scope);
+      const std::uint64_t first = P::load(&limit->presplit_first[t], relaxed, device_scope);
+      for (;;) {
+        const std::uint64_t i = P::fetch_add(&limit->presplit_next[t], std::uint64_t{1}, relaxed, device_scope);
+        if (i >= n) break;
+        free_node(first + i, Bug == tbuddy_bug::presplit_drain_charged);  // never charged (the byte count holds blocks handed out)
+        // [HB] release: a drain that sees the count (acquire) sees this block in the tree
+        P::fetch_add(&limit->presplit_settled[t], std::uint64_t{1}, release, device_scope);
+      }
     }
-    for (unsigned attempt = 0; P::load(&limit->presplit_settled, acquire, device_scope) < n; ++attempt) P::backoff(attempt);
+    for (unsigned t = 0; t < presplit_tiers; ++t) {
+      const std::uint64_t n = P::load(&limit->presplit_count[t], relaxed, device_scope);
+      for (unsigned attempt = 0; P::load(&limit->presplit_settled[t], acquire, device_scope) < n; ++attempt) P::backoff(attempt);
+    }
   }
 
   // Carves the owned block at `base` (ALLOCATED, height order + j, every node below it BUSY) into
