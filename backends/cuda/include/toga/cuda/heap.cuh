@@ -110,7 +110,8 @@ struct heap_options {
   //! one atomic each instead of a climb through the buddy tree from its root. The blocks no
   //! kernel took are merged back into the tree the first time a request finds the rest of the heap
   //! empty (a block larger than the rest, or exhaustion): once, costing one free per block.
-  //! Rounded down to a power of two times the superbin size, at most half the heap and 2^14 blocks.
+  //! At most half the heap, rounded down to whole blocks: two 512 KiB chunks per arena first
+  //! (16 B - 32 B slots), then superbins (at most 2^14).
   //! ~0 (the default): half the heap; 0: none. Growable heaps have none.
   std::uint64_t presplit_bytes = ~std::uint64_t{0};
   // ---- growable heaps (issue 14; docs/usage.md §9): used by heap(heap_options) ----
