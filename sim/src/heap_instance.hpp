@@ -113,7 +113,13 @@ struct heap_inst final : instance {
       if (r == MAP_FAILED) throw std::runtime_error("mmap of the simulated heap failed");
       heap = std::unique_ptr<char, free_deleter>(static_cast<char*>(r), free_deleter{hb});
     } else {
-      heap.reset(static_cast<char*>(std::aligned_alloc(geom::page_bytes, hb)));
+      // Fresh zero pages from the kernel, every schedule: a planted bug that reads a header before
+      // it is written then sees the same zeros in a run and in its replay. (aligned_alloc handed
+      // back freed memory with an earlier run's contents once glibc raised its mmap threshold, and
+      // such a run's replay in the same process could differ: bug 14's livelock, seen 2026-11-27.)
+      void* r = mmap(nullptr, hb, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (r == MAP_FAILED) throw std::runtime_error("mmap of the simulated heap failed");
+      heap = std::unique_ptr<char, free_deleter>(static_cast<char*>(r), free_deleter{hb});
     }
     meta.assign(layout.bytes / 8 + 1, 0);
     a = A::make(heap.get(), reinterpret_cast<char*>(meta.data()), layout);
