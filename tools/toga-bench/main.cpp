@@ -254,7 +254,7 @@ int main(int argc, char** argv) {
   auto* list = app.add_subcommand("list", "List the cases and which allocators can run here");
   auto* run = app.add_subcommand("run", "Run cases and print the table");
 
-  std::string allocators_arg, cases_arg, sizes_arg, threads_arg, heap_arg, superbin_arg, json_path, profile_arg = "quick";
+  std::string allocators_arg, cases_arg, sizes_arg, threads_arg, heap_arg, superbin_arg, presplit_arg, json_path, profile_arg = "quick";
   std::vector<std::string> graph_args;
   options opt;
   bool no_progress = false;
@@ -274,6 +274,9 @@ int main(int argc, char** argv) {
                   "GPU toga heaps: SMs that share one superbin arena, 0 .. 1024 (heap_options::superbin_sharing); "
                   "default 0: one per SM")
       ->check(CLI::Range(0u, 1024u));
+  run->add_option("--presplit-bytes", presplit_arg,
+                  "GPU toga heaps: bytes of the pre-split reserve (heap_options::presplit_bytes; suffixes K, M, G; 0: none, "
+                  "'half': toga's choice, half the heap). Values above half a heap mean half of it");
   run->add_option("--profile", profile_arg, "quick (fewer points, two smallest graphs, 10 rounds) or full (the protocol)")
       ->check(CLI::IsMember({"quick", "full"}));
   run->add_option("--json", json_path, "Write every repetition, the environment and the command line to this file");
@@ -339,6 +342,13 @@ int main(int argc, char** argv) {
       const std::uint64_t v = opt.superbin_bytes;
       if (v < 8192 || v > (std::uint64_t{1} << 21) || (v & (v - 1)) != 0)
         throw CLI::ValidationError("--superbin-bytes: " + superbin_arg + " is not a power of two in 8K .. 2M");
+    }
+    if (!presplit_arg.empty() && presplit_arg != "half") {
+      try {
+        opt.presplit_bytes = parse_quantity(presplit_arg);
+      } catch (const std::exception&) {
+        throw CLI::ValidationError("--presplit-bytes: " + presplit_arg + " is not a byte count (give e.g. 0, 512M or half)");
+      }
     }
   } catch (const CLI::ValidationError& e) {
     std::fprintf(stderr, "toga-bench: %s\n", e.what());
@@ -410,6 +420,11 @@ int main(int argc, char** argv) {
   if (opt.superbin_sharing > 1 && !sim_allocs.empty()) {
     std::fprintf(stderr, "toga-bench: --superbin-sharing sets the GPU heap's superbin arenas; the simulator's allocators (%s) keep "
                          "one per SM: run them without it\n", sim_allocs.front().c_str());
+    return 2;
+  }
+  if (!presplit_arg.empty() && !sim_allocs.empty()) {
+    std::fprintf(stderr, "toga-bench: --presplit-bytes sets the GPU heap's pre-split reserve; the simulator's allocators (%s) have "
+                         "none: run them without it\n", sim_allocs.front().c_str());
     return 2;
   }
   if (opt.superbin_bytes != 0 && !sim_allocs.empty()) {
