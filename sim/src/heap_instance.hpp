@@ -138,6 +138,7 @@ struct heap_inst final : instance {
     w.add_invariant("T3/S5 buddy units <= AVAILABLE nodes", [this]() { return units_findable(); });
     w.add_invariant("S1' arena semaphores: C_true + in-flight decrements >= 0", [this]() { return semaphores_in_range(); });
     w.add_invariant("U1' bitmap + free + transit == capacity", [this]() { return bins_account(); });
+    w.add_invariant("W1 an open reclaim gate: every item of the last walk walked, its result theirs", [this]() { return walk_settled(); });
   }
 
   // Upper-bound form of S5 for TBuddy, true after every step of the correct code: a level's
@@ -199,6 +200,24 @@ struct heap_inst final : instance {
         if (v < 0) return "arena " + str(ai) + " superbin class " + str(c) + " slot semaphore: C_true + in-flight = " + std::to_string(v);
       }
     }
+    return std::nullopt;
+  }
+  // W1 (the shared reclaim walk, design.md §9.4): while the gate is open, no lane is walking an
+  // item, the last walk counted every item, and the result it published is what its items found.
+  std::optional<std::string> walk_settled() const {
+    if (a.small.buddy.limit == nullptr) return std::nullopt;
+    const byte_limit& l = *a.small.buddy.limit;
+    const std::uint64_t gate = l.reclaim_gate;
+    if ((gate & 1u) != 0) return std::nullopt;
+    if (const std::int64_t k = ghost_table::current().get(ghost_kind::walk_items, &l); k != 0)
+      return "W1: the reclaim gate is open (walk " + str(gate >> 2) + " ended) while " + std::to_string(k) + " item(s) of a walk are being walked";
+    if ((gate >> 2) == 0) return std::nullopt;
+    const std::uint64_t total = a.small.walk_items();
+    if (l.reclaim_done != total)
+      return "W1: walk " + str((gate >> 2) - 1) + " ended with " + str(l.reclaim_done) + " of its " + str(total) + " items walked";
+    if (((l.reclaim_flags & 1u) != 0) != ((gate & 2u) != 0))
+      return "W1: walk " + str((gate >> 2) - 1) + " published " + ((gate & 2u) ? "something given back" : "nothing given back") +
+             ", but its items found " + ((l.reclaim_flags & 1u) ? "something" : "nothing");
     return std::nullopt;
   }
   // U1' for every live bin (ghost bin_live): set bits below capacity + free count + slots in
@@ -846,6 +865,7 @@ struct heap_inst final : instance {
       if (h) return "a block was left in a mailbox";
     if (!leak && !live.empty()) return "ghost: " + str(live.size()) + " blocks still live at the end";
     if (auto e = check_quiescent(a, &quality)) return *e;
+    if (auto e = walk_settled()) return "at quiescence: " + *e;
     if (auto e = check_fail_fast()) return *e;
     // The heap walk (leak report) lists exactly the live blocks, and each still holds its pattern.
     std::map<std::uint64_t, std::uint64_t> walked;
@@ -893,6 +913,7 @@ struct heap_inst final : instance {
           }))
         return "recovery: " + *e;
       if (!served) return "recovery: after every block was freed, a request of " + str(quarter) + " B (a quarter of the heap) got nullptr; " + buddy_summary();
+      if (auto e = walk_settled()) return "recovery (the request's reclaim walk): " + *e;
       // recovery: after every block was freed, a trim at quiescence (hysteresis keeps empty bins
       // and a free chunk per arena: the host's heap::trim does this) and a merge of free
       // buddies, the heap is as new (T7 "after trim")

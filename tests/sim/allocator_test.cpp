@@ -271,6 +271,9 @@ const std::vector<planted>& planted_allocator_bugs() {
       {"exhaust-recover", {{"bug", 46}, {"heap_kib", 1024}, {"sb_shift", 15}, {"presplit_kib", 512}, {"size", 4096}, {"sms", 2}, {"warps", 2}, {"threads", 1}}, "reserve block taken without one RMW", true},
       {"presplit-race", {{"bug", 47}}, "drain uncharges the byte count", true},
       {"presplit-race", {{"bug", 48}}, "drain behind a climb unseen", true, ts::strategy_kind::stall},
+      // the shared reclaim walk (design.md §9.4; bug 51 is killed by SharedReclaimWalkReportsItsLastItem)
+      {"exhaust-recover", {{"bug", 49}}, "walk claim of the last walk's tag", true},
+      {"superbins", {{"bug", 50}}, "walk ended by its next-to-last item", true},
       // stealing (design.md §11.8): units of arena 1's idle superbins, searched for in arena 0
       {"superbins", {{"bug", 31}}, "stolen units searched in the own arena", true},
       {"mixed-sizes", {{"bug", 32}}, "resident views never written", true},
@@ -773,6 +776,41 @@ TEST(Allocator, ReclaimWithSharedSuperbinArenasReachesEveryChunkArena) {
   EXPECT_EQ(superbin_blocks_until_exhaustion_with_a_cached_chunk_elsewhere<toga::ualloc_bug::none>(), (2u << 20) / 2048);
   EXPECT_LT(superbin_blocks_until_exhaustion_with_a_cached_chunk_elsewhere<toga::ualloc_bug::reclaim_peer_arenas_ignored>(), (2u << 20) / 2048)
       << "planted bug reclaim_peer_arenas_ignored was not caught";
+}
+
+// The shared reclaim walk (design.md §9.4): its result must count its last item. SM 1 takes and
+// frees 32 slots of 2 KiB (one 64 KiB superbin, kept empty in SM 1's superbin arena: the walk's
+// last item, after the two chunk arenas and superbin arena 0); a reclaim from SM 0 gives it back
+// and must say so. Planted bugs walk_ends_early (the gate opens after the next-to-last item) and
+// walk_flags_after_count (the last item is counted before its finding is added) report nothing
+// given back: an allocation that reclaimed would return nullptr over free memory.
+template <toga::ualloc_bug UB>
+bool reclaim_reports_the_last_item() {
+  using A = toga::allocator<ts::platform, UB, toga::tbuddy_bug::none, false>;
+  const std::uint64_t hb = 2u << 20;
+  const auto layout = toga::heap_layout::make<ts::platform>(toga::heap_layout::levels_for(hb), 2, 16, 2);  // 64 KiB superbins, two superbin arenas
+  char* heap = static_cast<char*>(std::aligned_alloc(4096, hb));
+  std::vector<std::uint64_t> meta(layout.bytes / 8 + 1, 0);
+  A a = A::make(heap, reinterpret_cast<char*>(meta.data()), layout);
+  a.init_after_zero(0);
+  std::vector<void*> got;
+  EXPECT_FALSE(on_sm_of_two(1, [&] {
+                 for (int i = 0; i < 32; ++i) got.push_back(a.allocate(2048));
+                 for (void* p : got) a.deallocate(p);
+               }).failed());
+  EXPECT_EQ(toga::collect_statistics(a).superbin_bytes, 64u << 10) << "SM 1's superbin arena keeps its empty superbin";
+  EXPECT_EQ(a.small.walk_items(), 4u);
+  bool gave = false;
+  EXPECT_FALSE(on_sm_of_two(0, [&] { gave = a.small.reclaim(); }).failed());
+  EXPECT_EQ(toga::collect_statistics(a).superbin_bytes, 0u) << "the walk gave the superbin back";
+  EXPECT_FALSE(toga::check_quiescent(a));
+  std::free(heap);
+  return gave;
+}
+TEST(Allocator, SharedReclaimWalkReportsItsLastItem) {
+  EXPECT_TRUE(reclaim_reports_the_last_item<toga::ualloc_bug::none>());
+  EXPECT_FALSE(reclaim_reports_the_last_item<toga::ualloc_bug::walk_ends_early>()) << "planted bug walk_ends_early was not caught";
+  EXPECT_FALSE(reclaim_reports_the_last_item<toga::ualloc_bug::walk_flags_after_count>()) << "planted bug walk_flags_after_count was not caught";
 }
 
 // The superbin steal (design.md §11.8): SM 1 allocates and frees one superbin's worth of

@@ -24,6 +24,7 @@ enum class ghost_kind : std::uint8_t {
                  //!< not yet claimed, excess of a clamped reservation not yet undone, bits cleared by a
                  //!< free not yet counted (U1')
   bin_live,      //!< 1 while a bin is initialised and not retired (U1' is checked only then)
+  walk_items,    //!< items of a shared reclaim walk claimed and not yet counted done (keyed by the byte_limit)
 };
 
 //! Adds `delta` to the ghost counter (kind, key) when the platform keeps ghost state.

@@ -93,6 +93,16 @@ struct byte_limit {
   //! back and skipped nothing (0: none). While they agree, reclaim() returns false at once.
   std::uint64_t reclaim_changes;
   std::uint64_t reclaim_clean;
+  //! The shared reclaim walk (ualloc::reclaim, design.md §9.4): the walk of generation g is
+  //! split into items (one arena of one geometry each) that every lane arriving while it runs
+  //! claims and walks. `reclaim_cursor` = (g + 1) << 32 | next item (stored by the lane that
+  //! opened the gate, after it reset the others); `reclaim_done` counts items walked;
+  //! `reclaim_flags` ORs what they found (1: gave something back, 2: skipped something);
+  //! `reclaim_changes_seen` is reclaim_changes as the opener read it (acquire) before the walk.
+  std::uint64_t reclaim_cursor;
+  std::uint64_t reclaim_done;
+  std::uint64_t reclaim_flags;
+  std::uint64_t reclaim_changes_seen;
   //! The pre-split reserve (design.md §10.5), in up to presplit_tiers tiers (UAlloc's chunks,
   //! the superbins): at initialisation tier t's `presplit_count[t]` blocks of height
   //! `presplit_order[t]`, nodes presplit_first[t] .. + count - 1 (the tiers one after the other

@@ -114,6 +114,10 @@ enum class ualloc_bug : std::uint8_t {
   clean_read_late,                //!< a walk reads the change count after walking, not before: a change during the walk is lost
   // 64 B and 128 B in superbins (design.md §11.6)
   superbin_route_coarse,          //!< a free looks at the superbin tag only on 256 B boundaries (as before 64 B joined): a 64 B or 128 B slot off them is freed as a chunk slot
+  // the shared reclaim walk (design.md §9.4)
+  walk_claim_any_tag,             //!< a lane walks the item its claim got even when the cursor still has the last walk's tag (not yet reset)
+  walk_ends_early,                //!< the lane that counts the next-to-last item ends the walk: the gate opens while the last one is walked
+  walk_flags_after_count,         //!< a lane counts its item before it adds what the item found: the walk's result can miss it
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -458,10 +462,13 @@ struct ualloc {
   //! chunk to TBuddy, in every arena, of both geometries (this one's and the peer's). Never call
   //! it inside a read-side section. Returns whether anything was reclaimed.
   //!
-  //! One at a time per heap (the gate in byte_limit::reclaim_gate): a lane that finds a reclaim
-  //! running waits for it to end and returns its result instead of walking every arena itself.
-  //! A full heap makes every failing lane reclaim; 100,000 of them each walking 132 arenas x 14
-  //! classes made T8's last round at 4 KiB take 25 s on an H100.
+  //! One walk at a time per heap (the gate in byte_limit::reclaim_gate), shared by every lane that
+  //! needs one while it runs (design.md §9.4): the walk is split into items, one arena of one
+  //! geometry each, which the lane that opened the gate and every lane arriving meanwhile claim
+  //! one at a time and walk; each then waits for the walk to end and returns its result. (A full
+  //! heap makes every failing lane reclaim: 100,000 of them each walking 132 arenas x 14 classes
+  //! made T8's last round at 4 KiB take 25 s on an H100; one lane walking for all of them took
+  //! 28-55 ms per walk, the whole tail of an exactly full heap's fill.)
   //!
   //! Fails fast (design.md §13.2): while nothing that could leave something to
   //! give back has happened since a walk that gave nothing back and skipped nothing
@@ -474,27 +481,30 @@ struct ualloc {
       return reclaim_both(skipped);
     }
     if (!force && known_clean()) return false;
-    std::uint64_t* gate = &buddy.limit->reclaim_gate;
+    byte_limit* const l = buddy.limit;
+    std::uint64_t* gate = &l->reclaim_gate;
     std::uint64_t w = P::load(gate, acquire, device_scope);
     if ((w & 1u) == 0) {
       std::uint64_t seen = w;
       if (P::compare_exchange(gate, seen, w | 1u, acquire, device_scope)) {
-        // [HB] acquire: an operation whose count we see left its changes visible to our walk
-        std::uint64_t changes = Bug == ualloc_bug::clean_read_late ? 0 : P::load(&buddy.limit->reclaim_changes, acquire, device_scope);
-        bool skipped = false;
-        const bool any = reclaim_both(skipped);
-        if constexpr (Bug == ualloc_bug::clean_read_late) changes = P::load(&buddy.limit->reclaim_changes, acquire, device_scope);
-        if (!any && !skipped)
-          P::store(&buddy.limit->reclaim_clean, changes + 1, relaxed, device_scope);
-        std::uint64_t next = (((w >> 2) + 1) << 2) | (any ? 2u : 0u);
-        if constexpr (Bug == ualloc_bug::reclaim_gate_left_closed) next |= 1u;
-        P::store(gate, next, release, device_scope);  // [HB] what it gave back, before its result
-        return any;
+        TOGA_PROFILE_COUNT(prof_ua_reclaim_walk);
+        // [HB] acquire: an operation whose count we see left its changes visible to the walk
+        const std::uint64_t changes = Bug == ualloc_bug::clean_read_late ? 0 : P::load(&l->reclaim_changes, acquire, device_scope);
+        P::store(&l->reclaim_changes_seen, changes, relaxed, device_scope);
+        P::store(&l->reclaim_done, std::uint64_t{0}, relaxed, device_scope);
+        P::store(&l->reclaim_flags, std::uint64_t{0}, relaxed, device_scope);
+        // [HB] release: a lane whose claim reads this store (or a later RMW of the word) sees the resets
+        P::store(&l->reclaim_cursor, std::uint64_t{walk_tag(w)} << 32, release, device_scope);
+        w |= 1u;
+      } else {
+        if ((seen & 1u) == 0) return (seen & 2u) != 0;  // one ended meanwhile: its result
+        w = seen;
       }
-      if ((seen & 1u) == 0) return (seen & 2u) != 0;  // one ended meanwhile: its result
-      w = seen;
     }
-    for (unsigned attempt = 0;; ++attempt) {  // one is running: wait for its generation to end
+    // A walk of generation w >> 2 runs (ours or another lane's): walk what is left of it, then
+    // wait for it to end.
+    walk_shared(walk_tag(w));
+    for (unsigned attempt = 0;; ++attempt) {
       const std::uint64_t now = P::load(gate, acquire, device_scope);
       if ((now >> 2) != (w >> 2)) return (now & 2u) != 0;
       P::backoff(attempt);
@@ -513,69 +523,136 @@ struct ualloc {
   TOGA_DEVICE void note_reclaimable() const TOGA_NOEXCEPT(P) {
     if (buddy.limit != nullptr) P::fetch_add(&buddy.limit->reclaim_changes, std::uint64_t{1}, release, device_scope);
   }
+  //! The items of a shared walk: the chunk geometry's arenas, then the superbin geometry's (the
+  //! same numbering from either view).
+  TOGA_DEVICE unsigned walk_items() const TOGA_NOEXCEPT(P) {
+    if (peer == nullptr || sb_shift == 0) return num_arenas;
+    return num_arenas + other_arenas();
+  }
+  //! The tag of walk generation w >> 2 in byte_limit::reclaim_cursor's high word (never 0, the
+  //! cursor's value before the first walk).
+  TOGA_DEVICE static std::uint32_t walk_tag(std::uint64_t w) { return static_cast<std::uint32_t>((w >> 2) + 1); }
   //! reclaim() without the gate: both geometries. `skipped`: set when the walk saw something to
-  //! give back that it could not (units of an empty bin held by waiters, callbacks a pending
-  //! barrier will run, a free chunk whose units are held).
+  //! give back that it could not (units of an empty bin held by waiters, callbacks left to a
+  //! pending barrier, a free chunk whose units are held).
   TOGA_DEVICE bool reclaim_both(bool& skipped) const TOGA_NOEXCEPT(P) {
     TOGA_PROFILE_COUNT(prof_ua_reclaim_walk);
     TOGA_PROFILE_START;
-    const bool mine = reclaim_local(skipped);
-    if (peer == nullptr || sb_shift == 0) {  // (no superbins in this heap)
-      TOGA_PROFILE_PHASE(prof_ua_t_reclaim_walk);
-      return mine;
-    }
-    const ualloc<P, Bug, TB, other_geometry> other{base, buddy, static_cast<arena<P, other_geometry>*>(peer),
-                                                     Bug == ualloc_bug::reclaim_peer_arenas_ignored ? num_arenas : peer_arenas,
-                                                     num_pins, table, sb_shift, num_arenas, nullptr};
-    const bool theirs = other.reclaim_local(skipped);
-    TOGA_PROFILE_PHASE(prof_ua_t_reclaim_walk);
-    return theirs || mine;
-  }
-  //! reclaim() for this geometry only.
-  TOGA_DEVICE TOGA_NOINLINE bool reclaim_local(bool& skipped) const TOGA_NOEXCEPT(P) {
     bool any = false;
-    for (unsigned a = 0; a < num_arenas; ++a) {
-      for (unsigned c = 0; c < G::num_classes; ++c) {
-        class_list<P>& L = arenas[a].lists[c];
-        bool idle = P::load(&L.inbox, relaxed, device_scope) == 0 && P::load(&L.rcu.cb_head_word(), relaxed, device_scope) == 0;
-        for (unsigned s = 0; s < num_pins && idle; ++s) idle = P::load(&L.pins[s], relaxed, device_scope) == 0;
-        if (idle) continue;
-        const std::uint32_t cap = capacity(c);
-        // the inbox: its empty bins are retired, the others go back to slots or the inbox
-        if (P::load(&L.inbox, relaxed, device_scope) != 0) {
-          const std::uint32_t e = L.rcu.read_lock();
-          any |= reclaim_inbox(L, cap, skipped);
-          L.rcu.read_unlock(e);
-        }
-        // then the empty pinned bins, in passes until one retires nothing (bounded, in case
-        // concurrent frees keep emptying bins)
-        for (unsigned pass = 0; pass < 64; ++pass) {
-          constexpr unsigned batch = 8;
-          std::uint64_t empty[batch];
-          unsigned n = 0;
-          const std::uint32_t e = L.rcu.read_lock();
-          for (unsigned s = 0; s < num_pins && n < batch; ++s) {
-            const std::uint64_t b = slot_bin(P::load(&L.pins[s], acquire, device_scope));
-            if (b != 0 && retirable(static_cast<std::int32_t>(P::load(&bin_at(b)->free, relaxed, device_scope)), cap)) {
-              const int r = try_retire(L, b, cap);
-              if (r == 1) empty[n++] = b;
-              any |= r == 2;
-              skipped |= r == 0;  // its units are held (or it was reserved meanwhile)
-            }
-          }
-          L.rcu.read_unlock(e);
-          for (unsigned i = 0; i < n; ++i) retire_bin(L, empty[i]);
-          any |= n > 0;
-          if (n == 0) break;
-          skipped |= pass == 63;
-        }
-        const bool pending = P::load(&L.rcu.cb_head_word(), relaxed, device_scope) != 0;
-        const unsigned ran = L.rcu.flush([this](std::uint64_t b) { return &bin_at(b)->rcu_next; }, [this](std::uint64_t b) { release_bin(b); });
-        any |= ran > 0;
-        skipped |= pending && ran == 0;  // a pending barrier runs them
+    for (unsigned i = 0; i < walk_items(); ++i) any |= walk_item(i, skipped);
+    TOGA_PROFILE_PHASE(prof_ua_t_reclaim_walk);
+    return any;
+  }
+
+ private:
+  TOGA_DEVICE unsigned other_arenas() const TOGA_NOEXCEPT(P) {
+    return Bug == ualloc_bug::reclaim_peer_arenas_ignored ? num_arenas : peer_arenas;
+  }
+  // Claims the items of the walk tagged `tag` (or of a later one) one at a time and walks each,
+  // until none is left; the lane that walks the last one ends the walk (walk_end).
+  TOGA_DEVICE void walk_shared(std::uint32_t tag) const TOGA_NOEXCEPT(P) {
+    byte_limit* const l = buddy.limit;
+    const unsigned total = walk_items();
+    for (unsigned attempt = 0;;) {
+      // [HB] acquire: the opener's resets (its release store heads the cursor's release sequence)
+      const std::uint64_t x = P::fetch_add(&l->reclaim_cursor, std::uint64_t{1}, acquire, device_scope);
+      const std::uint32_t hi = static_cast<std::uint32_t>(x >> 32);
+      const std::uint32_t i = static_cast<std::uint32_t>(x);
+      // An older tag: the opener has not reset the cursor yet (the previous walk's items are all
+      // taken, so this claim took nothing); a later tag: a walk begun since ours ended, whose
+      // item i is ours to walk now that we took it.
+      if (Bug != ualloc_bug::walk_claim_any_tag && static_cast<std::int32_t>(hi - tag) < 0) {
+        P::backoff(attempt++);
+        continue;
       }
-      if constexpr (!G::superbins) any |= return_cached_chunks(a, skipped);
+      if (i >= total) return;
+      ghost_add<P>(ghost_kind::walk_items, l, 1);
+      bool skipped = false;
+      const bool gave = walk_item(i, skipped);
+      const std::uint64_t f = (gave ? 1u : 0u) | (skipped ? 2u : 0u);
+      if constexpr (Bug == ualloc_bug::walk_flags_after_count) {
+        const std::uint64_t d = P::fetch_add(&l->reclaim_done, std::uint64_t{1}, acq_rel, device_scope);
+        ghost_add<P>(ghost_kind::walk_items, l, -1);
+        if (f != 0) P::fetch_or(&l->reclaim_flags, f, relaxed, device_scope);
+        if (d + 1 == total) walk_end();
+        continue;
+      }
+      if (f != 0) P::fetch_or(&l->reclaim_flags, f, relaxed, device_scope);
+      // [HB] acq_rel: the lane that walks the last item sees every item's flags and changes
+      const std::uint64_t d = P::fetch_add(&l->reclaim_done, std::uint64_t{1}, acq_rel, device_scope);
+      ghost_add<P>(ghost_kind::walk_items, l, -1);
+      if (d + 1 == (Bug == ualloc_bug::walk_ends_early ? total - 1 : total)) walk_end();
     }
+  }
+  // The last item of a walk is walked: record a clean walk, open the gate with the result.
+  TOGA_DEVICE void walk_end() const TOGA_NOEXCEPT(P) {
+    byte_limit* const l = buddy.limit;
+    const std::uint64_t f = P::load(&l->reclaim_flags, relaxed, device_scope);
+    const bool any = (f & 1u) != 0;
+    std::uint64_t changes = P::load(&l->reclaim_changes_seen, relaxed, device_scope);
+    if constexpr (Bug == ualloc_bug::clean_read_late) changes = P::load(&l->reclaim_changes, acquire, device_scope);
+    if (f == 0) P::store(&l->reclaim_clean, changes + 1, relaxed, device_scope);
+    const std::uint64_t w = P::load(&l->reclaim_gate, relaxed, device_scope);  // (running: ours to write)
+    std::uint64_t next = (((w >> 2) + 1) << 2) | (any ? 2u : 0u);
+    if constexpr (Bug == ualloc_bug::reclaim_gate_left_closed) next |= 1u;
+    P::store(&l->reclaim_gate, next, release, device_scope);  // [HB] what the walk gave back, before its result
+  }
+  // Walks item i of walk_items(): arena i of the chunk geometry, or arena i - (chunk arenas) of
+  // the superbin geometry.
+  TOGA_DEVICE bool walk_item(unsigned i, bool& skipped) const TOGA_NOEXCEPT(P) {
+    const bool has_other = peer != nullptr && sb_shift != 0;
+    const unsigned chunk_arenas = G::superbins ? other_arenas() : num_arenas;
+    const bool own = !has_other || (G::superbins ? i >= chunk_arenas : i < chunk_arenas);
+    if (own) return reclaim_arena(G::superbins && has_other ? i - chunk_arenas : i, skipped);
+    const ualloc<P, Bug, TB, other_geometry> other{base, buddy, static_cast<arena<P, other_geometry>*>(peer),
+                                                     other_arenas(), num_pins, table, sb_shift, num_arenas, nullptr};
+    return other.reclaim_arena(G::superbins ? i : i - chunk_arenas, skipped);
+  }
+
+ public:
+  //! reclaim() for one arena of this geometry.
+  TOGA_DEVICE TOGA_NOINLINE bool reclaim_arena(unsigned a, bool& skipped) const TOGA_NOEXCEPT(P) {
+    bool any = false;
+    for (unsigned c = 0; c < G::num_classes; ++c) {
+      class_list<P>& L = arenas[a].lists[c];
+      bool idle = P::load(&L.inbox, relaxed, device_scope) == 0 && P::load(&L.rcu.cb_head_word(), relaxed, device_scope) == 0;
+      for (unsigned s = 0; s < num_pins && idle; ++s) idle = P::load(&L.pins[s], relaxed, device_scope) == 0;
+      if (idle) continue;
+      const std::uint32_t cap = capacity(c);
+      // the inbox: its empty bins are retired, the others go back to slots or the inbox
+      if (P::load(&L.inbox, relaxed, device_scope) != 0) {
+        const std::uint32_t e = L.rcu.read_lock();
+        any |= reclaim_inbox(L, cap, skipped);
+        L.rcu.read_unlock(e);
+      }
+      // then the empty pinned bins, in passes until one retires nothing (bounded, in case
+      // concurrent frees keep emptying bins)
+      for (unsigned pass = 0; pass < 64; ++pass) {
+        constexpr unsigned batch = 8;
+        std::uint64_t empty[batch];
+        unsigned n = 0;
+        const std::uint32_t e = L.rcu.read_lock();
+        for (unsigned s = 0; s < num_pins && n < batch; ++s) {
+          const std::uint64_t b = slot_bin(P::load(&L.pins[s], acquire, device_scope));
+          if (b != 0 && retirable(static_cast<std::int32_t>(P::load(&bin_at(b)->free, relaxed, device_scope)), cap)) {
+            const int r = try_retire(L, b, cap);
+            if (r == 1) empty[n++] = b;
+            any |= r == 2;
+            skipped |= r == 0;  // its units are held (or it was reserved meanwhile)
+          }
+        }
+        L.rcu.read_unlock(e);
+        for (unsigned i = 0; i < n; ++i) retire_bin(L, empty[i]);
+        any |= n > 0;
+        if (n == 0) break;
+        skipped |= pass == 63;
+      }
+      const bool pending = P::load(&L.rcu.cb_head_word(), relaxed, device_scope) != 0;
+      const unsigned ran = L.rcu.flush([this](std::uint64_t b) { return &bin_at(b)->rcu_next; }, [this](std::uint64_t b) { release_bin(b); });
+      any |= ran > 0;
+      skipped |= pending && ran == 0;  // a pending barrier runs them
+    }
+    if constexpr (!G::superbins) any |= return_cached_chunks(a, skipped);
     return any;
   }
 
