@@ -339,15 +339,18 @@ std::vector<mutant> build() {
          "a climb that fails at the root after another climb drained the reserve at levels it had passed does not climb "
          "again: a quarter of the heap is refused while the drained blocks are free")
           .depth(1),
-      // the shared reclaim walk (design.md §9.4); walk_flags_after_count (bug 51) needs the walk's
-      // last item to be the only one that gives something back: the deterministic test
-      // Allocator.SharedReclaimWalkReportsItsLastItem kills it
+      // the shared reclaim walk (design.md §9.4; also the deterministic test
+      // Allocator.SharedReclaimWalkReportsItsLastItem)
       mb("ualloc.walk-claim-any-tag", "atomicity", "exhaust-recover", P{{"bug", 49}},
          "a lane walks the item its claim got while the cursor still has the last walk's tag: its count makes the walk "
          "end while an item is being walked")
           .depth(1),
       mb("ualloc.walk-ends-early", "liveness", "superbins", P{{"bug", 50}},
          "the lane that counts the next-to-last item ends the reclaim walk: the gate opens while the last item is walked")
+          .depth(0),
+      mb("ualloc.walk-flags-after-count", "atomicity", "clean-race", P{{"bug", 51}},
+         "a lane counts its item of the reclaim walk before it adds what the item gave back: the walk's last item "
+         "ends the walk with a result that misses it")
           .depth(0),
 
   };

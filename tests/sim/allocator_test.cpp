@@ -271,9 +271,10 @@ const std::vector<planted>& planted_allocator_bugs() {
       {"exhaust-recover", {{"bug", 46}, {"heap_kib", 1024}, {"sb_shift", 15}, {"presplit_kib", 512}, {"size", 4096}, {"sms", 2}, {"warps", 2}, {"threads", 1}}, "reserve block taken without one RMW", true},
       {"presplit-race", {{"bug", 47}}, "drain uncharges the byte count", true},
       {"presplit-race", {{"bug", 48}}, "drain behind a climb unseen", true, ts::strategy_kind::stall},
-      // the shared reclaim walk (design.md §9.4; bug 51 is killed by SharedReclaimWalkReportsItsLastItem)
+      // the shared reclaim walk (design.md §9.4; also SharedReclaimWalkReportsItsLastItem)
       {"exhaust-recover", {{"bug", 49}}, "walk claim of the last walk's tag", true},
       {"superbins", {{"bug", 50}}, "walk ended by its next-to-last item", true},
+      {"clean-race", {{"bug", 51}}, "walk item counted before its flags", true},
       // stealing (design.md §11.8): units of arena 1's idle superbins, searched for in arena 0
       {"superbins", {{"bug", 31}}, "stolen units searched in the own arena", true},
       {"mixed-sizes", {{"bug", 32}}, "resident views never written", true},

@@ -573,8 +573,8 @@ struct ualloc {
       if constexpr (Bug == ualloc_bug::walk_flags_after_count) {
         const std::uint64_t d = P::fetch_add(&l->reclaim_done, std::uint64_t{1}, acq_rel, device_scope);
         ghost_add<P>(ghost_kind::walk_items, l, -1);
-        if (f != 0) P::fetch_or(&l->reclaim_flags, f, relaxed, device_scope);
         if (d + 1 == total) walk_end();
+        if (f != 0) P::fetch_or(&l->reclaim_flags, f, relaxed, device_scope);
         continue;
       }
       if (f != 0) P::fetch_or(&l->reclaim_flags, f, relaxed, device_scope);
