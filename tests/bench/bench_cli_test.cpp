@@ -144,6 +144,8 @@ TEST_F(BenchCli, UnknownNamesAndBadNumbers) {
   EXPECT_REFUSED(run("run --superbin-sharing 2000"), 2, "--superbin-sharing");
   EXPECT_REFUSED(run("run --superbin-sharing -1"), 2, "--superbin-sharing");
   EXPECT_REFUSED(run("run --allocators toga-sim --superbin-sharing 4"), 2, "--superbin-sharing sets the GPU heap's superbin arenas");
+  EXPECT_REFUSED(run("run --presplit-bytes lots"), 2, "--presplit-bytes: lots is not a byte count (give e.g. 0, 512M or half)");
+  EXPECT_REFUSED(run("run --allocators toga-sim --presplit-bytes 0"), 2, "--presplit-bytes sets the GPU heap's pre-split reserve");
 }
 
 // The --json path is checked before the run, not after it.
