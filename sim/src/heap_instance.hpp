@@ -208,10 +208,9 @@ struct heap_inst final : instance {
     if (a.small.buddy.limit == nullptr) return std::nullopt;
     const byte_limit& l = *a.small.buddy.limit;
     const std::uint64_t gate = l.reclaim_gate;
-    if ((gate & 1u) != 0) return std::nullopt;
+    if (gate == 0 || (gate & 1u) != 0) return std::nullopt;  // never walked (no claim can exist yet), or running
     if (const std::int64_t k = ghost_table::current().get(ghost_kind::walk_items, &l); k != 0)
       return "W1: the reclaim gate is open (walk " + str(gate >> 2) + " ended) while " + std::to_string(k) + " item(s) of a walk are being walked";
-    if ((gate >> 2) == 0) return std::nullopt;
     const std::uint64_t total = a.small.walk_items();
     if (l.reclaim_done != total)
       return "W1: walk " + str((gate >> 2) - 1) + " ended with " + str(l.reclaim_done) + " of its " + str(total) + " items walked";
