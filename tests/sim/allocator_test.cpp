@@ -383,9 +383,9 @@ TEST(Allocator, ExhaustionUtilisationMatchesTheGeometry) {
 #include "toga/sim/world.hpp"
 
 namespace {
-template <bool Checked>
+template <bool Checked, toga::ualloc_bug UB = toga::ualloc_bug::none>
 struct small_heap {
-  using A = toga::allocator<ts::platform, toga::ualloc_bug::none, toga::tbuddy_bug::none, Checked>;
+  using A = toga::allocator<ts::platform, UB, toga::tbuddy_bug::none, Checked>;
   unsigned arenas;
   toga::heap_layout layout = toga::heap_layout::make<ts::platform>(toga::heap_layout::levels_for(2u << 20), arenas, 16);  // 64 KiB superbins (64 B - 16 KiB)
   char* heap = static_cast<char*>(std::aligned_alloc(4096, 2u << 20));
@@ -787,13 +787,8 @@ TEST(Allocator, ReclaimWithSharedSuperbinArenasReachesEveryChunkArena) {
 // given back: an allocation that reclaimed would return nullptr over free memory.
 template <toga::ualloc_bug UB>
 bool reclaim_reports_the_last_item() {
-  using A = toga::allocator<ts::platform, UB, toga::tbuddy_bug::none, false>;
-  const std::uint64_t hb = 2u << 20;
-  const auto layout = toga::heap_layout::make<ts::platform>(toga::heap_layout::levels_for(hb), 2, 16, 2);  // 64 KiB superbins, two superbin arenas
-  char* heap = static_cast<char*>(std::aligned_alloc(4096, hb));
-  std::vector<std::uint64_t> meta(layout.bytes / 8 + 1, 0);
-  A a = A::make(heap, reinterpret_cast<char*>(meta.data()), layout);
-  a.init_after_zero(0);
+  small_heap<false, UB> h(0, 2);  // 64 KiB superbins, two arenas of each geometry
+  auto& a = h.a;
   std::vector<void*> got;
   EXPECT_FALSE(on_sm_of_two(1, [&] {
                  for (int i = 0; i < 32; ++i) got.push_back(a.allocate(2048));
@@ -805,7 +800,6 @@ bool reclaim_reports_the_last_item() {
   EXPECT_FALSE(on_sm_of_two(0, [&] { gave = a.small.reclaim(); }).failed());
   EXPECT_EQ(toga::collect_statistics(a).superbin_bytes, 0u) << "the walk gave the superbin back";
   EXPECT_FALSE(toga::check_quiescent(a));
-  std::free(heap);
   return gave;
 }
 TEST(Allocator, SharedReclaimWalkReportsItsLastItem) {

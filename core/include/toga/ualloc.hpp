@@ -525,10 +525,7 @@ struct ualloc {
   }
   //! The items of a shared walk: the chunk geometry's arenas, then the superbin geometry's (the
   //! same numbering from either view).
-  TOGA_DEVICE unsigned walk_items() const TOGA_NOEXCEPT(P) {
-    if (peer == nullptr || sb_shift == 0) return num_arenas;
-    return num_arenas + other_arenas();
-  }
+  TOGA_DEVICE unsigned walk_items() const TOGA_NOEXCEPT(P) { return has_peer() ? num_arenas + other_arenas() : num_arenas; }
   //! The tag of walk generation w >> 2 in byte_limit::reclaim_cursor's high word (never 0, the
   //! cursor's value before the first walk).
   TOGA_DEVICE static std::uint32_t walk_tag(std::uint64_t w) { return static_cast<std::uint32_t>((w >> 2) + 1); }
@@ -545,6 +542,8 @@ struct ualloc {
   }
 
  private:
+  // Whether the heap has the other geometry (superbins) for a walk to visit.
+  TOGA_DEVICE bool has_peer() const TOGA_NOEXCEPT(P) { return peer != nullptr && sb_shift != 0; }
   TOGA_DEVICE unsigned other_arenas() const TOGA_NOEXCEPT(P) {
     return Bug == ualloc_bug::reclaim_peer_arenas_ignored ? num_arenas : peer_arenas;
   }
@@ -570,18 +569,13 @@ struct ualloc {
       bool skipped = false;
       const bool gave = walk_item(i, skipped);
       const std::uint64_t f = (gave ? 1u : 0u) | (skipped ? 2u : 0u);
-      if constexpr (Bug == ualloc_bug::walk_flags_after_count) {
-        const std::uint64_t d = P::fetch_add(&l->reclaim_done, std::uint64_t{1}, acq_rel, device_scope);
-        ghost_add<P>(ghost_kind::walk_items, l, -1);
-        if (d + 1 == total) walk_end();
-        if (f != 0) P::fetch_or(&l->reclaim_flags, f, relaxed, device_scope);
-        continue;
-      }
-      if (f != 0) P::fetch_or(&l->reclaim_flags, f, relaxed, device_scope);
+      constexpr bool flags_late = Bug == ualloc_bug::walk_flags_after_count;
+      if (!flags_late && f != 0) P::fetch_or(&l->reclaim_flags, f, relaxed, device_scope);
       // [HB] acq_rel: the lane that walks the last item sees every item's flags and changes
       const std::uint64_t d = P::fetch_add(&l->reclaim_done, std::uint64_t{1}, acq_rel, device_scope);
       ghost_add<P>(ghost_kind::walk_items, l, -1);
       if (d + 1 == (Bug == ualloc_bug::walk_ends_early ? total - 1 : total)) walk_end();
+      if (flags_late && f != 0) P::fetch_or(&l->reclaim_flags, f, relaxed, device_scope);
     }
   }
   // The last item of a walk is walked: record a clean walk, open the gate with the result.
@@ -600,7 +594,7 @@ struct ualloc {
   // Walks item i of walk_items(): arena i of the chunk geometry, or arena i - (chunk arenas) of
   // the superbin geometry.
   TOGA_DEVICE bool walk_item(unsigned i, bool& skipped) const TOGA_NOEXCEPT(P) {
-    const bool has_other = peer != nullptr && sb_shift != 0;
+    const bool has_other = has_peer();
     const unsigned chunk_arenas = G::superbins ? other_arenas() : num_arenas;
     const bool own = !has_other || (G::superbins ? i >= chunk_arenas : i < chunk_arenas);
     if (own) return reclaim_arena(G::superbins && has_other ? i - chunk_arenas : i, skipped);
