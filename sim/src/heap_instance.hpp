@@ -72,6 +72,14 @@ struct heap_inst final : instance {
   std::uint32_t failed_lanes = 0;      // exhaust: lanes that saw nullptr
   std::uint64_t exhaust_held = 0;      // exhaust: bytes the lanes held at their first nullptr
   std::uint64_t limit_bytes = 0;
+  // A recovery request of `bytes` (a fraction of the heap), at most half the byte limit rounded
+  // down to a power of two: what a heap with nothing allocated must serve under its limit.
+  std::uint64_t recovery_bytes(std::uint64_t bytes) const {
+    if (limit_bytes == 0) return bytes;
+    std::uint64_t half = 1;
+    while (half * 2 <= limit_bytes / 2) half *= 2;
+    return std::min(bytes, half);
+  }
   std::uint32_t finished_lanes = 0;    // storm/mixed: lanes past their loop
   std::vector<std::uint64_t> keep_at_end;
   std::uint64_t tag_counter = 0;
@@ -748,8 +756,8 @@ struct heap_inst final : instance {
       }
       meet(1);
       if (me == 0) {
-        const std::uint64_t h = do_alloc(a.heap_bytes / 2);
-        if (!h) P::violated("grow: nullptr for half the heap after every granule was adopted and every block freed; " + buddy_summary());
+        const std::uint64_t h = do_alloc(recovery_bytes(a.heap_bytes / 2));
+        if (!h) P::violated("grow: nullptr for " + str(recovery_bytes(a.heap_bytes / 2)) + " B (half the heap, or half the byte limit) after every granule was adopted and every block freed; " + buddy_summary());
         do_free(h);
       }
       meet(2);
@@ -902,7 +910,7 @@ struct heap_inst final : instance {
       // recovery without a trim: every block was freed, so a block of a quarter of the heap is
       // served (reclaim gives back what hysteresis keeps; no recorded failure outlives the frees:
       // design.md §13)
-      const std::uint64_t quarter = a.heap_bytes / 4;
+      const std::uint64_t quarter = recovery_bytes(a.heap_bytes / 4);
       bool served = false;
       random_strategy rq;
       if (auto e = at_quiescence(rq, [&] {
@@ -911,7 +919,7 @@ struct heap_inst final : instance {
             if (p) a.deallocate(p);
           }))
         return "recovery: " + *e;
-      if (!served) return "recovery: after every block was freed, a request of " + str(quarter) + " B (a quarter of the heap) got nullptr; " + buddy_summary();
+      if (!served) return "recovery: after every block was freed, a request of " + str(quarter) + " B (a quarter of the heap, or half the byte limit) got nullptr; " + buddy_summary();
       if (auto e = walk_settled()) return "recovery (the request's reclaim walk): " + *e;
       // recovery: after every block was freed, a trim at quiescence (hysteresis keeps empty bins
       // and a free chunk per arena: the host's heap::trim does this) and a merge of free
@@ -920,10 +928,18 @@ struct heap_inst final : instance {
       if (auto e = check_quiescent(a)) return "after the trim: " + *e;
       merge_free_buddies_quiescent(a);
       if (auto e = check_quiescent(a)) return "after merging: " + *e;
-      if (a.small.buddy.state[1] != node_available) return "T7: the root is not AVAILABLE after freeing everything and a trim (state " + str(a.small.buddy.state[1]) + ")";
-      for (unsigned k = 0; k < a.small.buddy.levels; ++k) {
-        const auto f = tbuddy_semaphore<P>::unpack(a.small.buddy.sem[k].raw());
-        if (f.c != (k == a.small.buddy.top() ? 1u : 0u)) return "T7: buddy semaphore " + str(k) + " C=" + str(f.c) + " after freeing everything and a trim";
+      // T7 holds once the pre-split reserve was drained (design.md §10.5): a byte limit can end
+      // the exhaustion before the tree runs empty, and the reserve's untaken blocks then stay
+      // split, free and tagged (P1 above checks them); the root is whole only without them
+      std::uint64_t untaken = 0;
+      for (unsigned t = 0; a.small.buddy.limit && t < presplit_tiers; ++t)
+        untaken += a.small.buddy.limit->presplit_count[t] - std::min(a.small.buddy.limit->presplit_next[t], a.small.buddy.limit->presplit_count[t]);
+      if (untaken == 0) {
+        if (a.small.buddy.state[1] != node_available) return "T7: the root is not AVAILABLE after freeing everything and a trim (state " + str(a.small.buddy.state[1]) + ")";
+        for (unsigned k = 0; k < a.small.buddy.levels; ++k) {
+          const auto f = tbuddy_semaphore<P>::unpack(a.small.buddy.sem[k].raw());
+          if (f.c != (k == a.small.buddy.top() ? 1u : 0u)) return "T7: buddy semaphore " + str(k) + " C=" + str(f.c) + " after freeing everything and a trim";
+        }
       }
     }
     if (m == mode::exhaust && failures == 0) return "exhaustion never reached";

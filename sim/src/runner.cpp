@@ -245,23 +245,53 @@ class progress_line {
 
 }  // namespace
 
+std::pair<std::uint64_t, std::uint64_t> shard_range(std::uint64_t schedules, std::uint64_t shard, std::uint64_t shards) {
+  if (shards == 0) throw std::invalid_argument("a run needs at least one shard (--shard i/N with N >= 1)");
+  if (shard >= shards)
+    throw std::invalid_argument("shard " + std::to_string(shard) + " of " + std::to_string(shards) + " does not exist: shards are numbered 0 .. " +
+                                std::to_string(shards - 1));
+  if (shards > schedules)
+    throw std::invalid_argument(std::to_string(shards) + " shards of " + std::to_string(schedules) +
+                                " schedules would leave some empty: give at most as many shards as schedules");
+  // floor(shard * schedules / shards) without overflow for any 64-bit counts
+  const auto at = [&](std::uint64_t k) {
+    return static_cast<std::uint64_t>((static_cast<unsigned __int128>(k) * schedules) / shards);
+  };
+  return {at(shard), at(shard + 1) - at(shard)};
+}
+
 explore_summary explore(const scenario& sc, const explore_options& opt) {
   validate_params(sc, opt.scenario_params);
   if (opt.schedules == 0) throw std::invalid_argument("an exploration needs at least one schedule");
   explore_summary sum;
   sum.scenario = sc.name;
+  sum.first_index = opt.first_index;
   const run_limits limits = opt.limits.value_or(sc.limits);
   strategy_config cfg = opt.strategy;
+  if (cfg.kind == strategy_kind::exhaustive && opt.random_shapes)
+    throw std::invalid_argument("random shapes do not go with the exhaustive strategy (it enumerates the schedules of one shape)");
+  if (cfg.kind == strategy_kind::exhaustive && opt.first_index)
+    throw std::invalid_argument("a shard does not go with the exhaustive strategy (its schedules are enumerated one after another)");
   const auto t0 = std::chrono::steady_clock::now();
-  if ((cfg.kind == strategy_kind::pct || cfg.kind == strategy_kind::portfolio) && cfg.pct_steps == 0)
+  const bool pct_like = cfg.kind == strategy_kind::pct || cfg.kind == strategy_kind::portfolio;
+  if (opt.random_shapes) (void)draw_shape(sc, opt.scenario_params, opt.seed + opt.first_index);  // throws if none fits
+  else if (pct_like && cfg.pct_steps == 0)
     cfg.pct_steps = calibrate_steps(sc, opt.scenario_params, limits);
   sum.pct_steps = cfg.pct_steps;
 
+  // Schedule i's parameters and concrete strategy (a random shape's PCT k is calibrated on it).
+  const auto setup = [&](std::uint64_t i, strategy_config& eff) {
+    params p = opt.random_shapes ? draw_shape(sc, opt.scenario_params, opt.seed + i) : opt.scenario_params;
+    (void)make_strategy(cfg, i, &eff);
+    if (eff.kind == strategy_kind::pct && eff.pct_steps == 0) eff.pct_steps = calibrate_steps(sc, p, limits);
+    return p;
+  };
+
   std::atomic<std::uint64_t> done{0};
-  std::vector<std::uint8_t> verdicts;      // per schedule index
+  std::vector<std::uint8_t> verdicts;      // per schedule (index - first_index)
   std::vector<std::uint64_t> steps;
-  std::vector<std::uint64_t> hashes;       // per schedule index, as the worker thread saw it
-  std::optional<failure_report> first;
+  std::vector<std::uint64_t> hashes;       // per schedule, as the worker thread saw it
+  std::vector<failure_report> found;
 
   if (cfg.kind == strategy_kind::exhaustive) {
     progress_line pl(opt.progress, opt.schedules, done, sc.name);
@@ -273,15 +303,19 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
       sum.total_steps += r.steps;
       done.store(i + 1);
       const bool more = ex.advance();
-      if (r.failed() && !first) {
-        failure_report f;
-        f.index = i;
-        f.seed = opt.seed + i;
-        f.strategy = cfg;
-        f.strategy.kind = strategy_kind::replay;
-        f.strategy.decisions = r.decisions;
-        f.result = std::move(r);
-        first = std::move(f);
+      if (r.failed()) {
+        ++sum.failures_found;
+        if (found.size() < std::max(1u, opt.max_failures)) {
+          failure_report f;
+          f.index = i;
+          f.seed = opt.seed + i;
+          f.strategy = cfg;
+          f.strategy.kind = strategy_kind::replay;
+          f.strategy.decisions = r.decisions;
+          f.scenario_params = opt.scenario_params;
+          f.result = std::move(r);
+          found.push_back(std::move(f));
+        }
         if (opt.stop_on_failure) break;
       }
       if (!more) {
@@ -290,16 +324,19 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
       }
     }
   } else {
+    const std::uint64_t first = opt.first_index;
     verdicts.assign(opt.schedules, 0xff);
     steps.assign(opt.schedules, 0);
     hashes.assign(opt.schedules, 0);
     std::atomic<std::uint64_t> lowest_fail{~std::uint64_t{0}};
     progress_line pl(opt.progress, opt.schedules, done, sc.name);
     auto body = [&](const oneapi::tbb::blocked_range<std::uint64_t>& range) {
-      for (std::uint64_t i = range.begin(); i != range.end(); ++i) {
-        if (opt.stop_on_failure && i > lowest_fail.load(std::memory_order_relaxed)) return;
+      for (std::uint64_t k = range.begin(); k != range.end(); ++k) {
+        const std::uint64_t i = first + k;
+        if (opt.stop_on_failure && k > lowest_fail.load(std::memory_order_relaxed)) return;
         strategy_config eff;
-        auto strat = make_strategy(cfg, i, &eff);
+        const params p = setup(i, eff);
+        auto strat = make_strategy(eff, i);
         crash_context& cc = this_thread_crash_context();
         cc.active = true;
         cc.scenario = sc.name.c_str();
@@ -308,15 +345,15 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
         cc.strategy = eff.kind;
         cc.pct_depth = eff.pct_depth;
         cc.pct_steps = eff.pct_steps;
-        const run_result r = run_one(sc, opt.scenario_params, *strat, opt.seed + i, limits);
+        const run_result r = run_one(sc, p, *strat, opt.seed + i, limits);
         cc.active = false;
-        verdicts[i] = static_cast<std::uint8_t>(r.kind);
-        steps[i] = r.steps;
-        hashes[i] = r.trace_hash;
+        verdicts[k] = static_cast<std::uint8_t>(r.kind);
+        steps[k] = r.steps;
+        hashes[k] = r.trace_hash;
         done.fetch_add(1, std::memory_order_relaxed);
         if (r.failed()) {
           std::uint64_t cur = lowest_fail.load();
-          while (i < cur && !lowest_fail.compare_exchange_weak(cur, i)) {
+          while (k < cur && !lowest_fail.compare_exchange_weak(cur, k)) {
           }
         }
       }
@@ -329,30 +366,32 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
     });
     const std::uint64_t lf = lowest_fail.load();
     const std::uint64_t counted = (opt.stop_on_failure && lf != ~std::uint64_t{0}) ? lf + 1 : opt.schedules;
-    for (std::uint64_t i = 0; i < counted; ++i) {
-      ++sum.counts[verdicts[i]];
-      sum.total_steps += steps[i];
+    for (std::uint64_t k = 0; k < counted; ++k) {
+      ++sum.counts[verdicts[k]];
+      sum.total_steps += steps[k];
+      if (static_cast<verdict_kind>(verdicts[k]) != verdict_kind::pass) {
+        ++sum.failures_found;
+        if (found.size() >= std::max(1u, opt.max_failures)) continue;
+        failure_report f;
+        f.index = first + k;
+        f.seed = opt.seed + f.index;
+        f.scenario_params = setup(f.index, f.strategy);
+        auto strat = make_strategy(f.strategy, f.index);
+        f.result = run_one(sc, f.scenario_params, *strat, f.seed, limits);
+        found.push_back(std::move(f));
+      }
     }
     sum.schedules = counted;
-    if (lf != ~std::uint64_t{0}) {
-      failure_report f;
-      f.index = lf;
-      f.seed = opt.seed + lf;
-      auto strat = make_strategy(cfg, lf, &f.strategy);
-      f.result = run_one(sc, opt.scenario_params, *strat, f.seed, limits);
-      first = std::move(f);
-    }
   }
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  if (first) {
-    failure_report& f = *first;
+  for (failure_report& f : found) {
     // Determinism check: the same schedule again must give the same verdict and trace hash.
     strategy_config again_cfg = f.strategy;
     auto again = make_strategy(again_cfg, f.index);
-    const run_result r2 = run_one(sc, opt.scenario_params, *again, f.seed, limits);
+    const run_result r2 = run_one(sc, f.scenario_params, *again, f.seed, limits);
     // Compare with the worker thread's run too: same seed, another thread, same trace.
-    const bool worker_same = hashes.empty() || hashes[f.index] == f.result.trace_hash;
+    const bool worker_same = hashes.empty() || hashes[f.index - opt.first_index] == f.result.trace_hash;
     f.deterministic = worker_same && r2.kind == f.result.kind && r2.trace_hash == f.result.trace_hash;
     if (f.strategy.kind == strategy_kind::replay) {
       std::ostringstream c;
@@ -360,10 +399,11 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
         << f.index << ")";
       f.replay_command = c.str();
     } else {
-      f.replay_command = replay_command(sc, opt.scenario_params, f.strategy, f.seed, limits);
+      f.replay_command = replay_command(sc, f.scenario_params, f.strategy, f.seed, limits);
     }
-    sum.first_failure = std::move(first);
   }
+  if (!found.empty()) sum.first_failure = found.front();
+  sum.failures = std::move(found);
   return sum;
 }
 

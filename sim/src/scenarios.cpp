@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "toga/sim/platform.hpp"
+#include "toga/sim/rng.hpp"
 #include "toga/sim/scenario.hpp"
 #include "toga/sim/world.hpp"
 
@@ -53,6 +54,94 @@ void validate_params(const scenario& sc, const params& p) {
   }
   if (sc.check)
     if (auto msg = sc.check(p)) throw std::invalid_argument("scenario " + sc.name + ": " + *msg);
+}
+
+param_spec drawn(param_spec s, std::int64_t lo, std::int64_t hi, draw_kind k, bool off) {
+  s.draw_min = lo;
+  s.draw_max = hi;
+  s.draw = k;
+  s.draw_off = off;
+  return s;
+}
+
+param_spec drawn_from(param_spec s, std::vector<std::int64_t> choices, bool off) {
+  s.draw_choices = std::move(choices);
+  s.draw_off = off;
+  return s;
+}
+
+bool has_drawn_keys(const scenario& sc) {
+  if (!sc.keys) return false;
+  return std::any_of(sc.keys->begin(), sc.keys->end(), [](const param_spec& k) { return k.drawn(); });
+}
+
+std::string describe_draws(const scenario& sc) {
+  std::ostringstream o;
+  bool first = true;
+  if (sc.keys)
+    for (const auto& k : *sc.keys) {
+      if (!k.drawn()) continue;
+      o << (first ? "" : ", ") << k.name << " in ";
+      if (!k.draw_choices.empty()) {
+        o << "{";
+        for (std::size_t i = 0; i < k.draw_choices.size(); ++i) o << (i ? "," : "") << k.draw_choices[i];
+        o << "}";
+      } else {
+        o << (k.draw != draw_kind::uniform ? "2^k " : "") << "[" << k.draw_min << ".." << k.draw_max << "]" << (k.draw == draw_kind::near_pow2 ? " +-" : "");
+      }
+      o << (k.draw_off ? " or " + std::to_string(k.fallback) : "");
+      first = false;
+    }
+  return first ? "none" : o.str();
+}
+
+namespace {
+// One drawn value of k (k.drawn()).
+std::int64_t draw_value(const param_spec& k, rng& r) {
+  if (!k.draw_choices.empty()) return k.draw_choices[r.below(k.draw_choices.size())];
+  if (k.draw == draw_kind::uniform)
+    return k.draw_min + static_cast<std::int64_t>(r.below(static_cast<std::uint64_t>(k.draw_max - k.draw_min) + 1));
+  // pow2: an exponent uniformly among the powers of two in range (0 too, when in range)
+  std::vector<std::int64_t> pows;
+  if (k.draw_min <= 0 && 0 <= k.draw_max) pows.push_back(0);
+  for (std::int64_t v = 1; v > 0 && v <= k.draw_max; v *= 2)
+    if (v >= k.draw_min) pows.push_back(v);
+  if (pows.empty()) return k.draw_min;
+  std::int64_t v = pows[r.below(pows.size())];
+  if (k.draw == draw_kind::near_pow2 && v >= 4 && r.below(4) == 0) {  // off the boundary by up to a quarter, either way
+    const std::int64_t d = 1 + static_cast<std::int64_t>(r.below(static_cast<std::uint64_t>(v / 4)));
+    v = r.below(2) ? v + d : v - d;
+  }
+  return std::clamp(v, k.draw_min, k.draw_max);
+}
+}  // namespace
+
+params draw_shape(const scenario& sc, const params& fixed, std::uint64_t seed) {
+  if (!sc.keys) return fixed;
+  rng r(mix64(seed ^ 0x73686170655f5f31ull));  // its own stream, apart from the schedule's
+  std::string last;
+  for (unsigned attempt = 0; attempt < 256; ++attempt) {
+    params p = fixed;
+    for (const auto& k : *sc.keys) {
+      if (!k.drawn() || fixed.values().count(k.name)) continue;
+      if (k.draw_off && r.below(2) == 0) continue;  // the fallback
+      p.set(k.name, draw_value(k, r));
+    }
+    try {
+      validate_params(sc, p);
+    } catch (const std::invalid_argument& e) {
+      last = e.what();
+      continue;
+    }
+    if (sc.shape_limit)
+      if (auto m = sc.shape_limit(p)) {
+        last = "scenario " + sc.name + ": " + *m;
+        continue;
+      }
+    return p;
+  }
+  throw std::invalid_argument("scenario " + sc.name + ": no random shape fits the parameters given with --set in 256 draws (the "
+                              "last: " + last + "); give fewer parameters, or explore without --shapes random");
 }
 
 scenario with_keys(scenario s, std::vector<param_spec> keys) {
@@ -337,11 +426,11 @@ void register_builtin_scenarios() {
                             "params lanes=4 points=50",
                             expectation::fails, [](const params& p) { return lanes_shape(p, 4); },
                             [](world&, const params& p) { return std::make_unique<lost_update>(p); }},
-                           {lanes, {"points", 2, 100'000, 50, "scheduling points per lane (two per increment)"}}));
+                           {drawn(lanes, 1, 8), drawn({"points", 2, 100'000, 50, "scheduling points per lane (two per increment)"}, 2, 60)}));
     add_scenario(with_keys({"counter", "lanes increment a counter with fetch_add; params lanes=4 points=50",
                             expectation::pass, [](const params& p) { return lanes_shape(p, 4); },
                             [](world&, const params& p) { return std::make_unique<counter_inst>(p); }},
-                           {lanes, {"points", 1, 100'000, 50, "fetch_adds per lane"}}));
+                           {drawn(lanes, 1, 8), drawn({"points", 1, 100'000, 50, "fetch_adds per lane"}, 1, 60)}));
     add_scenario(with_keys({"aba-stack",
                             "Treiber stack without tags, 2 lanes (planted bug: ABA, needs 2 preemptions)",
                             expectation::fails, [](const params&) { return lanes_shape(params{}, 2); },
@@ -368,16 +457,16 @@ void register_builtin_scenarios() {
                               return c;
                             },
                             make_warp_ticket},
-                           {{"warps", 1, 64, 4, "warps (one block each)"},
-                            {"threads", 1, 32, 32, "threads per warp; < 32 makes partial warps"},
-                            {"sms", 1, 64, 1, "SMs"},
+                           {drawn({"warps", 1, 64, 4, "warps (one block each)"}, 1, 4),
+                            drawn({"threads", 1, 32, 32, "threads per warp; < 32 makes partial warps"}, 1, 32, draw_kind::near_pow2),
+                            drawn({"sms", 1, 64, 1, "SMs"}, 1, 3),
                             {"bug", 0, 2, 0, "planted bug"}}));
     add_scenario(with_keys({"dining",
                             "n lanes, n spin locks, lane i needs locks i and i+1 mod n, taken lower-numbered first; "
                             "params lanes=4 rounds=1 bug=0 (1 ring order: a deadlock cycle needing lanes - 1 preemptions)",
                             expectation::pass, [](const params& p) { return lanes_shape(p, 4); }, make_dining,
                             run_limits{2'000, 20'000}, {}, {}},
-                           {{"lanes", 2, 16, 4, "lanes (and locks)"}, {"rounds", 1, 100, 1, "meals per lane"},
+                           {drawn({"lanes", 2, 16, 4, "lanes (and locks)"}, 2, 6), drawn({"rounds", 1, 100, 1, "meals per lane"}, 1, 3),
                             {"bug", 0, 1, 0, "planted bug"}}));
     add_scenario(with_keys({"warp-mask",
                             "planted CUDA-rule violation: lanes call __ballot_sync with a mask that excludes them",

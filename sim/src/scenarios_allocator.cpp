@@ -149,32 +149,73 @@ namespace {
 // Declared keys (toga-sim rejects others and out-of-range values). heap_kib: the simulator backs
 // the heap with host memory, so at most 1 GiB here (toga's own limit, heap_layout::max_heap_bytes,
 // is 128 GiB: levels_for returns 0 above it).
+// Random shapes (`toga-sim explore --shapes random`, docs/simulator.md §18) draw from the
+// draw_* ranges: small machines (up to 4 SMs x 4 warps x 32 lanes, at most 64 lanes), every size
+// class and routing boundary (near powers of two up to 64 KiB), heaps of 64 KiB .. 4 MiB, and
+// each optional feature (byte limit, pre-split reserve, alignment, an anchor block, leaks,
+// warp-cooperative allocate, fewer pin slots, superbin geometry and sharing) on half the time.
+// heap_shape_limit keeps a drawn schedule to a few thousand blocks.
 std::vector<param_spec> heap_keys(std::int64_t warps, std::int64_t threads, std::int64_t sms, std::int64_t ops,
                                   std::int64_t size, std::int64_t heap_kib) {
-  return {{"warps", 1, 64, warps, "warps (one block each)"},
-          {"threads", 1, 32, threads, "threads per warp"},
-          {"sms", 1, 64, sms, "SMs (one arena each)"},
-          {"ops", 1, 100'000, ops, "allocations per lane"},
-          {"keep", 1, 1'000, 3, "blocks a lane holds before freeing"},
-          {"size", 0, std::int64_t{1} << 30, size, "bytes per allocation (0: drawn)"},
-          {"heap_kib", 4, std::int64_t{1} << 20, heap_kib, "heap size in KiB; the simulator allocates it on the host"},
-          {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"},
-          {"presplit_kib", 0, std::int64_t{1} << 20, 0, "pre-split reserve in KiB (design.md §10.5; 0: none; at most half the heap)"},
+  const std::vector<std::int64_t> pow2_to_4k = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
+  return {drawn({"warps", 1, 64, warps, "warps (one block each)"}, 1, 4),
+          drawn({"threads", 1, 32, threads, "threads per warp"}, 1, 32, draw_kind::near_pow2),
+          drawn({"sms", 1, 64, sms, "SMs (one arena each)"}, 1, 4),
+          drawn({"ops", 1, 100'000, ops, "allocations per lane"}, 1, 12),
+          drawn({"keep", 1, 1'000, 3, "blocks a lane holds before freeing"}, 1, 6),
+          drawn({"size", 0, std::int64_t{1} << 30, size, "bytes per allocation (0: drawn)"}, 1, 65536, draw_kind::near_pow2, true),
+          drawn({"heap_kib", 4, std::int64_t{1} << 20, heap_kib, "heap size in KiB; the simulator allocates it on the host"}, 64, 4096,
+                draw_kind::pow2),
+          drawn({"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, 16, 4096, draw_kind::pow2, true),
+          drawn({"presplit_kib", 0, std::int64_t{1} << 20, 0, "pre-split reserve in KiB (design.md §10.5; 0: none; at most half the heap)"},
+                16, 1024, draw_kind::pow2, true),
           {"presplit_chunks", -1, 1 << 14, -1, "chunks in the pre-split reserve, before its superbins (-1: two per arena; at most half the reserve)"},
-          {"leak", 0, 1, 0, "1: lanes keep their last blocks"},
-          {"coalesced", 0, 1, 0, "1: warp-cooperative allocate"},
-          {"pins", 1, max_pin_slots, 4, "pin slots per (arena, class) (the GPU heap uses 32)"},
-          {"sb_shift", -1, geom::sb_max_shift, -1, "log2 of the superbin bytes, 13..21 (0: no superbins; -1: toga's choice for the heap)"},
-          {"sb_arenas", 0, 64, 0, "superbin arenas in use (SM s takes arena s % sb_arenas; 0: toga's choice; above sms: sms)"},
-          {"align", 0, std::int64_t{1} << 20, 0, "alignment asked for with every allocation (0: none; a power of two)"},
-          {"anchor", 0, std::int64_t{1} << 20, 0, "alloc-storm, mixed-sizes, superbins: lane 0 first allocates a block of this many bytes (no alignment) and frees it last (0: none)"},
+          drawn({"leak", 0, 1, 0, "1: lanes keep their last blocks"}, 1, 1, draw_kind::uniform, true),
+          drawn({"coalesced", 0, 1, 0, "1: warp-cooperative allocate"}, 1, 1, draw_kind::uniform, true),
+          drawn({"pins", 1, max_pin_slots, 4, "pin slots per (arena, class) (the GPU heap uses 32)"}, 1, 4, draw_kind::uniform, true),
+          drawn_from({"sb_shift", -1, geom::sb_max_shift, -1, "log2 of the superbin bytes, 13..21 (0: no superbins; -1: toga's choice for the heap)"},
+                     {0, 13, 14, 15, 16, 17}, true),
+          drawn({"sb_arenas", 0, 64, 0, "superbin arenas in use (SM s takes arena s % sb_arenas; 0: toga's choice; above sms: sms)"}, 1, 4,
+                draw_kind::uniform, true),
+          drawn_from({"align", 0, std::int64_t{1} << 20, 0, "alignment asked for with every allocation (0: none; a power of two)"}, pow2_to_4k, true),
+          drawn({"anchor", 0, std::int64_t{1} << 20, 0, "alloc-storm, mixed-sizes, superbins: lane 0 first allocates a block of this many bytes (no alignment) and frees it last (0: none)"},
+                16, 65536, draw_kind::near_pow2, true),
           {"bug", 0, 51, 0, "planted bug (keep in step with make_heap)"}};
 }
+
+// What a drawn heap shape may cost (scenario::shape_limit): at most 64 lanes; storms at most 256
+// allocations in all; exhaustion at most 1,024 blocks; superbins at most a quarter of the heap.
+// `exhausts`: the lanes allocate until nullptr (a fixed size is needed).
+std::function<std::optional<std::string>(const params&)> heap_shape_limit(std::int64_t warps, std::int64_t threads, std::int64_t sms,
+                                                                         std::int64_t ops, std::int64_t size, std::int64_t heap_kib,
+                                                                         bool exhausts, std::int64_t sb_default = -1) {
+  return [=](const params& p) -> std::optional<std::string> {
+    const launch_config lc = shape(p, warps, threads, sms);
+    const std::int64_t lanes = static_cast<std::int64_t>(lc.lanes());
+    if (lanes > 64) return "more than 64 lanes";
+    const std::int64_t heap = p.get("heap_kib", heap_kib) * 1024;
+    const std::int64_t sb = p.get("sb_shift", sb_default);
+    if (sb > 0 && (std::int64_t{1} << sb) > heap / 4) return "superbins larger than a quarter of the heap";
+    if (const std::int64_t g = p.get("granule_kib", 0); g > 0 && heap / (g * 1024) > 32) return "more than 32 granules";
+    if (!exhausts) {
+      if (lanes * p.get("ops", ops) > 256) return "more than 256 allocations";
+      return std::nullopt;
+    }
+    const std::int64_t sz = p.get("size", size);
+    if (sz <= 0) return "exhaustion needs a size";
+    std::int64_t room = heap;
+    if (const std::int64_t lim = p.get("limit_kib", 0)) room = std::min(room, lim * 1024);
+    if (room / std::max<std::int64_t>(sz, 16) > 512) return "more than 512 blocks to exhaust the heap";
+    return std::nullopt;
+  };
+}
+
 // The growable-heap scenarios' keys: heap_keys and the granule size.
 std::vector<param_spec> grow_keys(std::int64_t warps, std::int64_t threads, std::int64_t sms, std::int64_t ops, std::int64_t size,
                                   std::int64_t heap_kib) {
   auto k = heap_keys(warps, threads, sms, ops, size, heap_kib);
-  k.push_back({"granule_kib", 4, std::int64_t{1} << 19, 64, "granule size in KiB (a power of two, at most half the heap)"});
+  k.push_back(drawn({"granule_kib", 4, std::int64_t{1} << 19, 64, "granule size in KiB (a power of two, at most half the heap)"}, 16, 512,
+                    draw_kind::pow2));
   return k;
 }
 
@@ -191,25 +232,32 @@ scenario heap_checks(scenario s) {
 
 }  // namespace
 
+// `sc` with heap_shape_limit for its defaults.
+scenario limited(scenario sc, std::int64_t warps, std::int64_t threads, std::int64_t sms, std::int64_t ops, std::int64_t size,
+                 std::int64_t heap_kib, bool exhausts, std::int64_t sb_default = -1) {
+  sc.shape_limit = heap_shape_limit(warps, threads, sms, ops, size, heap_kib, exhausts, sb_default);
+  return sc;
+}
+
 void register_allocator_scenarios() {
-  add_scenario(heap_checks(with_keys({"alloc-storm",
+  add_scenario(limited(heap_checks(with_keys({"alloc-storm",
                 std::string("allocate/free storm over every size class, blocks handed to other warps/SMs; params warps=2 "
                             "threads=2 sms=2 ops=8 keep=3 size=0 (0: drawn) heap_kib=2048 leak=0 (1: lanes keep their last blocks) coalesced=0 (1: warp-cooperative allocate)") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
                 [](world& w, const params& p) { return make_heap(w, p, mode::storm); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         heap_keys(2, 2, 2, 8, 0, 2048))));
-  add_scenario(heap_checks(with_keys({"exhaust-recover",
+                         heap_keys(2, 2, 2, 8, 0, 2048))), 2, 2, 2, 8, 0, 2048, false));
+  add_scenario(limited(heap_checks(with_keys({"exhaust-recover",
                 std::string("allocate size until nullptr, then free all: the heap must be as new; params warps=1 "
                             "threads=2 sms=1 size=4096 heap_kib=128 (utilisation: size=16 or 256 with heap_kib=512)") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 1, 2, 1); },
                 [](world& w, const params& p) { return make_heap(w, p, mode::exhaust); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         heap_keys(1, 2, 1, 8, 4096, 128))));
+                         heap_keys(1, 2, 1, 8, 4096, 128))), 1, 2, 1, 8, 4096, 128, true));
   add_scenario(heap_checks(with_keys({"retire-race",
                 std::string("targeted: a free of a full bin races with its retirement and the bin's reuse by another "
                             "class (what the free path's read-side section prevents); 3 lanes, 1 SM") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, {"bug", 0, 51, 0, "planted bug (keep in step with make_heap)"}})));
+                         {drawn({"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 256, 4096, draw_kind::pow2), drawn({"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, 256, 4096, draw_kind::pow2, true), drawn({"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, 1, 3, draw_kind::uniform, true), {"bug", 0, 51, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"failfast-race",
                 std::string("targeted: a free races with a failing 4 KiB request (its recorded failure must not outlive "
                             "the free), then a failing 8 KiB request must not answer for 4 KiB (docs/design.md "
@@ -246,16 +294,21 @@ void register_allocator_scenarios() {
                             "5 warps of 2 lanes, 1 SM, 4 KiB slots in 32 KiB superbins, 3 pin slots") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 5, 2}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::adopt_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {{"heap_kib", 512, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"pins", 3, 3, 3, "pin slots per (arena, class): 3, the roles' own slots are 8k mod 3"}, {"bug", 0, 51, 0, "planted bug (keep in step with make_heap)"}})));
+                         {drawn({"heap_kib", 512, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 512, 4096, draw_kind::pow2), {"pins", 3, 3, 3, "pin slots per (arena, class): 3, the roles' own slots are 8k mod 3"}, {"bug", 0, 51, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"inbox-race",
                 std::string("targeted: a taker holds an exhausted inbox bin while a free refills it (the re-read of the "
                             "count when the taker lets go); 3 warps of one lane, 1 SM, 1024 B, 1 pin slot; lane 1 keeps its block") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 3, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::inbox_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {{"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, {"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that a GROW queues its bin while the pinned one has slots"}, {"bug", 0, 51, 0, "planted bug (keep in step with make_heap)"}})));
+                         {drawn({"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 256, 4096, draw_kind::pow2), drawn({"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that a GROW queues its bin while the pinned one has slots"}, 1, 3, draw_kind::uniform, true), {"bug", 0, 51, 0, "planted bug (keep in step with make_heap)"}})));
   {
     auto keys = heap_keys(1, 32, 1, 1, 16, 2048);
-    keys.push_back({"rounds", 1, 100, 2, "alloc-all / free-all rounds"});
+    // every nullptr fails this scenario: random shapes leave out what makes blocks scarce
+    for (auto& k : keys)
+      if (k.name == "limit_kib" || k.name == "align" || k.name == "anchor" || k.name == "leak") k.draw_choices.clear(), k.draw_max = -1;
+      else if (k.name == "heap_kib") k.draw_min = 1024;  // (small heaps strand what per-SM superbins hold)
+      else if (k.name == "presplit_kib") k.draw_max = -1;
+    keys.push_back(drawn({"rounds", 1, 100, 2, "alloc-all / free-all rounds"}, 1, 3));
     scenario rs = heap_checks(with_keys({"rounds",
                   std::string("toga-bench's T1 shape: every lane allocates `ops` blocks of `size`, all meet, all free, all "
                               "meet; `rounds` times (fresh heap, then warm). params warps=1 threads=32 sms=1 ops=1 size=16 "
@@ -282,9 +335,19 @@ void register_allocator_scenarios() {
                "); every nullptr is a failure in this scenario, so raise heap_kib or lower ops, size or the lanes";
       return std::nullopt;
     };
+    // (rounds' room check above counts blocks, not what per-SM superbins and a pre-split
+    // reserve set aside: random shapes keep superbins to a sixteenth of the heap, no reserve)
+    rs.shape_limit = [base = heap_shape_limit(1, 32, 1, 1, 16, 2048, false)](const params& p) -> std::optional<std::string> {
+      if (auto m = base(p)) return m;
+      const std::int64_t sb = p.get("sb_shift", -1);
+      if (sb > 0 && (std::int64_t{1} << sb) > p.get("heap_kib", 2048) * 1024 / 16) return "superbins above a sixteenth of the heap";
+      // (an SM without a 512 KiB chunk fails while others have room: design.md §21 item 5)
+      if (p.get("heap_kib", 2048) < 1024 * p.get("sms", 1)) return "less than 1 MiB of heap per SM";
+      return std::nullopt;
+    };
     add_scenario(std::move(rs));
   }
-  add_scenario(heap_checks(with_keys({"superbins",
+  add_scenario(limited(heap_checks(with_keys({"superbins",
                 std::string("sizes on both sides of every routing boundary (UAlloc / superbin classes / TBuddy) in a scaled "
                             "geometry: 32 KiB superbins (64 B .. 8 KiB slots) in a 1 MiB heap; blocks handed to other "
                             "warps/SMs; params warps=2 threads=2 sms=2 ops=6 keep=3 heap_kib=1024 sb_shift=15") + bug_help,
@@ -295,7 +358,7 @@ void register_allocator_scenarios() {
                            for (auto& spec : k)
                              if (spec.name == "sb_shift") spec.fallback = 15;
                            return k;
-                         }())));
+                         }())), 2, 2, 2, 6, 0, 1024, false, 15));
   // Growable heaps (issue 14): granules of granule_kib start unmapped (mmap PROT_NONE); lane 0
   // maps and adopts them.
   auto grow_checks = [](scenario sc) {
@@ -312,34 +375,34 @@ void register_allocator_scenarios() {
     };
     return sc;
   };
-  add_scenario(grow_checks(with_keys({"grow-while-alloc",
+  add_scenario(limited(grow_checks(with_keys({"grow-while-alloc",
                 std::string("growable heap: lane 0 maps and adopts every granule (and frees into one still unmapped) while "
                             "the other lanes allocate mixed sizes (nullptr allowed) and free; then one block of half the "
                             "heap; at the end trim_to(0) must unmap every granule; params warps=2 threads=2 sms=2 ops=6 "
                             "keep=3 heap_kib=1024 granule_kib=64") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
                 [](world& w, const params& p) { return make_heap(w, p, mode::grow); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         grow_keys(2, 2, 2, 6, 0, 1024))));
-  add_scenario(grow_checks(with_keys({"exhaust-grow-recover",
+                         grow_keys(2, 2, 2, 6, 0, 1024))), 2, 2, 2, 6, 0, 1024, false));
+  add_scenario(limited(grow_checks(with_keys({"exhaust-grow-recover",
                 std::string("growable heap: lanes allocate until nullptr; a nullptr while a granule is unmapped is demand "
                             "(every nullptr is demand or counted exhaustion), and the lane adopts the next granule; then free all, trim_to(0); "
                             "params warps=1 threads=2 sms=1 size=4096 heap_kib=512 granule_kib=64") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 1, 2, 1); },
                 [](world& w, const params& p) { return make_heap(w, p, mode::grow_exhaust); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         grow_keys(1, 2, 1, 8, 4096, 512))));
-  add_scenario(grow_checks(with_keys({"trim-after-churn",
+                         grow_keys(1, 2, 1, 8, 4096, 512))), 1, 2, 1, 8, 4096, 512, true));
+  add_scenario(limited(grow_checks(with_keys({"trim-after-churn",
                 std::string("growable heap: every granule adopted, lanes churn and keep blocks, lane 0 trims to 0 (only "
                             "wholly free granules may go), lanes check and free their blocks, a second trim_to(0) must "
                             "unmap everything; params warps=2 threads=2 sms=2 ops=6 keep=3 heap_kib=1024 granule_kib=64") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
                 [](world& w, const params& p) { return make_heap(w, p, mode::trim); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         grow_keys(2, 2, 2, 6, 0, 1024))));
-  add_scenario(heap_checks(with_keys({"mixed-sizes",
+                         grow_keys(2, 2, 2, 6, 0, 1024))), 2, 2, 2, 6, 0, 1024, false));
+  add_scenario(limited(heap_checks(with_keys({"mixed-sizes",
                 std::string("small (UAlloc) and large (TBuddy) sizes mixed, 1 B .. 64 KiB; params warps=2 threads=2 "
                             "sms=2 ops=6 keep=3 heap_kib=2048") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
                 [](world& w, const params& p) { return make_heap(w, p, mode::mixed); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         heap_keys(2, 2, 2, 6, 0, 2048))));
+                         heap_keys(2, 2, 2, 6, 0, 2048))), 2, 2, 2, 6, 0, 2048, false));
 }
 
 }  // namespace toga::sim

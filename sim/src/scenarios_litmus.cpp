@@ -252,9 +252,9 @@ void register_litmus_scenarios() {
     return launch_config{n, n, 1};
   };
   s.make = [](world& w, const params& p) { return std::make_unique<litmus_inst>(w, p); };
-  s.keys = std::vector<param_spec>{{"test", 0, 6, 0, "0 MP, 1 SB, 2 LB, 3 IRIW, 4 2+2W, 5 CoRR, 6 CoWW"},
-                                   {"variant", 0, 4, 0, "0 relaxed, 1 rel/acq, 2 acq_rel fences, 3 seq_cst fences, 4 seq_cst ops"},
-                                   {"scope", 0, 2, 0, "0 device, 1 block scope in one block, 2 block scope across blocks"},
+  s.keys = std::vector<param_spec>{drawn({"test", 0, 6, 0, "0 MP, 1 SB, 2 LB, 3 IRIW, 4 2+2W, 5 CoRR, 6 CoWW"}, 0, 6),
+                                   drawn({"variant", 0, 4, 0, "0 relaxed, 1 rel/acq, 2 acq_rel fences, 3 seq_cst fences, 4 seq_cst ops"}, 0, 4),
+                                   drawn({"scope", 0, 2, 0, "0 device, 1 block scope in one block, 2 block scope across blocks"}, 0, 2),
                                    {"races", 0, 1, 0, "1: a scoped race is a cuda-rule verdict"}};
   add_scenario(std::move(s));
 }

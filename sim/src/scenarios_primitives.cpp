@@ -528,9 +528,9 @@ void register_publish_scenario() {
          return launch_config{static_cast<unsigned>(p.get("sms", 2)), 2, static_cast<unsigned>(p.get("lanes", 2))};
        },
        make_publish},
-      {{"lanes", 1, 32, 2, "producers (block 0) and consumers (block 1)"},
-       {"sms", 1, 2, 2, "SMs (2: the blocks on different SMs)"},
-       {"fence", 0, 1, 0, "1: publish with fence(release) + relaxed CAS, consume with relaxed loads + fence(acquire)"},
+      {drawn({"lanes", 1, 32, 2, "producers (block 0) and consumers (block 1)"}, 1, 6),
+       drawn({"sms", 1, 2, 2, "SMs (2: the blocks on different SMs)"}, 1, 2),
+       drawn({"fence", 0, 1, 0, "1: publish with fence(release) + relaxed CAS, consume with relaxed loads + fence(acquire)"}, 0, 1),
        {"bug", 0, 7, 0, "planted bug"}}));
 }
 
@@ -656,9 +656,10 @@ std::unique_ptr<instance> make_rcu(world& w, const params& p) {
 }  // namespace
 
 void register_primitive_scenarios() {
-  const param_spec warps_key{"warps", 1, 64, 2, "warps (one block each)"};
-  const param_spec threads_key{"threads", 1, 32, 4, "threads per warp"};
-  const param_spec sms_key{"sms", 1, 64, 1, "SMs"};
+  // Random shapes (docs/simulator.md §18) draw up to 4 warps of up to 32 lanes on up to 3 SMs.
+  const param_spec warps_key = drawn({"warps", 1, 64, 2, "warps (one block each)"}, 1, 4);
+  const param_spec threads_key = drawn({"threads", 1, 32, 4, "threads per warp"}, 1, 32, draw_kind::near_pow2);
+  const param_spec sms_key = drawn({"sms", 1, 64, 1, "SMs"}, 1, 3);
   add_scenario(with_keys(
       {"semaphore",
        "bulk semaphore: producers/consumers with batches, out-of-memory withdrawal; params lanes=4 batch=3 "
@@ -666,12 +667,12 @@ void register_primitive_scenarios() {
        "fetch_sub, 2 spin ignores shortfall, 3 GROW promises full batch, 4 failing producer keeps its promise; biased: 5 no "
        "undo, 6 undo one short, 7 fast path ignores the bias, 8 CAS loop decides below the bias)",
        expectation::pass, [](const params& p) { return one_warp(p, 4); }, make_semaphore},
-      {{"lanes", 1, 32, 4, "lanes in one warp"},
-       {"batch", 2, 64, 3, "units per GROW batch"},
-       {"capacity", 0, 4096, 4, "batches the backing store holds (default: lanes)"},
-       {"rounds", 1, 100, 2, "waits per lane"},
-       {"keep", 0, 1, 0, "1: lanes keep their items"},
-       {"fast", 0, 1, 0, "1: the biased semaphore with the speculative fetch_sub fast path"},
+      {drawn({"lanes", 1, 32, 4, "lanes in one warp"}, 1, 12),
+       drawn({"batch", 2, 64, 3, "units per GROW batch"}, 2, 8),
+       drawn({"capacity", 0, 4096, 4, "batches the backing store holds (default: lanes)"}, 0, 16),
+       drawn({"rounds", 1, 100, 2, "waits per lane"}, 1, 4),
+       drawn({"keep", 0, 1, 0, "1: lanes keep their items"}, 0, 1),
+       drawn({"fast", 0, 1, 0, "1: the biased semaphore with the speculative fetch_sub fast path"}, 0, 1),
        {"bug", 0, 8, 0, "planted bug"}}));
   add_scenario(with_keys(
       {"semaphore-collective",
@@ -679,23 +680,23 @@ void register_primitive_scenarios() {
        "threads=8 batch=4 capacity=lanes",
        expectation::pass, [](const params& p) { return warps(p, 2, 8); },
        [](world& w, const params& p) { return std::make_unique<semaphore_collective_inst>(w, p); }},
-      {warps_key, {"threads", 1, 32, 8, "threads per warp"}, sms_key,
-       {"batch", 2, 64, 4, "units per GROW batch"},
-       {"capacity", 0, 4096, 16, "batches the backing store holds (default: lanes)"}}));
+      {warps_key, drawn({"threads", 1, 32, 8, "threads per warp"}, 1, 32, draw_kind::near_pow2), sms_key,
+       drawn({"batch", 2, 64, 4, "units per GROW batch"}, 2, 8),
+       drawn({"capacity", 0, 4096, 16, "batches the backing store holds (default: lanes)"}, 0, 32)}));
   add_scenario(with_keys(
       {"collective-mutex",
        "collective mutex (counted form) across warps; params warps=2 threads=4 rounds=2 bug=0 (1 no entry "
        "barrier, 2 lock count 1, 3 leader frees for all, 4 relaxed lock CAS, 5 relaxed unlock, 6 block-scope "
        "lock word)",
        expectation::pass, [](const params& p) { return warps(p, 2, 4); }, make_mutex},
-      {warps_key, threads_key, sms_key, {"rounds", 1, 100, 2, "lock/unlock rounds per lane"},
+      {warps_key, threads_key, sms_key, drawn({"rounds", 1, 100, 2, "lock/unlock rounds per lane"}, 1, 3),
        {"bug", 0, 6, 0, "planted bug"}}));
   add_scenario(with_keys(
       {"pop-k",
        "collective list pop; params warps=2 threads=4 nodes=lanes+2 bug=0 (1 no read barrier, 2 head off by "
        "one, 3 mutex lock count 1, 4 mutex relaxed lock CAS, 5 block-scope head)",
        expectation::pass, [](const params& p) { return warps(p, 2, 4); }, make_pop},
-      {warps_key, threads_key, sms_key, {"nodes", 1, 4096, 10, "list elements (default: lanes + 2)"},
+      {warps_key, threads_key, sms_key, drawn({"nodes", 1, 4096, 10, "list elements (default: lanes + 2)"}, 1, 40),
        {"bug", 0, 5, 0, "planted bug"}}));
   scenario rcu = with_keys(
       {"rcu",
@@ -704,9 +705,9 @@ void register_primitive_scenarios() {
        "4 relaxed increment in read_lock, 5 relaxed read_unlock, 6 relaxed epoch re-check, 7 the grace period reads "
        "the counter with a load instead of an RMW)",
        expectation::pass, [](const params& p) { return one_warp(p, 5); }, make_rcu},
-      {{"lanes", 2, 32, 5, "lanes in one warp: readers, then writers"},
-       {"readers", 1, 31, 2, "reading lanes (fewer than lanes)"},
-       {"passes", 1, 100, 2, "read-side sections per reader"},
+      {drawn({"lanes", 2, 32, 5, "lanes in one warp: readers, then writers"}, 2, 10),
+       drawn({"readers", 1, 31, 2, "reading lanes (fewer than lanes)"}, 1, 8),
+       drawn({"passes", 1, 100, 2, "read-side sections per reader"}, 1, 4),
        {"bug", 0, 7, 0, "planted bug"}});
   rcu.check = [](const params& p) -> std::optional<std::string> {
     if (p.get("readers", 2) >= p.get("lanes", 5))
@@ -722,9 +723,9 @@ void register_primitive_scenarios() {
        "hold=2 bug=0 (1 check then fetch_add, 2 retry-less CAS, 3 permit given back before the hold ends, 4 check "
        "off by one; 1, 3 and 4 need about cap preemptions)",
        expectation::pass, [](const params& p) { return one_warp(p, 4); }, make_admission},
-      {{"lanes", 2, 32, 4, "lanes in one warp"},
-       {"cap", 1, 31, 2, "permits"},
-       {"hold", 1, 100, 2, "scheduling points a permit is held"},
+      {drawn({"lanes", 2, 32, 4, "lanes in one warp"}, 2, 10),
+       drawn({"cap", 1, 31, 2, "permits"}, 1, 6),
+       drawn({"hold", 1, 100, 2, "scheduling points a permit is held"}, 1, 6),
        {"bug", 0, 4, 0, "planted bug"}});
   adm.check = [](const params& p) -> std::optional<std::string> {
     if (p.get("cap", 2) >= p.get("lanes", 4)) return "cap must be below lanes (otherwise nothing contends)";

@@ -97,5 +97,52 @@ expect 1 "mutant baseline .*bad-baseline.json'" mutants --filter '^lost-update$'
 # of e513438): each mutant runs in a child process, so the suite reports it and goes on to the next
 expect 0 "of 2 mutants killed" mutants --filter '^(ualloc.dead-near-wrap|lost-update)$' --baseline none
 
+# random shapes and shards (docs/simulator.md §18): usage errors, then a sharded run with a
+# planted bug whose merged report lists the failures of one unsharded run, with replay lines
+expect 2 "--shapes square: use fixed .* or random" explore --scenario counter --shapes square
+expect 2 "scenario aba-stack has no parameter that random shapes draw" explore --scenario aba-stack --shapes random
+expect 2 "--shapes random does not go with --strategy exhaustive" explore --scenario counter --shapes random --strategy exhaustive
+expect 2 "--shard '3': want I/N" explore --scenario counter --shard 3
+expect 2 "--shard 'a/b': want I/N" explore --scenario counter --shard a/b
+expect 2 "--shard 4/4: shard I of N needs 0 <= I < N" explore --scenario counter --shard 4/4
+expect 2 "--shard 0/0: shard I of N needs 0 <= I < N" explore --scenario counter --shard 0/0
+expect 2 "more shards than schedules" explore --scenario counter --shard 0/8 --schedules 4
+expect 2 "--shard does not go with --strategy exhaustive" explore --scenario counter --shard 0/2 --strategy exhaustive
+expect 2 "no random shape fits the parameters given with --set" explore --scenario exhaust-recover --shapes random --set size=16 --set heap_kib=65536
+expect 2 "merge needs the shards' reports|required" merge
+expect 1 "cannot open '.*missing.json'" merge "$tmp/missing.json"
+expect 1 "is not JSON" merge "$tmp/broken.json"
+expect 1 "is not a toga-sim explore report" merge "$tmp/lu.json"
+expect 0 "verdicts: pass=30" explore --scenario alloc-storm --shapes random --schedules 30 --threads 1 --json "$tmp/one.json"
+expect 1 "shard 0 is given twice" merge "$tmp/one.json" "$tmp/one.json"
+for i in 0 1 2; do
+  expect 1 "shard $i/3: schedules" explore --scenario lost-update --schedules 60 --keep-going --threads 1 --shard $i/3 --json "$tmp/s$i.json"
+done
+"$sim" explore --scenario lost-update --schedules 60 --keep-going --threads 1 --json "$tmp/whole.json" > "$tmp/whole.txt" 2>&1
+expect 1 "MISSING 1 of 3 shards: 1" merge "$tmp/s0.json" "$tmp/s2.json"
+expect 1 "is from another run than .*s0.json': scenario" merge "$tmp/s0.json" "$tmp/one.json"
+expect 1 "merged 3 of 3 shards: scenario lost-update" merge "$tmp/s2.json" "$tmp/s0.json" "$tmp/s1.json" --json "$tmp/merged.json"
+# the merged verdict counts and failing schedules equal the unsharded run's (every shard lists
+# its first 10 failures, the whole run its first 10: those must be among the merged ones)
+block() { sed -n "/\"$2\": [{[]/,/[]}]/p" "$1" | grep -v "\"$2\""; }
+if [ "$(block "$tmp/merged.json" verdicts)" != "$(block "$tmp/whole.json" verdicts)" ] ||
+   [ "$(grep '"failures_found"' "$tmp/merged.json")" != "$(grep '"failures_found"' "$tmp/whole.json")" ]; then
+  echo "FAIL: the merged shards differ from the unsharded run"; fails=$((fails + 1))
+elif grep '"index"\|"replay"' "$tmp/whole.json" | grep -vxFf <(grep '"index"\|"replay"' "$tmp/merged.json") | grep -q .; then
+  echo "FAIL: a failure of the unsharded run is missing from the merged report"; fails=$((fails + 1))
+else
+  echo "ok: merged shards match the unsharded run ($(block "$tmp/merged.json" verdicts | tr -d ' \n'))"
+fi
+# a replay line of a random shape runs the same schedule (it names every drawn parameter)
+"$sim" explore --scenario lost-update --shapes random --schedules 50 --threads 1 > "$tmp/rs.txt" 2>&1
+line=$(grep -o 'replay: .*' "$tmp/rs.txt" | head -1 | sed 's/^replay: //')
+hash=$(grep -o 'trace hash [0-9a-f]*' "$tmp/rs.txt" | head -1)
+eval "$line" > "$tmp/rp.txt" 2>&1
+if [ -z "$line" ] || [ -z "$hash" ] || ! grep -q "$hash" "$tmp/rp.txt"; then
+  echo "FAIL: the random shape's replay line ($line) did not give $hash"; fails=$((fails + 1))
+else
+  echo "ok: random-shape replay line gives the same trace ($hash)"
+fi
+
 [ "$fails" = 0 ] || { echo "$fails checks failed"; exit 1; }
 echo "all usage and input errors are reported with the right exit code"

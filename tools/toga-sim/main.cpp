@@ -5,7 +5,9 @@
 //   toga-sim explore --scenario NAME --strategy random|pct|stall|exhaustive|portfolio --schedules N
 //                    --seed S [--pct-depth D] [--pct-steps K] [--bound B] [--threads T]
 //                    [--set name=value]... [--memory sc|weak] [--faults none|all|site,...]
-//                    [--save-failure FILE] [--shrink] [--keep-going]
+//                    [--save-failure FILE] [--shrink] [--keep-going] [--shapes fixed|random]
+//                    [--shard I/N] [--json FILE]
+//   toga-sim merge   FILE... [--json FILE]      (the --json reports of one run's shards)
 //   toga-sim replay  --scenario NAME --strategy random|pct|stall --seed S [...] | --decisions FILE
 //                    [--trace] [--shrink] [--save FILE]
 //   toga-sim mutants [--filter REGEX] [--schedules N] [--json FILE] [--baseline FILE] [--ci]
@@ -23,6 +25,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <tuple>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -168,15 +172,81 @@ void print_summary(const ts::explore_summary& s, const ts::strategy_config& cfg,
   for (unsigned k = 0; k < ts::verdict_kind_count; ++k)
     if (s.counts[k]) fmt::print(" {}={}", ts::to_string(static_cast<ts::verdict_kind>(k)), s.counts[k]);
   fmt::print("\n");
-  if (s.first_failure) {
-    const auto& f = *s.first_failure;
-    fmt::print("  FIRST FAILURE at schedule {} (seed {}): {}\n    {}\n", f.index, f.seed,
+  for (std::size_t n = 0; n < s.failures.size(); ++n) {
+    const auto& f = s.failures[n];
+    fmt::print("  {} at schedule {} (seed {}): {}\n    {}\n", n == 0 ? "FIRST FAILURE" : "FAILURE", f.index, f.seed,
                ts::to_string(f.result.kind), f.result.message);
     fmt::print("    {} preemptions, {} switches, {} steps, trace hash {:016x}{}\n", f.result.preemptions,
                f.result.switches, f.result.steps, f.result.trace_hash,
                f.deterministic ? " (re-run: same hash)" : "  ** NON-DETERMINISTIC: a re-run differed **");
     fmt::print("  replay: {}\n", f.replay_command);
   }
+  if (s.failures_found > s.failures.size())
+    fmt::print("  ({} failing schedules in all; the first {} are listed)\n", s.failures_found, s.failures.size());
+}
+
+// The JSON report of an exploration (explore --json; merge reads and writes the same format).
+nlohmann::ordered_json summary_json(const ts::explore_summary& s, const ts::strategy_config& cfg, const ts::run_limits& limits,
+                                    bool random_shapes, std::uint64_t seed, std::uint64_t run_schedules, std::uint64_t shard,
+                                    std::uint64_t shards, const ts::params& fixed) {
+  nlohmann::ordered_json j;
+  j["format"] = "toga-sim explore 1";
+  j["scenario"] = s.scenario;
+  j["strategy"] = ts::to_string(cfg.kind);
+  if (cfg.kind == ts::strategy_kind::pct || cfg.kind == ts::strategy_kind::portfolio) j["pct_depth"] = cfg.pct_depth;
+  j["memory"] = ts::to_string(limits.memory);
+  j["faults"] = ts::faults_to_string(limits.faults);
+  j["shapes"] = random_shapes ? "random" : "fixed";
+  nlohmann::ordered_json set = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : fixed.values()) set[k] = v;
+  j["set"] = set;
+  j["seed"] = seed;
+  j["run_schedules"] = run_schedules;  // the whole run's schedules (all shards)
+  j["shard"] = shard;
+  j["shards"] = shards;
+  j["first_index"] = s.first_index;
+  j["schedules"] = s.schedules;  // run by this shard (up to its first failure unless --keep-going)
+  j["seconds"] = s.seconds;
+  j["steps"] = s.total_steps;
+  std::map<std::string, std::uint64_t> by_name;  // by name, as merge writes them
+  for (unsigned k = 0; k < ts::verdict_kind_count; ++k)
+    if (s.counts[k]) by_name[ts::to_string(static_cast<ts::verdict_kind>(k))] = s.counts[k];
+  nlohmann::ordered_json counts = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : by_name) counts[k] = v;
+  j["verdicts"] = counts;
+  j["failures_found"] = s.failures_found;
+  auto& arr = j["failures"] = nlohmann::ordered_json::array();
+  for (const auto& f : s.failures) {
+    nlohmann::ordered_json x;
+    x["index"] = f.index;
+    x["seed"] = f.seed;
+    x["verdict"] = ts::to_string(f.result.kind);
+    x["message"] = f.result.message;
+    x["deterministic"] = f.deterministic;
+    x["replay"] = f.replay_command;
+    arr.push_back(x);
+  }
+  return j;
+}
+
+void write_json(const std::string& path, const nlohmann::ordered_json& j) {
+  std::ofstream f(path);
+  if (!f) throw std::runtime_error("cannot write '" + path + "': check that its folder exists and is writable");
+  f << j.dump(1) << "\n";
+  if (!f) throw std::runtime_error("writing '" + path + "' failed");
+}
+
+// "I/N" (--shard): shard I of N, 0 <= I < N.
+std::pair<std::uint64_t, std::uint64_t> parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  const auto digits = [](const std::string& t) { return !t.empty() && t.size() <= 18 && t.find_first_not_of("0123456789") == std::string::npos; };
+  if (slash == std::string::npos || !digits(text.substr(0, slash)) || !digits(text.substr(slash + 1)))
+    throw usage_error("--shard '" + text + "': want I/N, shard I (0 .. N-1) of N, e.g. --shard 3/8");
+  const std::uint64_t i = std::stoull(text.substr(0, slash)), n = std::stoull(text.substr(slash + 1));
+  if (n == 0 || i >= n)
+    throw usage_error("--shard " + text + ": shard I of N needs 0 <= I < N (shards are numbered from 0), e.g. --shard 0/" +
+                      std::to_string(std::max<std::uint64_t>(n, 1)));
+  return {i, n};
 }
 
 void print_run(const ts::run_result& r) {
@@ -214,39 +284,164 @@ int cmd_list(bool keys, bool bugs) {
   }
   for (const auto& s : ts::catalogue()) {
     fmt::print("{:<20} {:<6} {}\n", s.name, s.expected == ts::expectation::fails ? "[bug]" : "", wrap(s.summary, 28, 100));
-    if (keys) fmt::print("{:<27} keys: {}\n", "", wrap(ts::describe_keys(s), 34, 100));
+    if (keys) {
+      fmt::print("{:<27} keys: {}\n", "", wrap(ts::describe_keys(s), 34, 100));
+      if (ts::has_drawn_keys(s)) fmt::print("{:<27} random shapes draw: {}\n", "", wrap(ts::describe_draws(s), 47, 100));
+    }
   }
   return 0;
 }
 
-int cmd_explore(const common_args& a, std::uint64_t schedules, unsigned threads, bool keep_going,
-                const std::string& save, bool do_shrink) {
+struct explore_args {
+  std::uint64_t schedules = 1000;
+  unsigned threads = 0;
+  bool keep_going = false, shrink = false;
+  std::string save, shapes = "fixed", shard, json;
+};
+
+int cmd_explore(const common_args& a, const explore_args& x) {
   const ts::scenario& sc = need_scenario(a.scenario);
-  if (schedules == 0) throw usage_error("--schedules 0 explores nothing; give at least 1");
+  if (x.schedules == 0) throw usage_error("--schedules 0 explores nothing; give at least 1");
+  if (x.shapes != "fixed" && x.shapes != "random") throw usage_error("--shapes " + x.shapes + ": use fixed (the --set values and the defaults) or random (a shape drawn per schedule)");
   ts::explore_options o;
   o.strategy = parse_config(a);
-  o.schedules = schedules;
+  o.schedules = x.schedules;
   o.seed = a.seed;
-  o.threads = threads;
+  o.threads = x.threads;
   o.scenario_params = parse_params(sc, a.sets);
   o.limits = limits_of(sc, a);
-  o.stop_on_failure = !keep_going;
+  o.stop_on_failure = !x.keep_going;
   o.progress = true;
-  const ts::explore_summary s = ts::explore(sc, o);
+  o.random_shapes = x.shapes == "random";
+  if (o.random_shapes && !ts::has_drawn_keys(sc))
+    throw usage_error("scenario " + sc.name + " has no parameter that random shapes draw (toga-sim list --keys); explore it with --shapes fixed");
+  if (o.random_shapes && o.strategy.kind == ts::strategy_kind::exhaustive)
+    throw usage_error("--shapes random does not go with --strategy exhaustive (it enumerates the schedules of one shape)");
+  std::uint64_t shard = 0, shards = 1;
+  if (!x.shard.empty()) {
+    std::tie(shard, shards) = parse_shard(x.shard);
+    if (o.strategy.kind == ts::strategy_kind::exhaustive)
+      throw usage_error("--shard does not go with --strategy exhaustive (its schedules are enumerated one after another)");
+    if (shards > x.schedules)
+      throw usage_error("--shard " + x.shard + " of --schedules " + std::to_string(x.schedules) + ": more shards than schedules; give at most " +
+                        std::to_string(x.schedules) + " shards");
+    std::tie(o.first_index, o.schedules) = ts::shard_range(x.schedules, shard, shards);
+  }
+  ts::explore_summary s;
+  try {
+    s = ts::explore(sc, o);
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(e.what());
+  }
+  if (shards > 1) fmt::print("shard {}/{}: schedules {} .. {} of {}\n", shard, shards, o.first_index, o.first_index + o.schedules - 1, x.schedules);
   print_summary(s, o.strategy, *o.limits);
+  if (!x.json.empty()) {
+    write_json(x.json, summary_json(s, o.strategy, *o.limits, o.random_shapes, o.seed, x.schedules, shard, shards, o.scenario_params));
+    fmt::print("  report: {}\n", x.json);
+  }
   if (s.first_failure) {
     ts::run_result r = s.first_failure->result;
-    if (do_shrink) {
-      const auto rep = ts::shrink(sc, o.scenario_params, *o.limits, r);
+    const ts::params& fp = s.first_failure->scenario_params;
+    if (x.shrink) {
+      const auto rep = ts::shrink(sc, fp, *o.limits, r);
       fmt::print("  shrunk in {} replays{}: {} -> {} preemptions, {} -> {} switches\n", rep.replays,
                  rep.search_replays ? fmt::format(" and {} searched schedules", rep.search_replays) : std::string(),
                  rep.original.preemptions, rep.shrunk.preemptions, rep.original.switches, rep.shrunk.switches);
       r = rep.shrunk;
     }
-    if (!save.empty()) {
-      ts::save_decisions(save, sc, o.scenario_params, *o.limits, r);
-      fmt::print("  decisions saved: toga-sim replay --decisions {}\n", save);
+    if (!x.save.empty()) {
+      ts::save_decisions(x.save, sc, fp, *o.limits, r);
+      fmt::print("  decisions saved: toga-sim replay --decisions {}\n", x.save);
     }
+    return 1;
+  }
+  return 0;
+}
+
+// merge: the --json reports of one run's shards as one report. Every shard must be there once,
+// from the same run (scenario, strategy, memory, faults, shapes, --set values, seed, schedules).
+int cmd_merge(const std::vector<std::string>& files, const std::string& out) {
+  if (files.empty()) throw usage_error("merge needs the shards' reports: toga-sim merge shard-*.json");
+  const char* same[] = {"scenario", "strategy", "memory", "faults", "shapes", "set", "seed", "run_schedules", "shards"};
+  nlohmann::ordered_json first;
+  std::map<std::uint64_t, std::string> seen;  // shard -> file
+  std::uint64_t schedules = 0, steps = 0, found = 0;
+  double seconds = 0;
+  std::map<std::string, std::uint64_t> verdicts;
+  std::vector<nlohmann::ordered_json> failures;
+  for (const auto& path : files) {
+    std::ifstream f(path);
+    if (!f) throw ts::input_error("cannot open '" + path + "': give the files that explore --json wrote");
+    nlohmann::ordered_json j;
+    try {
+      j = nlohmann::ordered_json::parse(f);
+    } catch (const std::exception& e) {
+      throw ts::input_error("'" + path + "' is not JSON (" + std::string(e.what()) + "): give the files that explore --json wrote");
+    }
+    try {
+      if (!j.is_object() || j.value("format", "") != "toga-sim explore 1")
+        throw ts::input_error("'" + path + "' is not a toga-sim explore report (format \"toga-sim explore 1\")");
+      if (first.is_null()) first = j;
+      for (const char* k : same)
+        if (j.at(k) != first.at(k))
+          throw ts::input_error("'" + path + "' is from another run than '" + files.front() + "': " + k + " " + j.at(k).dump() + " against " +
+                                first.at(k).dump() + "; merge the shards of one run only");
+      const auto shard = j.at("shard").get<std::uint64_t>();
+      if (shard >= j.at("shards").get<std::uint64_t>()) throw ts::input_error("'" + path + "' names shard " + std::to_string(shard) + " of " + j.at("shards").dump());
+      if (auto it = seen.find(shard); it != seen.end())
+        throw ts::input_error("shard " + std::to_string(shard) + " is given twice ('" + it->second + "' and '" + path + "'); give each shard once");
+      seen[shard] = path;
+      schedules += j.at("schedules").get<std::uint64_t>();
+      steps += j.at("steps").get<std::uint64_t>();
+      seconds += j.at("seconds").get<double>();
+      found += j.at("failures_found").get<std::uint64_t>();
+      for (const auto& [k, v] : j.at("verdicts").items()) verdicts[k] += v.get<std::uint64_t>();
+      for (const auto& x : j.at("failures")) failures.push_back(x);
+    } catch (const nlohmann::json::exception& e) {
+      throw ts::input_error("'" + path + "' lacks a field of a toga-sim explore report (" + std::string(e.what()) + ")");
+    }
+  }
+  const auto shards = first.at("shards").get<std::uint64_t>();
+  std::string missing;
+  std::uint64_t n_missing = 0;
+  for (std::uint64_t k = 0; k < shards; ++k)
+    if (!seen.count(k) && n_missing++ < 8) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+  std::sort(failures.begin(), failures.end(), [](const auto& a, const auto& b) { return a.at("index").template get<std::uint64_t>() < b.at("index").template get<std::uint64_t>(); });
+  fmt::print("merged {} of {} shards: scenario {}  strategy {}  memory {}  shapes {}  seed {}\n", seen.size(), shards,
+             first.at("scenario").get<std::string>(), first.at("strategy").get<std::string>(), first.at("memory").get<std::string>(),
+             first.at("shapes").get<std::string>(), first.at("seed").get<std::uint64_t>());
+  fmt::print("  schedules {} of {}  ({:.1f} s of exploration in all, {:.1f} steps/schedule)\n  verdicts:", schedules,
+             first.at("run_schedules").get<std::uint64_t>(), seconds, schedules ? double(steps) / schedules : 0.0);
+  for (const auto& [k, v] : verdicts) fmt::print(" {}={}", k, v);
+  fmt::print("\n");
+  for (const auto& x : failures)
+    fmt::print("  FAILURE at schedule {} (seed {}): {}{}\n    {}\n  replay: {}\n", x.at("index").get<std::uint64_t>(), x.at("seed").get<std::uint64_t>(),
+               x.at("verdict").get<std::string>(), x.at("deterministic").get<bool>() ? "" : "  ** NON-DETERMINISTIC **",
+               x.at("message").get<std::string>(), x.at("replay").get<std::string>());
+  if (found > failures.size()) fmt::print("  ({} failing schedules in all; the shards listed {})\n", found, failures.size());
+  if (n_missing) fmt::print("  MISSING {} of {} shards: {}{}\n", n_missing, shards, missing, n_missing > 8 ? ", ..." : "");
+  if (!out.empty()) {
+    nlohmann::ordered_json j = first;
+    j["shard"] = 0;
+    j["shards"] = 1;
+    j["first_index"] = 0;
+    j["merged_shards"] = seen.size();
+    j["missing_shards"] = n_missing;
+    j["schedules"] = schedules;
+    j["seconds"] = seconds;
+    j["steps"] = steps;
+    nlohmann::ordered_json v = nlohmann::ordered_json::object();
+    for (const auto& [k, c] : verdicts) v[k] = c;
+    j["verdicts"] = v;
+    j["failures_found"] = found;
+    j["failures"] = failures;
+    write_json(out, j);
+    fmt::print("  report: {}\n", out);
+  }
+  if (!failures.empty() || found) return 1;
+  if (n_missing) {
+    std::fprintf(stderr, "toga-sim: error: %llu of %llu shards are missing (%s); run them and merge again\n",
+                 static_cast<unsigned long long>(n_missing), static_cast<unsigned long long>(shards), missing.c_str());
     return 1;
   }
   return 0;
@@ -671,18 +866,28 @@ int main(int argc, char** argv) {
   ls->add_flag("--bugs", list_bugs, "name the allocator scenarios' planted bugs (--set bug=N) instead");
 
   common_args ea;
-  std::uint64_t schedules = 1000;
-  unsigned threads = 0;
-  bool keep_going = false, shrink_flag = false;
-  std::string save;
+  explore_args xa;
   auto* ex = app.add_subcommand("explore", "run many schedules of a scenario");
   ea.scenario_option = ex->add_option("--scenario", ea.scenario, "scenario name (toga-sim list)")->required();
-  ex->add_option("--schedules", schedules, "number of schedules")->check(whole_number)->capture_default_str();
-  ex->add_option("--threads", threads, "worker threads (0: all cores)")->check(whole_number);
-  ex->add_flag("--keep-going", keep_going, "do not stop at the first failure");
-  ex->add_option("--save-failure", save, "write the first failure's decisions to FILE");
-  ex->add_flag("--shrink", shrink_flag, "shrink the first failure before saving it");
+  ex->add_option("--schedules", xa.schedules, "number of schedules (of the whole run when --shard is given)")->check(whole_number)->capture_default_str();
+  ex->add_option("--threads", xa.threads, "worker threads (0: all cores)")->check(whole_number);
+  ex->add_flag("--keep-going", xa.keep_going, "do not stop at the first failure (the first 10 failures are reported)");
+  ex->add_option("--save-failure", xa.save, "write the first failure's decisions to FILE");
+  ex->add_flag("--shrink", xa.shrink, "shrink the first failure before saving it");
+  ex->add_option("--shapes", xa.shapes, "fixed: the --set values and the defaults; random: every schedule draws the parameters "
+                                       "--set does not give (toga-sim list --keys names the ranges); replay lines carry the shape")
+      ->capture_default_str();
+  ex->add_option("--shard", xa.shard, "I/N: run only shard I (0 .. N-1) of the --schedules schedules (contiguous; merge the --json "
+                                     "reports with toga-sim merge)");
+  ex->add_option("--json", xa.json, "write the summary and the failures' replay lines to FILE (what merge reads)");
   add_common(ex, ea);
+
+  std::vector<std::string> merge_files;
+  std::string merge_json;
+  auto* mg = app.add_subcommand("merge", "combine the --json reports of one run's shards into one report; exit 1 on a failure "
+                                         "or a missing shard");
+  mg->add_option("files", merge_files, "the shards' reports")->required();
+  mg->add_option("--json", merge_json, "write the merged report to FILE");
 
   common_args ra;
   std::string decisions, rsave;
@@ -722,7 +927,8 @@ int main(int argc, char** argv) {
   }
   try {
     if (app.got_subcommand("list")) return cmd_list(list_keys, list_bugs);
-    if (app.got_subcommand(ex)) return cmd_explore(ea, schedules, threads, keep_going, save, shrink_flag);
+    if (app.got_subcommand(ex)) return cmd_explore(ea, xa);
+    if (app.got_subcommand(mg)) return cmd_merge(merge_files, merge_json);
     if (app.got_subcommand(rp)) return cmd_replay(ra, decisions, rsave, rshrink, rtrace);
     if (app.got_subcommand(dm)) return cmd_demo(demo_schedules, demo_threads);
     if (app.got_subcommand(lt)) return cmd_litmus(litmus_memory, litmus_bound, litmus_schedules);

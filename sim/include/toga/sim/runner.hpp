@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "toga/sim/scenario.hpp"
@@ -63,13 +64,30 @@ struct explore_options {
   std::optional<run_limits> limits;  //!< default: the scenario's
   bool stop_on_failure = true;
   bool progress = false;         //!< a one-line progress display on stderr
+  //! Random shapes: schedule i runs draw_shape(sc, scenario_params, seed + i) (the parameters it
+  //! does not name are drawn; PCT's k is calibrated per shape unless strategy.pct_steps is set).
+  //! Not with the exhaustive strategy.
+  bool random_shapes = false;
+  //! Schedules first_index .. first_index + schedules - 1 (a shard of a larger run, see
+  //! shard_range): schedule i uses seed + i and the portfolio's strategy for i, whichever shard
+  //! runs it. Not with the exhaustive strategy (its schedules are enumerated in order).
+  std::uint64_t first_index = 0;
+  //! Failures recorded (lowest indices first, each with its replay command and determinism
+  //! check) besides the first; with stop_on_failure only the first is found.
+  unsigned max_failures = 10;
 };
+
+//! Shard `shard` of `shards` of a run of `schedules` schedules: {first index, count}; the shards
+//! of one run are contiguous, disjoint and cover it (counts differ by at most one). Throws
+//! std::invalid_argument for shards == 0, shard >= shards or more shards than schedules.
+std::pair<std::uint64_t, std::uint64_t> shard_range(std::uint64_t schedules, std::uint64_t shard, std::uint64_t shards);
 
 //! The first failure of an exploration, with what it takes to reproduce it.
 struct failure_report {
   std::uint64_t index = 0;        //!< schedule number (0-based)
   std::uint64_t seed = 0;         //!< that schedule's seed
   strategy_config strategy;       //!< concrete strategy (portfolio resolved)
+  params scenario_params;         //!< the parameters it ran with (a random shape's drawn values)
   run_result result;
   bool deterministic = true;      //!< a re-run gave the same verdict and trace hash
   std::string replay_command;     //!< one line that reproduces it
@@ -83,7 +101,12 @@ struct explore_summary {
   std::uint64_t total_steps = 0;
   bool exhausted = false;         //!< exhaustive: every schedule within the bound was run
   std::optional<failure_report> first_failure;
-  std::uint64_t pct_steps = 0;    //!< k used by PCT (calibrated or given)
+  //! Every failure found, lowest index first, at most explore_options::max_failures (the first
+  //! failure is failures[0]); more than one only without stop_on_failure.
+  std::vector<failure_report> failures;
+  std::uint64_t failures_found = 0;  //!< failing schedules in all (may exceed failures.size())
+  std::uint64_t first_index = 0;  //!< explore_options::first_index
+  std::uint64_t pct_steps = 0;    //!< k used by PCT (calibrated or given; 0 with random shapes: per shape)
   double schedules_per_second() const { return seconds > 0 ? schedules / seconds : 0; }
 };
 

@@ -47,15 +47,35 @@ class instance {
 //! What a scenario is expected to do (used by `toga-sim demo` and the tests).
 enum class expectation : std::uint8_t { pass, fails };
 
+//! How a random shape draws a parameter (draw_shape): uniformly in [draw_min, draw_max]; a power
+//! of two in that range (the exponent uniform; 0 too when in range); or near_pow2, a power of two
+//! that one draw in four moves off by up to a quarter (sizes just above and below a class or
+//! routing boundary, partial warps).
+enum class draw_kind : std::uint8_t { uniform, pow2, near_pow2 };
+
 //! One parameter a scenario reads: its name, the inclusive range it accepts, the value used
 //! when it is not given, and a few words of help. Declared keys make `--set` strict.
+//! The draw_* fields say how a random shape (`toga-sim explore --shapes random`) draws it: from
+//! [draw_min, draw_max] (draw_max < draw_min: never drawn, the fallback stays); with draw_off,
+//! half the draws keep the fallback (a feature that is off by default stays off half the time).
+//! The drawing range is a subset of [min, max] chosen to keep one schedule short.
 struct param_spec {
   std::string name;
   std::int64_t min = 0;
   std::int64_t max = 0;
   std::int64_t fallback = 0;
   std::string help;
+  std::int64_t draw_min = 0;
+  std::int64_t draw_max = -1;
+  draw_kind draw = draw_kind::uniform;
+  bool draw_off = false;
+  std::vector<std::int64_t> draw_choices{};  //!< non-empty: one of these instead of the range
+  bool drawn() const { return !draw_choices.empty() || draw_max >= draw_min; }
 };
+//! `s` with a drawing range (for catalogue entries).
+param_spec drawn(param_spec s, std::int64_t lo, std::int64_t hi, draw_kind k = draw_kind::uniform, bool off = false);
+//! `s` drawn from a list of values (for catalogue entries).
+param_spec drawn_from(param_spec s, std::vector<std::int64_t> choices, bool off = false);
 
 struct scenario {
   std::string name;
@@ -73,6 +93,9 @@ struct scenario {
   //! Constraints between parameters that ranges cannot say (e.g. readers < lanes): a message
   //! when `p` is invalid. Optional; called by validate_params after the range checks.
   std::function<std::optional<std::string>(const params&)> check{};
+  //! Random shapes only: a message when a drawn shape is valid but too costly to explore (e.g.
+  //! more blocks than a schedule should walk); draw_shape draws again. Optional.
+  std::function<std::optional<std::string>(const params&)> shape_limit{};
 };
 
 //! A planted bug of the allocator scenarios, selected by their parameter bug=N (the core's
@@ -97,6 +120,19 @@ std::string describe_keys(const scenario& sc);
 
 //! The catalogue (built-in scenarios register themselves here; tests may add their own).
 std::vector<scenario>& catalogue();
+//! Random shapes (docs/simulator.md §18): the parameters of schedule `seed` of a random-shape
+//! exploration. Every drawn key (param_spec::drawn) that `fixed` does not name is drawn from a
+//! generator seeded by `seed` alone; keys `fixed` names keep their values. A draw that fails
+//! validate_params or the scenario's shape_limit is drawn again (at most 256 times). The result
+//! names every drawn value explicitly, so that replaying it needs no drawing. Deterministic: the
+//! same scenario, `fixed` and seed give the same shape on every machine. Throws
+//! std::invalid_argument when no draw fits (the fixed parameters exclude every drawn shape).
+params draw_shape(const scenario& sc, const params& fixed, std::uint64_t seed);
+//! Whether `sc` declares any drawn key (random shapes change nothing otherwise).
+bool has_drawn_keys(const scenario& sc);
+//! "name in [lo..hi]" (pow2: "name in 2^k [lo..hi] +-"), ", "-separated; "none" without drawn keys.
+std::string describe_draws(const scenario& sc);
+
 //! Looks a scenario up by name; nullptr if unknown.
 const scenario* find_scenario(const std::string& name);
 //! Adds a scenario to the catalogue (replacing one of the same name).
