@@ -140,6 +140,9 @@ const std::vector<planted_bug>& allocator_planted_bugs() {
       {46, "pre-split reserve", "a reserve block taken by a load and a store, not one RMW"},
       {47, "pre-split reserve", "a drain uncharges the byte count for the reserve's blocks"},
       {48, "pre-split reserve", "a climb that failed after a drain behind it does not climb again"},
+      {49, "shared reclaim walk", "a lane walks an item it claimed with an older walk's tag (before the opener's reset)"},
+      {50, "shared reclaim walk", "the lane that counts the second-to-last item ends the walk"},
+      {51, "shared reclaim walk", "a lane ORs its item's flags after counting the item"},
   };
   return bugs;
 }
@@ -302,7 +305,7 @@ void register_allocator_scenarios() {
                 [](world& w, const params& p) { return make_heap(w, p, mode::inbox_race); }, run_limits{50'000, 2'000'000}, {}, {}},
                          {drawn({"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 256, 4096, draw_kind::pow2), drawn({"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that a GROW queues its bin while the pinned one has slots"}, 1, 3, draw_kind::uniform, true), {"bug", 0, 51, 0, "planted bug (keep in step with make_heap)"}})));
   {
-    auto keys = heap_keys(1, 32, 1, 1, 16, 2048);
+    auto keys = heap_keys(1, 32, 1, 1, 0, 2048);  // size 0: drawn per allocation (8 B .. 1 KiB), as the instance does
     // every nullptr fails this scenario: random shapes leave out what makes blocks scarce
     for (auto& k : keys)
       if (k.name == "limit_kib" || k.name == "align" || k.name == "anchor" || k.name == "leak") k.draw_choices.clear(), k.draw_max = -1;
@@ -311,7 +314,7 @@ void register_allocator_scenarios() {
     keys.push_back(drawn({"rounds", 1, 100, 2, "alloc-all / free-all rounds"}, 1, 3));
     scenario rs = heap_checks(with_keys({"rounds",
                   std::string("toga-bench's T1 shape: every lane allocates `ops` blocks of `size`, all meet, all free, all "
-                              "meet; `rounds` times (fresh heap, then warm). params warps=1 threads=32 sms=1 ops=1 size=16 "
+                              "meet; `rounds` times (fresh heap, then warm). params warps=1 threads=32 sms=1 ops=1 size=0 (drawn) "
                               "rounds=2 heap_kib=2048") + bug_help,
                   expectation::pass, [](const params& p) { return shape(p, 1, 32, 1); },
                   [](world& w, const params& p) { return make_heap(w, p, mode::rounds); }, run_limits{50'000, 4'000'000}, {}, {}},
@@ -324,7 +327,7 @@ void register_allocator_scenarios() {
       const launch_config lc = shape(p, 1, 32, 1);
       const std::uint64_t lanes = lc.lanes();
       const std::uint64_t ops = static_cast<std::uint64_t>(std::max<std::int64_t>(1, p.get("ops", 1)));
-      std::uint64_t size = static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("size", 16)));
+      std::uint64_t size = static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("size", 0)));
       if (size == 0) size = 1024;  // the largest drawn size
       std::uint64_t served = 16;
       while (served < size) served <<= 1;

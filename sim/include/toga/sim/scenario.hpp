@@ -105,7 +105,7 @@ struct planted_bug {
   const char* area;  //!< the mechanism it breaks ("fast path", "superbins", ...)
   const char* what;  //!< what the planted code does wrong
 };
-//! Every planted bug of the allocator scenarios, by number (1..43); `toga-sim list --bugs`.
+//! Every planted bug of the allocator scenarios, by number (1..51); `toga-sim list --bugs`.
 const std::vector<planted_bug>& allocator_planted_bugs();
 
 //! Checks `p` against `sc.keys` (when declared): every name must be a declared key and every
