@@ -47,7 +47,7 @@ echo "|---|---|---|---|"
 total=0 fixed_killed=0 random_killed=0 only_random=0 only_fixed=0
 for b in $bugs; do
   line=$(echo "$list" | awk -v b="$b" '$1 == b {print; exit}')
-  area=$(echo "$line" | cut -c7-32 | sed 's/ *$//')
+  area=$(echo "$line" | cut -c7-32 | sed -e 's/, --memory.*//' -e 's/ *$//')
   memory=sc
   echo "$line" | grep -q -- "--memory weak" && memory=weak
   f=$(kill "$b" "$memory" fixed)

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/enumerable_thread_specific.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include <atomic>
@@ -293,11 +294,21 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
   std::vector<std::uint64_t> hashes;       // per schedule, as the worker thread saw it
   std::vector<failure_report> found;
 
+  oneapi::tbb::enumerable_thread_specific<coverage_recorder> recorders;
+  // Schedule i under the thread's coverage recorder when asked for.
+  const auto run_schedule = [&](const params& p, strategy& st, std::uint64_t seed) {
+    if (!opt.coverage) return run_one(sc, p, st, seed, limits);
+    coverage_recorder& rec = recorders.local();
+    rec.begin_schedule();
+    coverage_recorder::scope on(&rec);
+    return run_one(sc, p, st, seed, limits);
+  };
+
   if (cfg.kind == strategy_kind::exhaustive) {
     progress_line pl(opt.progress, opt.schedules, done, sc.name);
     exhaustive_strategy ex(cfg.bound);
     for (std::uint64_t i = 0; i < opt.schedules; ++i) {
-      run_result r = run_one(sc, opt.scenario_params, ex, opt.seed + i, limits);
+      run_result r = run_schedule(opt.scenario_params, ex, opt.seed + i);
       ++sum.schedules;
       ++sum.counts[static_cast<unsigned>(r.kind)];
       sum.total_steps += r.steps;
@@ -345,7 +356,7 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
         cc.strategy = eff.kind;
         cc.pct_depth = eff.pct_depth;
         cc.pct_steps = eff.pct_steps;
-        const run_result r = run_one(sc, p, *strat, opt.seed + i, limits);
+        const run_result r = run_schedule(p, *strat, opt.seed + i);
         cc.active = false;
         verdicts[k] = static_cast<std::uint8_t>(r.kind);
         steps[k] = r.steps;
@@ -401,6 +412,10 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
     } else {
       f.replay_command = replay_command(sc, f.scenario_params, f.strategy, f.seed, limits);
     }
+  }
+  if (opt.coverage) {
+    sum.coverage = std::make_shared<coverage_recorder>();
+    for (const coverage_recorder& r : recorders) sum.coverage->merge(r);
   }
   if (!found.empty()) sum.first_failure = found.front();
   sum.failures = std::move(found);

@@ -144,5 +144,13 @@ else
   echo "ok: random-shape replay line gives the same trace ($hash)"
 fi
 
+# coverage (docs/simulator.md §19)
+expect 2 "explores nothing" coverage --scenario alloc-storm --schedules 0
+expect 2 "--shapes oval: use fixed or random" coverage --scenario alloc-storm --shapes oval
+expect 2 "unknown scenario 'no-such'" coverage --scenario no-such
+expect 0 "core sites ran; [0-9]+ site pairs met" coverage --scenario alloc-storm --schedules 20 --threads 1 --json "$tmp/cov.json"
+grep -q '"format": "toga-sim coverage 1"' "$tmp/cov.json" || { echo "FAIL: coverage --json"; fails=$((fails + 1)); }
+expect 1 "verdicts: invariant" coverage --scenario lost-update --schedules 5 --threads 1
+
 [ "$fails" = 0 ] || { echo "$fails checks failed"; exit 1; }
 echo "all usage and input errors are reported with the right exit code"

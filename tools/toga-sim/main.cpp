@@ -8,6 +8,7 @@
 //                    [--save-failure FILE] [--shrink] [--keep-going] [--shapes fixed|random]
 //                    [--shard I/N] [--json FILE]
 //   toga-sim merge   FILE... [--json FILE]      (the --json reports of one run's shards)
+//   toga-sim coverage --scenario NAME [explore's options] [--list N]   (the core's site pairs)
 //   toga-sim replay  --scenario NAME --strategy random|pct|stall --seed S [...] | --decisions FILE
 //                    [--trace] [--shrink] [--save FILE]
 //   toga-sim mutants [--filter REGEX] [--schedules N] [--json FILE] [--baseline FILE] [--ci]
@@ -356,6 +357,69 @@ int cmd_explore(const common_args& a, const explore_args& x) {
     return 1;
   }
   return 0;
+}
+
+// coverage: the core's site pairs over an exploration (toga/sim/coverage.hpp): how many pairs
+// of Platform operations that touch one location from two lanes ran in both orders, and the
+// pairs that ran in one order only.
+int cmd_coverage(const common_args& a, const explore_args& x, std::uint64_t list) {
+  const ts::scenario& sc = need_scenario(a.scenario);
+  if (x.schedules == 0) throw usage_error("--schedules 0 explores nothing; give at least 1");
+  if (x.shapes != "fixed" && x.shapes != "random") throw usage_error("--shapes " + x.shapes + ": use fixed or random");
+  ts::explore_options o;
+  o.strategy = parse_config(a);
+  if (o.strategy.kind == ts::strategy_kind::exhaustive && x.shapes == "random")
+    throw usage_error("--shapes random does not go with --strategy exhaustive (it enumerates the schedules of one shape)");
+  o.schedules = x.schedules;
+  o.seed = a.seed;
+  o.threads = x.threads;
+  o.scenario_params = parse_params(sc, a.sets);
+  o.limits = limits_of(sc, a);
+  o.stop_on_failure = false;  // every schedule counts, so the figures do not depend on the threads
+  o.progress = true;
+  o.random_shapes = x.shapes == "random";
+  if (o.random_shapes && !ts::has_drawn_keys(sc))
+    throw usage_error("scenario " + sc.name + " has no parameter that random shapes draw (toga-sim list --keys); use --shapes fixed");
+  o.coverage = true;
+  ts::explore_summary s;
+  try {
+    s = ts::explore(sc, o);
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(e.what());
+  }
+  print_summary(s, o.strategy, *o.limits);
+  const ts::coverage_summary c = ts::summarize(*s.coverage);
+  fmt::print("coverage of the core's races ({} shapes): {} core sites ran; {} site pairs met on one location from two lanes "
+             "(one a write)\n  both orders: {} ({:.1f}%), both with a preemption between: {}; one order only: {}\n",
+             o.random_shapes ? "random" : "fixed", c.core_sites, c.unordered_pairs, c.both_orders,
+             c.unordered_pairs ? 100.0 * c.both_orders / c.unordered_pairs : 0.0, c.adjacent_both, c.one_order.size());
+  if (!c.one_order.empty() && list) {
+    fmt::print("pairs run in one order only (first, then second; the other order never ran), most frequent first:\n");
+    std::uint64_t n = 0;
+    for (const auto& [p, times] : c.one_order) {
+      if (n++ == list) {
+        fmt::print("  ... {} more (--list N)\n", c.one_order.size() - list);
+        break;
+      }
+      fmt::print("  {:<44} then {:<44} x{}\n", ts::site_name(p.first), ts::site_name(p.second), times);
+    }
+  }
+  if (!x.json.empty()) {
+    nlohmann::ordered_json j;
+    j["format"] = "toga-sim coverage 1";
+    j["scenario"] = sc.name;
+    j["schedules"] = s.schedules;
+    j["shapes"] = o.random_shapes ? "random" : "fixed";
+    j["core_sites"] = c.core_sites;
+    j["pairs"] = c.unordered_pairs;
+    j["both_orders"] = c.both_orders;
+    j["both_orders_adjacent"] = c.adjacent_both;
+    auto& arr = j["one_order"] = nlohmann::ordered_json::array();
+    for (const auto& [p, times] : c.one_order) arr.push_back({{"first", ts::site_name(p.first)}, {"second", ts::site_name(p.second)}, {"times", times}});
+    write_json(x.json, j);
+    fmt::print("  report: {}\n", x.json);
+  }
+  return s.failures_found ? 1 : 0;
 }
 
 // merge: the --json reports of one run's shards as one report. Every shard must be there once,
@@ -882,6 +946,19 @@ int main(int argc, char** argv) {
   ex->add_option("--json", xa.json, "write the summary and the failures' replay lines to FILE (what merge reads)");
   add_common(ex, ea);
 
+  common_args ca;
+  explore_args cx;
+  std::uint64_t cov_list = 30;
+  auto* cv = app.add_subcommand("coverage", "explore a scenario and report which pairs of the core's Platform operations on one "
+                                            "location ran in both orders (docs/simulator.md §19); exit 1 if a schedule failed");
+  ca.scenario_option = cv->add_option("--scenario", ca.scenario, "scenario name (toga-sim list)")->required();
+  cv->add_option("--schedules", cx.schedules, "number of schedules")->check(whole_number)->capture_default_str();
+  cv->add_option("--threads", cx.threads, "worker threads (0: all cores)")->check(whole_number);
+  cv->add_option("--shapes", cx.shapes, "fixed or random (explore --shapes)")->capture_default_str();
+  cv->add_option("--list", cov_list, "print at most N pairs that ran in one order only (0: none)")->check(whole_number)->capture_default_str();
+  cv->add_option("--json", cx.json, "write the figures and every one-order pair to FILE");
+  add_common(cv, ca);
+
   std::vector<std::string> merge_files;
   std::string merge_json;
   auto* mg = app.add_subcommand("merge", "combine the --json reports of one run's shards into one report; exit 1 on a failure "
@@ -929,6 +1006,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("list")) return cmd_list(list_keys, list_bugs);
     if (app.got_subcommand(ex)) return cmd_explore(ea, xa);
     if (app.got_subcommand(mg)) return cmd_merge(merge_files, merge_json);
+    if (app.got_subcommand(cv)) return cmd_coverage(ca, cx, cov_list);
     if (app.got_subcommand(rp)) return cmd_replay(ra, decisions, rsave, rshrink, rtrace);
     if (app.got_subcommand(dm)) return cmd_demo(demo_schedules, demo_threads);
     if (app.got_subcommand(lt)) return cmd_litmus(litmus_memory, litmus_bound, litmus_schedules);

@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "toga/sim/coverage.hpp"
 #include "toga/sim/scenario.hpp"
 #include "toga/sim/strategy.hpp"
 #include "toga/sim/types.hpp"
@@ -75,6 +77,9 @@ struct explore_options {
   //! Failures recorded (lowest indices first, each with its replay command and determinism
   //! check) besides the first; with stop_on_failure only the first is found.
   unsigned max_failures = 10;
+  //! Record the coverage of the core's races (toga/sim/coverage.hpp) over the schedules run
+  //! (explore_summary::coverage).
+  bool coverage = false;
 };
 
 //! Shard `shard` of `shards` of a run of `schedules` schedules: {first index, count}; the shards
@@ -107,6 +112,9 @@ struct explore_summary {
   std::uint64_t failures_found = 0;  //!< failing schedules in all (may exceed failures.size())
   std::uint64_t first_index = 0;  //!< explore_options::first_index
   std::uint64_t pct_steps = 0;    //!< k used by PCT (calibrated or given; 0 with random shapes: per shape)
+  //! With explore_options::coverage: the site pairs of every schedule run (the same whatever
+  //! the thread count; with stop_on_failure, schedules past the first failure may be included).
+  std::shared_ptr<coverage_recorder> coverage;
   double schedules_per_second() const { return seconds > 0 ? schedules / seconds : 0; }
 };
 

@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "toga/platform.hpp"
+#include "toga/sim/coverage.hpp"
 #include "toga/sim/ghost.hpp"
 #include "toga/sim/world.hpp"
 
@@ -29,31 +30,34 @@ struct platform {
   // sequentially consistent) the word is read and written directly; otherwise the world's
   // memory model decides what a load reads and records stores, views and scoped races.
   template <class T, memory_order O, scope S>
-  static T load(T* p, order_tag<O>, scope_tag<S>) {
+  static T load(T* p, order_tag<O>, scope_tag<S>, std::source_location loc = std::source_location::current()) {
     static_assert(O != memory_order::release && O != memory_order::acq_rel, "a load cannot be release");
     world& wd = w();
     wd.point(op::load);
+    cover(wd, p, false, loc);
     if constexpr (S == scope::block) wd.note_block_scope();
     if (memory_state* m = wd.memory()) return static_cast<T>(m->load(p, sizeof(T), O, S));
     return *p;
   }
   template <class T, memory_order O, scope S>
-  static void store(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
+  static void store(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>, std::source_location loc = std::source_location::current()) {
     static_assert(O != memory_order::acquire && O != memory_order::acq_rel, "a store cannot be acquire");
     world& wd = w();
     wd.point(op::store);
+    cover(wd, p, true, loc);
     if constexpr (S == scope::block) wd.note_block_scope();
     if (memory_state* m = wd.memory()) return m->store(p, sizeof(T), v, O, S);
     *p = v;
   }
   template <class T, memory_order O, scope S>
-  static T exchange(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
-    return rmw<T, O, S>(op::exchange, p, [v](T) { return v; });
+  static T exchange(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>, std::source_location loc = std::source_location::current()) {
+    return rmw<T, O, S>(op::exchange, p, [v](T) { return v; }, loc);
   }
   template <class T, memory_order O, scope S>
-  static bool compare_exchange(T* p, T& expected, std::type_identity_t<T> desired, order_tag<O>, scope_tag<S>) {
+  static bool compare_exchange(T* p, T& expected, std::type_identity_t<T> desired, order_tag<O>, scope_tag<S>, std::source_location loc = std::source_location::current()) {
     world& wd = w();
     wd.point(op::cas);
+    cover(wd, p, true, loc);
     if constexpr (S == scope::block) wd.note_block_scope();
     if (memory_state* m = wd.memory()) {
       const T cur = static_cast<T>(m->rmw_read(p, sizeof(T)));
@@ -73,25 +77,25 @@ struct platform {
     return false;
   }
   template <class T, memory_order O, scope S>
-  static T fetch_add(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
-    return rmw<T, O, S>(op::fetch_add, p, [v](T old) { return static_cast<T>(old + v); });
+  static T fetch_add(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>, std::source_location loc = std::source_location::current()) {
+    return rmw<T, O, S>(op::fetch_add, p, [v](T old) { return static_cast<T>(old + v); }, loc);
   }
   template <class T, memory_order O, scope S>
-  static T fetch_sub(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
-    return rmw<T, O, S>(op::fetch_sub, p, [v](T old) { return static_cast<T>(old - v); });
+  static T fetch_sub(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>, std::source_location loc = std::source_location::current()) {
+    return rmw<T, O, S>(op::fetch_sub, p, [v](T old) { return static_cast<T>(old - v); }, loc);
   }
   template <class T, memory_order O, scope S>
-  static T fetch_and(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
-    return rmw<T, O, S>(op::fetch_and, p, [v](T old) { return static_cast<T>(old & v); });
+  static T fetch_and(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>, std::source_location loc = std::source_location::current()) {
+    return rmw<T, O, S>(op::fetch_and, p, [v](T old) { return static_cast<T>(old & v); }, loc);
   }
   template <class T, memory_order O, scope S>
-  static T fetch_or(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
-    return rmw<T, O, S>(op::fetch_or, p, [v](T old) { return static_cast<T>(old | v); });
+  static T fetch_or(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>, std::source_location loc = std::source_location::current()) {
+    return rmw<T, O, S>(op::fetch_or, p, [v](T old) { return static_cast<T>(old | v); }, loc);
   }
   //! An RMW even when v <= *p (atom.max writes max(old, v) back), as in PTX's model.
   template <class T, memory_order O, scope S>
-  static T fetch_max(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>) {
-    return rmw<T, O, S>(op::fetch_max, p, [v](T old) { return v > old ? v : old; });
+  static T fetch_max(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>, std::source_location loc = std::source_location::current()) {
+    return rmw<T, O, S>(op::fetch_max, p, [v](T old) { return v > old ? v : old; }, loc);
   }
   template <memory_order O, scope S>
   static void fence(order_tag<O>, scope_tag<S>) {
@@ -183,15 +187,20 @@ struct platform {
 
  private:
   static world& w() { return *world::current(); }
+  // Coverage of the core's races (toga/sim/coverage.hpp): the access, when a recorder is installed.
+  static void cover(world& wd, const void* p, bool write, const std::source_location& loc) {
+    if (coverage_recorder* c = coverage_recorder::current()) c->access(p, write, loc, wd.self().index);
+  }
   // The memory model's state when this schedule runs under --memory weak, else nullptr.
   static memory_state* weak_state() {
     memory_state* m = w().memory();
     return m && m->weak() ? m : nullptr;
   }
   template <class T, memory_order O, scope S, class F>
-  static T rmw(op k, T* p, F f) {
+  static T rmw(op k, T* p, F f, const std::source_location& loc) {
     world& wd = w();
     wd.point(k);
+    cover(wd, p, true, loc);
     if constexpr (S == scope::block) wd.note_block_scope();
     if (memory_state* m = wd.memory()) {
       const T old = static_cast<T>(m->rmw_read(p, sizeof(T)));
