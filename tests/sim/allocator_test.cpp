@@ -254,7 +254,8 @@ const std::vector<planted>& planted_allocator_bugs() {
       {"alloc-storm", {{"bug", 9}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 16}}, "claim without a reservation", true},
       {"alloc-storm", {{"bug", 10}, {"threads", 4}, {"warps", 1}, {"sms", 1}, {"size", 16}}, "two lanes mapped to one bit", true},
       {"alloc-storm", {{"bug", 11}, {"threads", 4}, {"warps", 2}, {"sms", 1}, {"size", 1024}, {"sb_shift", 0}, {"leak", 1}}, "GROW drops a displaced pin", true},
-      {"alloc-storm", {{"bug", 12}, {"size", 1024}, {"sb_shift", 0}}, "retiring a pinned bin keeps the pin", true},
+      {"alloc-storm", {{"bug", 12}, {"size", 1024}, {"sb_shift", 0}}, "retiring a pinned bin keeps the pin", true,
+       ts::strategy_kind::stall},  // (stall at 115, random at 4,593)
       // two reservers' decrements of a retired pinned bin: the second wraps positive and claims
       // a slot of the released bin (a crash verdict: the slot's bin is reused or poisoned)
       {"alloc-storm", {{"bug", 13}, {"size", 1024}, {"sb_shift", 0}, {"threads", 3}, {"warps", 3}, {"sms", 1}, {"pins", 1}}, "DEAD near wrap-around", true},
@@ -284,8 +285,10 @@ const std::vector<planted>& planted_allocator_bugs() {
       {"exhaust-recover", {{"bug", 39}}, "a TBuddy free does not count", true},
       {"failfast-race", {{"bug", 40}}, "failed climb reads the count late", true},
       {"failfast-race", {{"bug", 41}}, "failure recorded for smaller orders", true},
-      {"clean-race", {{"bug", 42}}, "a free emptying a bin does not count", true},
-      {"clean-race", {{"bug", 43}}, "reclaim walk reads the count late", true},
+      // (since the shared walk random schedules miss these two in 10,000: PCT kills 42 at schedule
+      // 1, stall 43 at 3; 30,000 schedules of CI time went to the misses)
+      {"clean-race", {{"bug", 42}}, "a free emptying a bin does not count", true, ts::strategy_kind::pct},
+      {"clean-race", {{"bug", 43}}, "reclaim walk reads the count late", true, ts::strategy_kind::stall},
   };
   return bugs;
 }
