@@ -162,7 +162,7 @@ void print_summary(const ts::explore_summary& s, const ts::strategy_config& cfg,
   if (limits.memory != ts::memory_model::sc) fmt::print("  memory {}", ts::to_string(limits.memory));
   if (limits.faults) fmt::print("  faults {}", ts::faults_to_string(limits.faults));
   if (cfg.kind == ts::strategy_kind::pct || cfg.kind == ts::strategy_kind::portfolio)
-    fmt::print(" (d={}, k={})", cfg.pct_depth, s.pct_steps);
+    fmt::print(" (d={}, k={})", cfg.pct_depth, s.pct_steps ? std::to_string(s.pct_steps) : std::string("per shape"));
   if (cfg.kind == ts::strategy_kind::exhaustive) fmt::print(" (bound {}, {})", cfg.bound,
                                                           s.exhausted ? "complete"
                                                           : s.first_failure ? "stopped at the first failure"
