@@ -6,5 +6,6 @@ namespace toga::sim::heap_scenarios {
 template std::unique_ptr<instance> make_one<ualloc_bug::walk_claim_any_tag, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::walk_ends_early, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::walk_flags_after_count, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::grow_bins_without_warp_barrier, tbuddy_bug::none>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

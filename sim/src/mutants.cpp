@@ -352,6 +352,13 @@ std::vector<mutant> build() {
          "a lane counts its item of the reclaim walk before it adds what the item gave back: the walk's last item "
          "ends the walk with a result that misses it")
           .depth(0),
+      // found by random shapes under weak memory (simulator.md §18.3): the GROW's hand-over of the
+      // leader's bins to its members
+      mb("ualloc.grow-bins-without-warp-barrier", "its", "grow-while-alloc", P{{"bug", 52}, {"sms", 3}, {"threads", 26}, {"warps", 2}, {"ops", 2}, {"keep", 1}, {"granule_kib", 128}, {"heap_kib", 4096}},
+         "a chunk-class GROW's members init and pin the bins the leader broadcast, without the __syncwarp that gives "
+         "them the leader's view: a lane that takes such a bin reads a granule's or a superbin's routing state stale "
+         "and drops or misroutes a free")
+          .gpu().weak(),
 
   };
   return c;

@@ -237,6 +237,26 @@ TEST(WeakMemory, MemoryOrderMutantsAreKilledOnlyUnderWeakMemory) {
   }
 }
 
+// A chunk-class GROW's members init and pin bins that the leader acquired and handed over by a
+// shuffle: the __syncwarp after the broadcast carries the leader's view (ualloc::grow). Without
+// it (bug 52) a lane that takes such a bin reads a granule's routing state stale and drops its
+// free (found by random shapes under weak memory; simulator.md §18.3). Weak memory only.
+TEST(WeakMemory, GrowBinsWithoutWarpBarrierIsKilledOnlyUnderWeakMemory) {
+  const std::vector<std::pair<const char*, std::int64_t>> shape = {{"bug", 52}, {"sms", 3}, {"threads", 26}, {"warps", 2}, {"ops", 2},
+                                                                    {"keep", 1}, {"granule_kib", 128}, {"heap_kib", 4096}};
+  const auto weak = explore("grow-while-alloc", shape, ts::memory_model::weak, ts::strategy_kind::portfolio, 3'000);
+  ASSERT_TRUE(weak.first_failure) << "bug 52 survived 3,000 weak schedules";
+  EXPECT_TRUE(weak.first_failure->deterministic) << failure_text(weak);
+  std::printf("[ grow-while-alloc bug=52 ] killed at weak schedule %llu: %s\n",
+              static_cast<unsigned long long>(weak.first_failure->index + 1), weak.first_failure->result.message.c_str());
+  const auto sc = explore("grow-while-alloc", shape, ts::memory_model::sc, ts::strategy_kind::portfolio, 60);
+  EXPECT_FALSE(sc.first_failure) << "bug 52 failed under sc: " << failure_text(sc);
+  auto correct = shape;
+  correct.front().second = 0;
+  const auto fixed = explore("grow-while-alloc", correct, ts::memory_model::weak, ts::strategy_kind::portfolio, 150);
+  EXPECT_FALSE(fixed.first_failure) << "the correct allocator in bug 52's shape: " << failure_text(fixed);
+}
+
 TEST(WeakMemory, CorrectPrimitivesPassUnderWeakMemory) {
   for (const auto& [name, params] : std::vector<std::pair<const char*, std::vector<std::pair<const char*, std::int64_t>>>>{
            {"semaphore", {}},

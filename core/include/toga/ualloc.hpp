@@ -118,6 +118,7 @@ enum class ualloc_bug : std::uint8_t {
   walk_claim_any_tag,             //!< a lane walks the item its claim got even when the cursor still has the last walk's tag (not yet reset)
   walk_ends_early,                //!< the lane that counts the next-to-last item ends the walk: the gate opens while the last one is walked
   walk_flags_after_count,         //!< a lane counts its item before it adds what the item found: the walk's result can miss it
+  grow_bins_without_warp_barrier, //!< a chunk-class GROW's producers init and pin the leader's bins without the __syncwarp after the broadcast
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -1155,6 +1156,13 @@ struct ualloc {
         if (g.rank == j) bin = b;
       }
       if (g.is_leader() && locked) unlock(&arenas[a].chunk_mtx);
+      // [HB] the members init and pin bins the leader acquired (a fresh chunk from TBuddy, or bins
+      // under the chunk mutex): the broadcast is a shuffle, which orders no memory, so without
+      // this __syncwarp their release (pin, signal) does not carry what the leader acquired (the
+      // merges and frees that made the chunk, its previous owners' accesses), and a later relaxed
+      // routing read (in_superbin, free_of_unmapped) of a lane that takes the bin can be stale
+      // (found by random shapes under --memory weak; design.md §17.1)
+      if (made > 1 && Bug != ualloc_bug::grow_bins_without_warp_barrier) g.sync();
     }
     if (g.rank < m) {
       const std::uint64_t left = slot_semaphore<P>::batch_leftover(g.rank, g.size, 1, cap);
