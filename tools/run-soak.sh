@@ -5,7 +5,10 @@
 #      every strategy, the deep mutants' complete delay-bounded searches;
 #   2. the whole mutant catalogue against sim/mutants-baseline.json (toga-sim mutants);
 #   3. SOAK_WEAK_SCHEDULES (default 100000) schedules of every allocator scenario under
-#      --memory weak with every fault site.
+#      --memory weak with every fault site;
+#   4. SOAK_SHAPES_SCHEDULES (default 50000) random-shape schedules of every allocator scenario
+#      that draws shapes, under --memory weak (docs/simulator.md §18: where the GROW __syncwarp
+#      was found).
 # Hours of CPU on 2 cores (step 1 alone about 50 minutes). Exit status 0 when nothing failed; every
 # failure prints its replay command. Usage: bash tools/run-soak.sh [--skip-build]
 set -euo pipefail
@@ -14,11 +17,15 @@ weak_schedules="${SOAK_WEAK_SCHEDULES:-100000}"
 case "$weak_schedules" in
   '' | *[!0-9]*) echo "run-soak.sh: SOAK_WEAK_SCHEDULES='$weak_schedules' is not a whole number" >&2; exit 2 ;;
 esac
+shapes_schedules="${SOAK_SHAPES_SCHEDULES:-50000}"
+case "$shapes_schedules" in
+  '' | *[!0-9]*) echo "run-soak.sh: SOAK_SHAPES_SCHEDULES='$shapes_schedules' is not a whole number" >&2; exit 2 ;;
+esac
 skip_build=0
 for a in "$@"; do
   case "$a" in
     --skip-build) skip_build=1 ;;
-    -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "run-soak.sh: unknown option '$a' (use --skip-build or --help)" >&2; exit 2 ;;
   esac
 done
@@ -45,6 +52,14 @@ for sc in alloc-storm exhaust-recover mixed-sizes retire-race inbox-race adopt-r
   echo "-- $sc (faults: $faults)"
   "$sim" explore --scenario "$sc" --memory weak --faults "$faults" --strategy portfolio \
     --schedules "$weak_schedules" --threads 0 || failed=1
+done
+echo "== 4. $shapes_schedules random-shape weak-memory schedules of every allocator scenario that draws shapes"
+for sc in alloc-storm exhaust-recover mixed-sizes superbins rounds retire-race inbox-race adopt-race \
+          grow-while-alloc exhaust-grow-recover trim-after-churn; do
+  n="$shapes_schedules"
+  [ "$sc" = exhaust-grow-recover ] && n=$(( (shapes_schedules + 9) / 10 ))  # (its schedules walk up to 32 granules)
+  echo "-- $sc"
+  "$sim" explore --scenario "$sc" --memory weak --shapes random --strategy portfolio --schedules "$n" --threads 0 || failed=1
 done
 if [ "$failed" = 0 ]; then echo "run-soak.sh: every campaign passed"; else echo "run-soak.sh: FAILED (replay commands above)"; fi
 exit "$failed"
