@@ -300,10 +300,12 @@ struct explore_args {
   std::string save, shapes = "fixed", shard, json;
 };
 
-int cmd_explore(const common_args& a, const explore_args& x) {
-  const ts::scenario& sc = need_scenario(a.scenario);
+// explore's and coverage's options from the command line (usage errors for what does not fit).
+ts::explore_options explore_options_of(const ts::scenario& sc, const common_args& a, const explore_args& x) {
   if (x.schedules == 0) throw usage_error("--schedules 0 explores nothing; give at least 1");
-  if (x.shapes != "fixed" && x.shapes != "random") throw usage_error("--shapes " + x.shapes + ": use fixed (the --set values and the defaults) or random (a shape drawn per schedule)");
+  if (x.shapes != "fixed" && x.shapes != "random")
+    throw usage_error("--shapes " + x.shapes + ": use fixed or random (fixed: the --set values and the defaults, or random: a shape "
+                                               "drawn per schedule)");
   ts::explore_options o;
   o.strategy = parse_config(a);
   o.schedules = x.schedules;
@@ -318,6 +320,21 @@ int cmd_explore(const common_args& a, const explore_args& x) {
     throw usage_error("scenario " + sc.name + " has no parameter that random shapes draw (toga-sim list --keys); explore it with --shapes fixed");
   if (o.random_shapes && o.strategy.kind == ts::strategy_kind::exhaustive)
     throw usage_error("--shapes random does not go with --strategy exhaustive (it enumerates the schedules of one shape)");
+  return o;
+}
+
+// ts::explore with the library's argument errors as usage errors.
+ts::explore_summary explore_or_usage_error(const ts::scenario& sc, const ts::explore_options& o) {
+  try {
+    return ts::explore(sc, o);
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(e.what());
+  }
+}
+
+int cmd_explore(const common_args& a, const explore_args& x) {
+  const ts::scenario& sc = need_scenario(a.scenario);
+  ts::explore_options o = explore_options_of(sc, a, x);
   std::uint64_t shard = 0, shards = 1;
   if (!x.shard.empty()) {
     std::tie(shard, shards) = parse_shard(x.shard);
@@ -328,12 +345,7 @@ int cmd_explore(const common_args& a, const explore_args& x) {
                         std::to_string(x.schedules) + " shards");
     std::tie(o.first_index, o.schedules) = ts::shard_range(x.schedules, shard, shards);
   }
-  ts::explore_summary s;
-  try {
-    s = ts::explore(sc, o);
-  } catch (const std::invalid_argument& e) {
-    throw usage_error(e.what());
-  }
+  const ts::explore_summary s = explore_or_usage_error(sc, o);
   if (shards > 1) fmt::print("shard {}/{}: schedules {} .. {} of {}\n", shard, shards, o.first_index, o.first_index + o.schedules - 1, x.schedules);
   print_summary(s, o.strategy, *o.limits);
   if (!x.json.empty()) {
@@ -362,31 +374,12 @@ int cmd_explore(const common_args& a, const explore_args& x) {
 // coverage: the core's site pairs over an exploration (toga/sim/coverage.hpp): how many pairs
 // of Platform operations that touch one location from two lanes ran in both orders, and the
 // pairs that ran in one order only.
-int cmd_coverage(const common_args& a, const explore_args& x, std::uint64_t list) {
+int cmd_coverage(const common_args& a, explore_args x, std::uint64_t list) {
   const ts::scenario& sc = need_scenario(a.scenario);
-  if (x.schedules == 0) throw usage_error("--schedules 0 explores nothing; give at least 1");
-  if (x.shapes != "fixed" && x.shapes != "random") throw usage_error("--shapes " + x.shapes + ": use fixed or random");
-  ts::explore_options o;
-  o.strategy = parse_config(a);
-  if (o.strategy.kind == ts::strategy_kind::exhaustive && x.shapes == "random")
-    throw usage_error("--shapes random does not go with --strategy exhaustive (it enumerates the schedules of one shape)");
-  o.schedules = x.schedules;
-  o.seed = a.seed;
-  o.threads = x.threads;
-  o.scenario_params = parse_params(sc, a.sets);
-  o.limits = limits_of(sc, a);
-  o.stop_on_failure = false;  // every schedule counts, so the figures do not depend on the threads
-  o.progress = true;
-  o.random_shapes = x.shapes == "random";
-  if (o.random_shapes && !ts::has_drawn_keys(sc))
-    throw usage_error("scenario " + sc.name + " has no parameter that random shapes draw (toga-sim list --keys); use --shapes fixed");
+  x.keep_going = true;  // every schedule counts, so the figures do not depend on the threads
+  ts::explore_options o = explore_options_of(sc, a, x);
   o.coverage = true;
-  ts::explore_summary s;
-  try {
-    s = ts::explore(sc, o);
-  } catch (const std::invalid_argument& e) {
-    throw usage_error(e.what());
-  }
+  const ts::explore_summary s = explore_or_usage_error(sc, o);
   print_summary(s, o.strategy, *o.limits);
   const ts::coverage_summary c = ts::summarize(*s.coverage);
   fmt::print("coverage of the core's races ({} shapes): {} core sites ran; {} site pairs met on one location from two lanes "
