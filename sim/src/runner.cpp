@@ -283,7 +283,7 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
   // Schedule i's parameters and concrete strategy (a random shape's PCT k is calibrated on it).
   const auto setup = [&](std::uint64_t i, strategy_config& eff) {
     params p = opt.random_shapes ? draw_shape(sc, opt.scenario_params, opt.seed + i) : opt.scenario_params;
-    (void)make_strategy(cfg, i, &eff);
+    eff = resolve_strategy(cfg, i);
     if (eff.kind == strategy_kind::pct && eff.pct_steps == 0) eff.pct_steps = calibrate_steps(sc, p, limits);
     return p;
   };

@@ -5,6 +5,7 @@
 // found (S5, upper bound); the quiescent checker (toga/heap_walk.hpp) runs after every schedule.
 // `bug=N` selects a planted bug (see the table in register_allocator_scenarios).
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -189,27 +190,32 @@ std::vector<param_spec> heap_keys(std::int64_t warps, std::int64_t threads, std:
 }
 
 // What a drawn heap shape may cost (scenario::shape_limit): at most 64 lanes; storms at most 256
-// allocations in all; exhaustion at most 1,024 blocks; superbins at most a quarter of the heap.
-// `exhausts`: the lanes allocate until nullptr (a fixed size is needed).
-std::function<std::optional<std::string>(const params&)> heap_shape_limit(std::int64_t warps, std::int64_t threads, std::int64_t sms,
-                                                                         std::int64_t ops, std::int64_t size, std::int64_t heap_kib,
-                                                                         bool exhausts, std::int64_t sb_default = -1) {
-  return [=](const params& p) -> std::optional<std::string> {
-    const launch_config lc = shape(p, warps, threads, sms);
+// allocations in all; exhaustion at most 512 blocks; superbins at most a quarter of the heap; at
+// most 32 granules. Parameters a shape does not name take their keys' fallbacks. `exhausts`: the
+// lanes allocate until nullptr (a fixed size is needed).
+std::function<std::optional<std::string>(const params&)> heap_shape_limit(const std::vector<param_spec>& keys, bool exhausts) {
+  std::map<std::string, std::int64_t> fallback;
+  for (const auto& k : keys) fallback[k.name] = k.fallback;
+  return [fallback, exhausts](const params& p) -> std::optional<std::string> {
+    const auto get = [&](const char* name) {
+      const auto it = fallback.find(name);
+      return p.get(name, it == fallback.end() ? 0 : it->second);
+    };
+    const launch_config lc = shape(p, get("warps"), get("threads"), get("sms"));
     const std::int64_t lanes = static_cast<std::int64_t>(lc.lanes());
     if (lanes > 64) return "more than 64 lanes";
-    const std::int64_t heap = p.get("heap_kib", heap_kib) * 1024;
-    const std::int64_t sb = p.get("sb_shift", sb_default);
+    const std::int64_t heap = get("heap_kib") * 1024;
+    const std::int64_t sb = get("sb_shift");
     if (sb > 0 && (std::int64_t{1} << sb) > heap / 4) return "superbins larger than a quarter of the heap";
-    if (const std::int64_t g = p.get("granule_kib", 0); g > 0 && heap / (g * 1024) > 32) return "more than 32 granules";
+    if (const std::int64_t g = get("granule_kib"); g > 0 && heap / (g * 1024) > 32) return "more than 32 granules";
     if (!exhausts) {
-      if (lanes * p.get("ops", ops) > 256) return "more than 256 allocations";
+      if (lanes * get("ops") > 256) return "more than 256 allocations";
       return std::nullopt;
     }
-    const std::int64_t sz = p.get("size", size);
+    const std::int64_t sz = get("size");
     if (sz <= 0) return "exhaustion needs a size";
     std::int64_t room = heap;
-    if (const std::int64_t lim = p.get("limit_kib", 0)) room = std::min(room, lim * 1024);
+    if (const std::int64_t lim = get("limit_kib")) room = std::min(room, lim * 1024);
     if (room / std::max<std::int64_t>(sz, 16) > 512) return "more than 512 blocks to exhaust the heap";
     return std::nullopt;
   };
@@ -237,10 +243,9 @@ scenario heap_checks(scenario s) {
 
 }  // namespace
 
-// `sc` with heap_shape_limit for its defaults.
-scenario limited(scenario sc, std::int64_t warps, std::int64_t threads, std::int64_t sms, std::int64_t ops, std::int64_t size,
-                 std::int64_t heap_kib, bool exhausts, std::int64_t sb_default = -1) {
-  sc.shape_limit = heap_shape_limit(warps, threads, sms, ops, size, heap_kib, exhausts, sb_default);
+// `sc` with heap_shape_limit over its declared keys.
+scenario limited(scenario sc, bool exhausts) {
+  sc.shape_limit = heap_shape_limit(*sc.keys, exhausts);
   return sc;
 }
 
@@ -250,13 +255,13 @@ void register_allocator_scenarios() {
                             "threads=2 sms=2 ops=8 keep=3 size=0 (0: drawn) heap_kib=2048 leak=0 (1: lanes keep their last blocks) coalesced=0 (1: warp-cooperative allocate)") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
                 [](world& w, const params& p) { return make_heap(w, p, mode::storm); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         heap_keys(2, 2, 2, 8, 0, 2048))), 2, 2, 2, 8, 0, 2048, false));
+                         heap_keys(2, 2, 2, 8, 0, 2048))), false));
   add_scenario(limited(heap_checks(with_keys({"exhaust-recover",
                 std::string("allocate size until nullptr, then free all: the heap must be as new; params warps=1 "
                             "threads=2 sms=1 size=4096 heap_kib=128 (utilisation: size=16 or 256 with heap_kib=512)") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 1, 2, 1); },
                 [](world& w, const params& p) { return make_heap(w, p, mode::exhaust); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         heap_keys(1, 2, 1, 8, 4096, 128))), 1, 2, 1, 8, 4096, 128, true));
+                         heap_keys(1, 2, 1, 8, 4096, 128))), true));
   add_scenario(heap_checks(with_keys({"retire-race",
                 std::string("targeted: a free of a full bin races with its retirement and the bin's reuse by another "
                             "class (what the free path's read-side section prevents); 3 lanes, 1 SM") + bug_help,
@@ -342,7 +347,7 @@ void register_allocator_scenarios() {
     };
     // (rounds' room check above counts blocks, not what per-SM superbins and a pre-split
     // reserve set aside: random shapes keep superbins to a sixteenth of the heap, no reserve)
-    rs.shape_limit = [base = heap_shape_limit(1, 32, 1, 1, 16, 2048, false)](const params& p) -> std::optional<std::string> {
+    rs.shape_limit = [base = heap_shape_limit(*rs.keys, false)](const params& p) -> std::optional<std::string> {
       if (auto m = base(p)) return m;
       const std::int64_t sb = p.get("sb_shift", -1);
       if (sb > 0 && (std::int64_t{1} << sb) > p.get("heap_kib", 2048) * 1024 / 16) return "superbins above a sixteenth of the heap";
@@ -363,7 +368,7 @@ void register_allocator_scenarios() {
                            for (auto& spec : k)
                              if (spec.name == "sb_shift") spec.fallback = 15;
                            return k;
-                         }())), 2, 2, 2, 6, 0, 1024, false, 15));
+                         }())), false));
   // Growable heaps (issue 14): granules of granule_kib start unmapped (mmap PROT_NONE); lane 0
   // maps and adopts them.
   auto grow_checks = [](scenario sc) {
@@ -387,27 +392,27 @@ void register_allocator_scenarios() {
                             "keep=3 heap_kib=1024 granule_kib=64") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
                 [](world& w, const params& p) { return make_heap(w, p, mode::grow); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         grow_keys(2, 2, 2, 6, 0, 1024))), 2, 2, 2, 6, 0, 1024, false));
+                         grow_keys(2, 2, 2, 6, 0, 1024))), false));
   add_scenario(limited(grow_checks(with_keys({"exhaust-grow-recover",
                 std::string("growable heap: lanes allocate until nullptr; a nullptr while a granule is unmapped is demand "
                             "(every nullptr is demand or counted exhaustion), and the lane adopts the next granule; then free all, trim_to(0); "
                             "params warps=1 threads=2 sms=1 size=4096 heap_kib=512 granule_kib=64") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 1, 2, 1); },
                 [](world& w, const params& p) { return make_heap(w, p, mode::grow_exhaust); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         grow_keys(1, 2, 1, 8, 4096, 512))), 1, 2, 1, 8, 4096, 512, true));
+                         grow_keys(1, 2, 1, 8, 4096, 512))), true));
   add_scenario(limited(grow_checks(with_keys({"trim-after-churn",
                 std::string("growable heap: every granule adopted, lanes churn and keep blocks, lane 0 trims to 0 (only "
                             "wholly free granules may go), lanes check and free their blocks, a second trim_to(0) must "
                             "unmap everything; params warps=2 threads=2 sms=2 ops=6 keep=3 heap_kib=1024 granule_kib=64") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
                 [](world& w, const params& p) { return make_heap(w, p, mode::trim); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         grow_keys(2, 2, 2, 6, 0, 1024))), 2, 2, 2, 6, 0, 1024, false));
+                         grow_keys(2, 2, 2, 6, 0, 1024))), false));
   add_scenario(limited(heap_checks(with_keys({"mixed-sizes",
                 std::string("small (UAlloc) and large (TBuddy) sizes mixed, 1 B .. 64 KiB; params warps=2 threads=2 "
                             "sms=2 ops=6 keep=3 heap_kib=2048") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 2, 2, 2); },
                 [](world& w, const params& p) { return make_heap(w, p, mode::mixed); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         heap_keys(2, 2, 2, 6, 0, 2048))), 2, 2, 2, 6, 0, 2048, false));
+                         heap_keys(2, 2, 2, 6, 0, 2048))), false));
 }
 
 }  // namespace toga::sim

@@ -167,8 +167,7 @@ bool exhaustive_strategy::advance() {
 
 // ---- factory -----------------------------------------------------------------------------
 
-std::unique_ptr<strategy> make_strategy(const strategy_config& cfg, std::uint64_t index,
-                                        strategy_config* effective) {
+strategy_config resolve_strategy(const strategy_config& cfg, std::uint64_t index) {
   strategy_config e = cfg;
   if (cfg.kind == strategy_kind::portfolio) {
     switch (index % 4) {
@@ -178,6 +177,12 @@ std::unique_ptr<strategy> make_strategy(const strategy_config& cfg, std::uint64_
       default: e.kind = strategy_kind::stall; break;
     }
   }
+  return e;
+}
+
+std::unique_ptr<strategy> make_strategy(const strategy_config& cfg, std::uint64_t index,
+                                        strategy_config* effective) {
+  const strategy_config e = resolve_strategy(cfg, index);
   if (effective) *effective = e;
   switch (e.kind) {
     case strategy_kind::random: return std::make_unique<random_strategy>();

@@ -235,5 +235,8 @@ class exhaustive_strategy final : public strategy {
 //! (what a replay command must name).
 std::unique_ptr<strategy> make_strategy(const strategy_config& cfg, std::uint64_t index,
                                         strategy_config* effective = nullptr);
+//! The concrete config of schedule `index` (portfolio resolved, as make_strategy's `effective`),
+//! without building the strategy.
+strategy_config resolve_strategy(const strategy_config& cfg, std::uint64_t index);
 
 }  // namespace toga::sim
