@@ -405,6 +405,36 @@ std::string threshold_scenario() {
   return v;
 }
 
+//! A growth whose granule failed to map is retried: the budget must hold each mapped granule
+//! once (a ledger of its own; the failure injected at the first map of the growth).
+template <toga::growth_bug B>
+std::string budget_retry_scenario() {
+  toga::memory_ledger ledger([](const char*) -> const char* { return nullptr; });
+  std::string v;
+  {
+    toga::cpu::basic_growable_heap<B> h(opts(16 * MiB, 256 * KiB), 1, 0, toga::cpu::cpu_accounting{&ledger, 0});
+    const auto granule_bytes = [&] {
+      std::uint64_t n = 0;
+      for (const auto& r : ledger.records()) n += r.what == "granule" ? r.bytes : 0;
+      return n;
+    };
+    h.granules().inject_failure(toga::growth_step::map, 1);
+    void* p = nullptr;
+    int launches = 0;
+    for (; launches < 4 && !p; ++launches) {
+      toga::cpu::launch(1, 1, 1, [&] { p = h.view().allocate(64 * KiB); });
+      if (!p) (void)h.grow_if_needed();
+    }
+    if (!p) v += "the block was never served; ";
+    if (h.counters().growth_failures != 1) v += "growth failures " + std::to_string(h.counters().growth_failures) + " (1 injected); ";
+    if (granule_bytes() != h.mapped_bytes())
+      v += "granules charged " + std::to_string(granule_bytes()) + " B, mapped " + std::to_string(h.mapped_bytes()) + " B; ";
+    if (p) toga::cpu::launch(1, 1, 1, [&] { h.view().deallocate(p); });
+  }
+  if (!ledger.records().empty()) v += std::to_string(ledger.records().size()) + " records outlive the heap; ";
+  return v;
+}
+
 template <toga::growth_bug B>
 std::string all_scenarios() {
   std::string v;
@@ -414,6 +444,7 @@ std::string all_scenarios() {
   }
   if (const std::string r = large_block_scenario<B>(); !r.empty()) v += "[large block] " + r;
   if (const std::string r = threshold_scenario<B>(); !r.empty()) v += "[threshold] " + r;
+  if (const std::string r = budget_retry_scenario<B>(); !r.empty()) v += "[budget retry] " + r;
   return v;
 }
 
@@ -426,6 +457,7 @@ TEST(GrowthPolicy, PlantedBugsAreCaught) {
       {"counted_before_access", all_scenarios<toga::growth_bug::counted_before_access>()},
       {"plan_ignores_alignment", all_scenarios<toga::growth_bug::plan_ignores_alignment>()},
       {"threshold_releases_all", all_scenarios<toga::growth_bug::threshold_releases_all>()},
+      {"charge_kept_on_failed_map", all_scenarios<toga::growth_bug::charge_kept_on_failed_map>()},
   };
   for (const auto& [name, violations] : kills) {
     std::printf("[ mutant   ] growth.%s: %s\n", name, violations.empty() ? "SURVIVED" : ("killed: " + violations).c_str());

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "toga/bits.hpp"
+#include "toga/budget.hpp"
 #include "toga/geometry.hpp"
 
 namespace toga {
@@ -82,6 +83,7 @@ enum class growth_bug : unsigned {
   counted_before_access,   //!< a granule counts as mapped once map succeeded, before set-access
   plan_ignores_alignment,  //!< a block larger than a granule gets the lowest unmapped granules, not an aligned run
   threshold_releases_all,  //!< the release threshold trims to 0 instead of to the threshold
+  charge_kept_on_failed_map,  //!< a granule whose mapping failed stays charged to the budget (charged again when retried)
 };
 
 //! The provider calls that map a granule, in their order; failures can be injected at each.
@@ -106,6 +108,7 @@ struct growth_counters {
   std::uint64_t trims = 0;              //!< trims that ran (trim_to and the release threshold)
   std::uint64_t trimmed_bytes = 0;      //!< bytes given back by them
   std::uint64_t demand_requests = 0;    //!< failed requests that growth could serve (nullptr, then grow)
+  std::uint64_t budget_refusals = 0;    //!< granules the device budget refused (toga/budget.hpp; also in growth_failures)
 };
 
 //! The granule size for `o` on a provider of `granularity` bytes, after validating `o`;
@@ -312,7 +315,23 @@ class growth_controller {
   //! (see growth_granule_bytes), aligned to a granule. Maps nothing yet (see map_initial).
   growth_controller(Provider provider, const growth_options& o, std::uint64_t capacity, std::uint64_t granule_bytes)
       : options_(o), map_(std::move(provider), granule_bytes, capacity / granule_bytes, capacity),
-        usable_((o.max_bytes + granule_bytes - 1) / granule_bytes) {}
+        usable_((o.max_bytes + granule_bytes - 1) / granule_bytes), charged_(capacity / granule_bytes, 0) {}
+  growth_controller(growth_controller&& o) noexcept
+      : options_(o.options_), map_(std::move(o.map_)), usable_(o.usable_), counters_(o.counters_), account_(std::move(o.account_)),
+        charged_(std::exchange(o.charged_, {})), last_refusal_(std::move(o.last_refusal_)) {}
+  growth_controller& operator=(growth_controller&&) = delete;
+  //! Releases the budget records of the granules still mapped (the granule map unmaps them).
+  ~growth_controller() {
+    for (const std::uint64_t id : charged_)
+      if (id != 0) account_.release(id);
+  }
+
+  //! Where each granule is recorded and charged before it is mapped (toga/budget.hpp); set it
+  //! before map_initial. Without one, nothing is recorded.
+  void set_account(ledger_account a) { account_ = std::move(a); }
+  const ledger_account& account() const noexcept { return account_; }
+  //! Why the last granule the budget refused was refused (empty if none was).
+  const std::string& last_refusal() const noexcept { return last_refusal_; }
 
   granule_map<Provider, Bug>& granules() noexcept { return map_; }
   const granule_map<Provider, Bug>& granules() const noexcept { return map_; }
@@ -340,7 +359,10 @@ class growth_controller {
     const std::uint64_t n = std::min((options_.initial_bytes + g - 1) / g, usable_);
     std::vector<std::uint64_t> out;
     for (std::uint64_t i = 0; i < n; ++i) {
-      if (!map_.map(i))
+      if (!charge(i))
+        throw std::runtime_error("toga: cannot map granule " + std::to_string(i) + " of the initial " + std::to_string(n * g) + " B: " +
+                                 last_refusal_);
+      if (!map_granule(i))
         throw std::runtime_error("toga: cannot map granule " + std::to_string(i) + " of the initial " + std::to_string(n * g) +
                                  " B (" + map_.last_error() + "); lower initial_bytes or free memory");
       out.push_back(i * g);
@@ -363,7 +385,12 @@ class growth_controller {
     const std::uint64_t g = map_.granule_bytes();
     for (const std::uint64_t i : plan_growth<Bug>(bytes, order, options_.headroom_bytes, g, usable_,
                                              [this](std::uint64_t j) { return map_.is_mapped(j); })) {
-      if (!map_.map(i)) {
+      if (!charge(i)) {
+        ++counters_.budget_refusals;
+        ++counters_.growth_failures;
+        break;
+      }
+      if (!map_granule(i)) {
         ++counters_.growth_failures;
         break;
       }
@@ -391,7 +418,10 @@ class growth_controller {
   //! counts the trim. Returns the bytes given back.
   std::uint64_t withdrawn(const std::vector<std::uint64_t>& offsets) noexcept {
     const std::uint64_t g = map_.granule_bytes();
-    for (const std::uint64_t off : offsets) map_.unmap(off / g);
+    for (const std::uint64_t off : offsets) {
+      map_.unmap(off / g);
+      account_.release(std::exchange(charged_[off / g], 0));
+    }
     ++counters_.trims;
     counters_.trimmed_bytes += offsets.size() * g;
     note_mapped();
@@ -399,6 +429,26 @@ class growth_controller {
   }
 
  private:
+  //! Records granule i in the account before it is mapped; false (last_refusal() says why) when
+  //! the budget refuses it. A failed mapping releases its record (map_granule), so a granule
+  //! retried later is charged once.
+  bool charge(std::uint64_t i) {
+    last_refusal_.clear();
+    const std::uint64_t id = account_.charge(memory_tier::device, "granule", map_.granule_bytes(), &last_refusal_);
+    if (id == 0) return false;
+    charged_[i] = id;
+    return true;
+  }
+  //! Maps granule i (charged); a failed mapping releases the charge.
+  bool map_granule(std::uint64_t i) {
+    if (map_.map(i)) {
+      account_.set_address(charged_[i], map_.base() + i * map_.granule_bytes());
+      return true;
+    }
+    const std::uint64_t id = std::exchange(charged_[i], 0);
+    if constexpr (Bug != growth_bug::charge_kept_on_failed_map) account_.release(id);
+    return false;
+  }
   void note_mapped() noexcept {
     counters_.mapped_bytes = mapped_bytes();
     if (counters_.mapped_bytes > counters_.mapped_high_bytes) counters_.mapped_high_bytes = counters_.mapped_bytes;
@@ -408,6 +458,9 @@ class growth_controller {
   granule_map<Provider, Bug> map_;
   std::uint64_t usable_;
   growth_counters counters_{};
+  ledger_account account_{};
+  std::vector<std::uint64_t> charged_;  // per granule: its budget record (0: none)
+  std::string last_refusal_;
 };
 
 }  // namespace toga

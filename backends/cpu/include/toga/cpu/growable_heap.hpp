@@ -100,6 +100,13 @@ class memfd_provider {
   std::set<char*> mapped;  //!< granules whose memfd is mapped now (tests: nothing stays mapped)
 };
 
+//! Where a CPU heap records its memory (toga/budget.hpp): a ledger (nullptr: nowhere) and the cpu
+//! device index whose budget it is charged to.
+struct cpu_accounting {
+  memory_ledger* ledger = &process_memory_ledger();
+  int device = 0;
+};
+
 //! A growable heap on the CPU (see the file comment). Move-less: keep it where it was made.
 //! `Bug` plants a bug of the host policy (tests only; growable_heap has none).
 template <growth_bug Bug = growth_bug::none>
@@ -111,16 +118,40 @@ class basic_growable_heap {
   //! `arenas` UAlloc arenas (launched threads pick arena sm_id % arenas), `limit_bytes` the byte
   //! limit (0: none). Throws std::invalid_argument (an option out of range: the message names
   //! it), std::runtime_error (the range or the initial granules cannot be had).
-  explicit basic_growable_heap(const growth_options& o, unsigned arenas = 4, std::uint64_t limit_bytes = 0)
+  //! Its metadata and every granule are recorded in `accounting.ledger` (toga/budget.hpp) as
+  //! memory of cpu device `accounting.device`, and refused past that device's budget:
+  //! construction throws toga::bad_alloc, a growth maps what fits (growth_counters::budget_refusals).
+  explicit basic_growable_heap(const growth_options& o, unsigned arenas = 4, std::uint64_t limit_bytes = 0, cpu_accounting accounting = {})
       : capacity_(growth_capacity(o, heap_layout::max_heap_bytes)),
         ctl_(memfd_provider{}, o, capacity_, growth_granule_bytes(o, capacity_, memfd_provider{}.granularity())),
         limit_(limit_bytes) {
     if (arenas == 0) throw std::invalid_argument("toga::cpu::growable_heap: arenas must be at least 1");
     layout_ = heap_layout::make<platform>(heap_layout::levels_for(capacity_), arenas);
-    meta_.assign(layout_.bytes / 8 + 1, 0);
-    initialise();
-    adopt(ctl_.map_initial());
+    if (accounting.ledger) {
+      const std::uint64_t owner = accounting.ledger->new_owner();
+      ctl_.set_account({accounting.ledger, memory_backend::cpu, accounting.device, owner,
+                        "cpu growable heap #" + std::to_string(owner) + " (" + format_bytes(capacity_) + " range)"});
+    }
+    try {
+      std::string refusal;
+      const std::uint64_t id = ctl_.account().charge(memory_tier::device, "metadata", layout_.bytes + 8, &refusal);
+      if (id == 0) throw toga::bad_alloc("toga::cpu::growable_heap: cannot record its metadata: " + refusal);
+      meta_.assign(layout_.bytes / 8 + 1, 0);
+      ctl_.account().set_address(id, meta_.data());
+      initialise();
+      try {
+        adopt(ctl_.map_initial());
+      } catch (const std::runtime_error& e) {
+        if (ctl_.last_refusal().empty()) throw;
+        throw toga::bad_alloc(std::string("toga::cpu::growable_heap: ") + e.what());
+      }
+    } catch (...) {
+      ctl_.account().release_all();
+      throw;
+    }
   }
+  //! Unmaps everything and removes the heap's records from its ledger.
+  ~basic_growable_heap() { ctl_.account().release_all(); }
   basic_growable_heap(const basic_growable_heap&) = delete;
   basic_growable_heap& operator=(const basic_growable_heap&) = delete;
 

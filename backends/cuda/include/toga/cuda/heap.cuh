@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "toga/allocator.hpp"
+#include "toga/budget.hpp"  // toga::bad_alloc, budgets and the allocation registry
 #include "toga/cuda/platform.cuh"
 #include "toga/growth.hpp"
 #include "toga/heap_walk.hpp"
@@ -70,16 +71,6 @@ class cuda_error : public std::runtime_error {
 
  private:
   cudaError_t code_;
-};
-
-//! The heap's memory could not be obtained from upstream (cudaMalloc or the memory pool).
-class bad_alloc : public std::bad_alloc {
- public:
-  explicit bad_alloc(std::string what) : what_(std::move(what)) {}
-  const char* what() const noexcept override { return what_.c_str(); }
-
- private:
-  std::string what_;
 };
 
 namespace cuda {
