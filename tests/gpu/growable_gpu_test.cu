@@ -403,3 +403,96 @@ TEST(GrowableHeap, OptionErrors) {
   EXPECT_EQ(g.mapped_bytes(), 0u);
   EXPECT_THROW(g.grow_if_needed(), std::logic_error);
 }
+
+// ---- device budgets and the allocation registry (issue 31; toga/budget.hpp) ---------------------
+
+namespace {
+//! Removes the test's budget of the current device whatever happens.
+struct budget_guard {
+  ~budget_guard() {
+    try {
+      toga::cuda::set_device_budget(-1, 0);
+    } catch (...) {
+    }
+  }
+};
+}  // namespace
+
+// Two heaps under one 2 GiB budget: the second construction fails with a message naming the
+// budget, the usage and the holder; a growable heap grows to the budget and no further, its
+// blocks intact; the usage equals what the heaps hold, and returns to where it was.
+TEST(DeviceBudget, TwoHeapsUnderOneTwoGiBBudget) {
+  TOGA_TEST_REQUIRE_GPU();
+  if (free_device_bytes() < 4 * GiB) GTEST_SKIP() << "needs 4 GiB free";
+  budget_guard guard;
+  const std::uint64_t u0 = toga::cuda::device_budget().used;  // heaps other tests left alive (the default heap's)
+  toga::cuda::set_device_budget(-1, u0 + 2 * GiB);
+  EXPECT_EQ(toga::cuda::device_budget().budget, u0 + 2 * GiB);
+  EXPECT_EQ(toga::cuda::device_budget().source, toga::budget_source::api);
+  std::string refused;
+  {
+    toga::cuda::heap a(GiB);
+    const toga::cuda::heap_attributes aa = a.attributes();
+    EXPECT_EQ(toga::cuda::device_budget().used, u0 + aa.device_bytes) << "a fixed heap is charged what it obtained";
+    try {
+      toga::cuda::heap b(GiB);
+      ADD_FAILURE() << "a second 1 GiB heap fitted under a 2 GiB budget";
+    } catch (const toga::bad_alloc& e) {
+      refused = e.what();
+    }
+    std::printf("[ budget   ] second heap: %s\n", refused.c_str());
+    EXPECT_NE(refused.find("the budget of cuda device"), std::string::npos) << refused;
+    EXPECT_NE(refused.find(std::to_string(u0 + aa.device_bytes) + " B in use"), std::string::npos) << refused;
+    EXPECT_NE(refused.find("largest holders: cuda heap #"), std::string::npos) << refused;
+    EXPECT_EQ(toga::cuda::device_budget().used, u0 + aa.device_bytes) << "the refused heap left nothing recorded";
+    // a budget below the usage is refused and changes nothing
+    EXPECT_THROW(toga::cuda::set_device_budget(-1, u0 + GiB), std::invalid_argument);
+    EXPECT_EQ(toga::cuda::device_budget().budget, u0 + 2 * GiB);
+    EXPECT_THROW(toga::cuda::set_device_budget(1 << 20, GiB), std::invalid_argument);
+
+    // a growable heap in the rest of the budget: 2^19 x 4 KiB (2 GiB) of demand, about 0.99 GiB fits
+    toga::cuda::heap_options o;
+    o.max_bytes = 4 * GiB;
+    o.granule_bytes = 32 * MiB;
+    toga::cuda::heap c(o);
+    const std::uint64_t n = 1u << 19;
+    slots s(n);
+    std::uint64_t grown = 0;
+    EXPECT_EQ(launch_with_growth(c, s, 0, n, 4096, &grown), 0) << "growth stops at the budget while requests still fail";
+    const toga::cuda::heap_attributes ca = c.attributes();
+    std::printf("[ budget   ] growable heap: %llu B mapped, %llu budget refusals, used %llu of %llu B\n",
+                static_cast<unsigned long long>(ca.mapped_mem_current), static_cast<unsigned long long>(ca.growth_budget_refusals),
+                static_cast<unsigned long long>(toga::cuda::device_budget().used), static_cast<unsigned long long>(u0 + 2 * GiB));
+    EXPECT_GT(ca.mapped_mem_current, 512 * MiB);
+    EXPECT_GE(ca.growth_budget_refusals, 1u);
+    EXPECT_LE(toga::cuda::device_budget().used, u0 + 2 * GiB);
+    EXPECT_GT(toga::cuda::device_budget().used + 32 * MiB, u0 + 2 * GiB - 32 * MiB) << "growth stopped a granule or so short of the budget";
+    // the last launch's blocks are whole, the heap walk passes
+    grow_alloc_k<<<blocks_for(n), 256>>>(c.ref(), s.d, 0, n, 4096, s.counters);
+    TOGA_TEST_CUDA(cudaDeviceSynchronize());
+    const unsigned long long failed = s.take(0);
+    EXPECT_GT(failed, 0u);
+    grow_free_k<<<blocks_for(n), 256>>>(c.ref(), s.d, 0, n, 4096, s.counters + 1);
+    TOGA_TEST_CUDA(cudaDeviceSynchronize());
+    EXPECT_EQ(s.take(1), 0u) << "corrupt blocks";
+    const auto err = c.check();
+    EXPECT_FALSE(err.has_value()) << *err;
+    // the registry: every record of this device's heaps, granules with their addresses
+    const toga::memory_report rep = toga::cuda::memory_report();
+    std::uint64_t granule_bytes = 0;
+    for (const auto& r : rep.records)
+      if (r.what == "granule" && c.ref().contains(reinterpret_cast<const void*>(r.address))) granule_bytes += r.bytes;
+    EXPECT_EQ(granule_bytes, ca.mapped_mem_current);
+    std::printf("%s", toga::to_string(rep).c_str());
+    // trimming gives the budget back
+    const std::uint64_t before = toga::cuda::device_budget().used;
+    EXPECT_EQ(c.trim_to(0), ca.mapped_mem_current);
+    EXPECT_EQ(toga::cuda::device_budget().used, before - ca.mapped_mem_current);
+    std::uint64_t left = 0;
+    for (const auto& r : toga::cuda::memory_report().records)
+      left += r.what == "granule" && c.ref().contains(reinterpret_cast<const void*>(r.address)) ? r.bytes : 0;
+    EXPECT_EQ(left, 0u);
+  }
+  EXPECT_EQ(toga::cuda::device_budget().used, u0) << "destroyed heaps leave no record";
+  EXPECT_LE(toga::cuda::device_budget().high, u0 + 2 * GiB);
+}

@@ -292,6 +292,8 @@ heap::heap(std::uint64_t bytes, heap_options options) : options_(options) {
   layout_ = make_layout(options_, toga::heap_layout::levels_for(bytes), device_);
   const std::uint64_t heap_bytes = toga::geom::page_bytes << (layout_.levels - 1);
   const std::uint64_t upstream = heap_bytes + toga::geom::page_bytes;  // room to align the base to 4 KiB
+  open_account("fixed, " + toga::format_bytes(heap_bytes));
+  const std::uint64_t record = charge_or_throw("heap", upstream);
   cudaError_t e;
   if (options_.pool) {
     e = cudaMallocFromPoolAsync(reinterpret_cast<void**>(&raw_heap_), upstream, options_.pool, options_.stream);
@@ -301,9 +303,11 @@ heap::heap(std::uint64_t bytes, heap_options options) : options_(options) {
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     raw_heap_ = nullptr;
+    account_.release_all();
     throw toga::bad_alloc("toga::cuda::heap: cannot obtain " + std::to_string(upstream) + " B of device memory for the heap (" +
                           cudaGetErrorName(e) + "); ask for a smaller heap or free device memory");
   }
+  account_.set_address(record, raw_heap_);
   char* aligned = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(raw_heap_) + toga::geom::page_bytes - 1) &
                                           ~static_cast<std::uintptr_t>(toga::geom::page_bytes - 1));
   try {
@@ -352,19 +356,23 @@ heap::heap(heap_options options) : options_(options) {
   }
   const std::uint64_t granule = toga::growth_granule_bytes(go, capacity, provider.granularity());
   layout_ = make_layout(options_, toga::heap_layout::levels_for(capacity), device_);
+  open_account("growable, " + toga::format_bytes(capacity) + " range");
   try {
     try {
       growth_.reset(new growth_impl{toga::growth_controller<vmm_provider>(provider, go, capacity, granule)});
     } catch (const std::runtime_error& e) {
       throw toga::bad_alloc(std::string("toga::cuda::heap: ") + e.what() + "; ask for a smaller max_bytes");
     }
+    growth_->ctl.set_account(account_);
     const std::uint64_t n = capacity / granule + 2 + toga::heap_layout::max_levels;  // offsets, count, per-height counts
+    const std::uint64_t record = charge_or_throw("granule list", n * sizeof(std::uint64_t));
     const cudaError_t e = cudaMalloc(reinterpret_cast<void**>(&growth_->scratch), n * sizeof(std::uint64_t));
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
       growth_->scratch = nullptr;
       throw toga::bad_alloc("toga::cuda::heap: cannot obtain " + std::to_string(n * 8) + " B of device memory for the granule list");
     }
+    account_.set_address(record, growth_->scratch);
     allocate_metadata();
     view_ = device_allocator::make(growth_->ctl.granules().base(), meta_, layout_);
     view_.small.buddy.grow_granule = toga::bits::ctz(granule) - toga::geom::page_shift + 1;  // as init_growable sets it
@@ -383,6 +391,7 @@ heap::heap(heap_options options) : options_(options) {
 }
 
 void heap::allocate_metadata() {
+  const std::uint64_t record = charge_or_throw("metadata", layout_.bytes);
   const cudaError_t e = options_.pool ? cudaMallocFromPoolAsync(reinterpret_cast<void**>(&meta_), layout_.bytes, options_.pool, options_.stream)
                                       : cudaMalloc(reinterpret_cast<void**>(&meta_), layout_.bytes);
   if (e != cudaSuccess) {
@@ -391,6 +400,29 @@ void heap::allocate_metadata() {
     throw toga::bad_alloc("toga::cuda::heap: cannot obtain " + std::to_string(layout_.bytes) + " B of device memory for the heap's metadata (" +
                           cudaGetErrorName(e) + ")");
   }
+  account_.set_address(record, meta_);
+}
+
+void heap::open_account(const std::string& kind) {
+  toga::memory_ledger& l = toga::process_memory_ledger();
+  const std::uint64_t owner = l.new_owner();
+  account_ = toga::ledger_account{&l, toga::memory_backend::cuda, device_, owner, "cuda heap #" + std::to_string(owner) + " (" + kind + ")"};
+}
+
+std::uint64_t heap::charge_or_throw(const char* what, std::uint64_t bytes) {
+  std::string refusal;
+  std::uint64_t id = 0;
+  try {
+    id = account_.charge(toga::memory_tier::device, what, bytes, &refusal);
+  } catch (...) {  // an unparsable TOGA_DEVICE_MEMORY_LIMIT: std::invalid_argument
+    account_.release_all();
+    throw;
+  }
+  if (id == 0) {
+    account_.release_all();
+    throw toga::bad_alloc("toga::cuda::heap: cannot obtain " + std::to_string(bytes) + " B for the " + what + ": " + refusal);
+  }
+  return id;
 }
 
 void heap::initialise() {
@@ -448,13 +480,16 @@ void heap::release() noexcept {
   }
   (void)cudaSetDevice(current);
   raw_heap_ = meta_ = nullptr;
+  account_.release_all();
+  account_ = toga::ledger_account{};
 }
 
 heap::~heap() { release(); }
 
 heap::heap(heap&& o) noexcept
     : view_(o.view_), layout_(o.layout_), options_(o.options_), raw_heap_(std::exchange(o.raw_heap_, nullptr)),
-      meta_(std::exchange(o.meta_, nullptr)), device_(o.device_), init_ms_(o.init_ms_), growth_(std::move(o.growth_)) {
+      meta_(std::exchange(o.meta_, nullptr)), device_(o.device_), init_ms_(o.init_ms_), growth_(std::move(o.growth_)),
+      account_(std::exchange(o.account_, toga::ledger_account{})) {
   o.view_ = device_allocator{};
 }
 
@@ -469,6 +504,7 @@ heap& heap::operator=(heap&& o) noexcept {
     device_ = o.device_;
     init_ms_ = o.init_ms_;
     growth_ = std::move(o.growth_);
+    account_ = std::exchange(o.account_, toga::ledger_account{});
     o.view_ = device_allocator{};
   }
   return *this;
@@ -517,6 +553,7 @@ heap_attributes heap::attributes() const {
     a.grown_bytes = c.grown_bytes;
     a.trims = c.trims;
     a.trimmed_bytes = c.trimmed_bytes;
+    a.growth_budget_refusals = c.budget_refusals;
   }
   return a;
 }
@@ -752,5 +789,29 @@ void clear_default_heap(int device) {
   write_slots(none, r.slots);
   r.current.erase(device);
 }
+
+// ---- budgets and the allocation registry ------------------------------------------------------
+
+namespace {
+int device_or_current(int device) {
+  if (device < 0) TOGA_CUDA_TRY(cudaGetDevice(&device));
+  int n = 0;
+  TOGA_CUDA_TRY(cudaGetDeviceCount(&n));
+  if (device >= n)
+    throw std::invalid_argument("toga::cuda: device " + std::to_string(device) + " is not in [0, " + std::to_string(n) +
+                                ") (the devices CUDA sees); use -1 for the current device");
+  return device;
+}
+}  // namespace
+
+void set_device_budget(int device, std::uint64_t bytes) {
+  toga::process_memory_ledger().set_budget(toga::memory_backend::cuda, device_or_current(device), bytes);
+}
+
+toga::budget_state device_budget(int device) {
+  return toga::process_memory_ledger().budget(toga::memory_backend::cuda, device_or_current(device));
+}
+
+toga::memory_report memory_report() { return toga::process_memory_ledger().report(); }
 
 }  // namespace toga::cuda

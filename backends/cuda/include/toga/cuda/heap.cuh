@@ -37,7 +37,8 @@
 //!
 //! Errors: device calls are noexcept and never trap or hang; exhaustion (or the byte limit)
 //! returns nullptr. Host calls throw: toga::bad_alloc (derived from std::bad_alloc) when the
-//! heap's memory cannot be obtained upstream; toga::cuda_error (derived from std::runtime_error;
+//! heap's memory cannot be obtained upstream or would pass its device's budget (see "budgets"
+//! below); std::invalid_argument for an unparsable TOGA_DEVICE_MEMORY_LIMIT; toga::cuda_error (derived from std::runtime_error;
 //! what() names the CUDA error, the call and the source line) for any other failed CUDA call;
 //! std::invalid_argument for a size out of range; std::logic_error for a heap that was moved from.
 #pragma once
@@ -226,6 +227,7 @@ struct heap_attributes {
   std::uint64_t grown_bytes = 0;         //!< bytes mapped by grow_if_needed
   std::uint64_t trims = 0;               //!< trims that gave memory back or tried to (trim_to, the threshold)
   std::uint64_t trimmed_bytes = 0;       //!< bytes they unmapped
+  std::uint64_t growth_budget_refusals = 0;  //!< granules the device budget refused (set_device_budget; also in growth_failures)
 };
 
 struct growth_impl;
@@ -349,6 +351,8 @@ class heap {
   void adopt(const std::vector<std::uint64_t>& offsets);
   std::uint64_t trim_granules(std::uint64_t keep_bytes);
   void apply_threshold();
+  void open_account(const std::string& kind);
+  std::uint64_t charge_or_throw(const char* what, std::uint64_t bytes);
 
   device_allocator view_{};
   toga::heap_layout layout_{};
@@ -358,7 +362,33 @@ class heap {
   int device_ = 0;
   float init_ms_ = 0;
   std::unique_ptr<growth_impl> growth_;  // growable heaps: the VMM range and its granules
+  toga::ledger_account account_{};       // where its memory is recorded (toga::process_memory_ledger())
 };
+
+// ---- budgets and the allocation registry (toga/budget.hpp; docs/usage.md §11) ---------------------
+//
+// Every heap records what it obtains from the device (a fixed heap's memory and metadata; a
+// growable heap's metadata, granule list and each granule) in the process's ledger before the
+// CUDA call, and is refused past its device's budget: a constructor throws toga::bad_alloc whose
+// message names the budget, the usage, the request and the largest holders; a growth maps the
+// granules that fit and counts the rest as growth failures (heap_attributes::growth_budget_refusals).
+// Only toga's heaps are counted (not the application's own cudaMalloc). The budget comes from
+// set_device_budget, else from TOGA_DEVICE_MEMORY_LIMIT_<device> or TOGA_DEVICE_MEMORY_LIMIT (read
+// the first time the device is used; HAMi's forms: 4g, 512m, bytes).
+
+//! Sets the budget of `device` (-1: the current one) to `bytes` (0: none), for every toga heap
+//! of this process, overriding the environment. Thread-safe. Throws std::invalid_argument (a
+//! device CUDA does not see; a budget below what toga's heaps hold there now: nothing changes),
+//! toga::cuda_error.
+void set_device_budget(int device, std::uint64_t bytes);
+//! The budget of `device` (-1: the current one) and what toga's heaps hold there (bytes, high
+//! mark, refusals). Thread-safe. Throws std::invalid_argument (no such device, or an unparsable
+//! TOGA_DEVICE_MEMORY_LIMIT[_n]), toga::cuda_error.
+toga::budget_state device_budget(int device = -1);
+//! Every piece of device memory toga's heaps hold (address, bytes, device, tier, owning heap,
+//! time of creation) and per device the budget and the bytes of each heap; print it with
+//! toga::to_string(report). Thread-safe; no device call.
+toga::memory_report memory_report();
 
 // ---- the default heap: allocate / deallocate without a handle ---------------------------------
 //
