@@ -1,6 +1,6 @@
 //! @file toga/budget.hpp
-//! Device memory budgets and the allocation registry (issue 31; docs/usage.md §11 "Budgets and
-//! tenants"): every piece of memory a toga heap holds (a fixed heap's memory, a growable heap's
+//! Device memory budgets and the allocation registry (issue 31; docs/usage.md §12 "Budgets and
+//! the allocation registry"): every piece of memory a toga heap holds (a fixed heap's memory, a growable heap's
 //! granules, metadata, scratch buffers) is *recorded* in a process-wide `memory_ledger` before it
 //! is obtained upstream, with its device, tier, bytes, owning heap and time of creation; and a
 //! record that would take a device past its *budget* is refused before the upstream call is made.

@@ -365,7 +365,7 @@ class heap {
   toga::ledger_account account_{};       // where its memory is recorded (toga::process_memory_ledger())
 };
 
-// ---- budgets and the allocation registry (toga/budget.hpp; docs/usage.md §11) ---------------------
+// ---- budgets and the allocation registry (toga/budget.hpp; docs/usage.md §12) ---------------------
 //
 // Every heap records what it obtains from the device (a fixed heap's memory and metadata; a
 // growable heap's metadata, granule list and each granule) in the process's ledger before the
