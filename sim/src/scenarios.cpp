@@ -413,6 +413,7 @@ struct warp_mismatch final : instance {
 void register_primitive_scenarios();  // scenarios_primitives.cpp
 void register_allocator_scenarios();  // scenarios_allocator.cpp
 void register_litmus_scenarios();     // scenarios_litmus.cpp
+void register_tenant_scenarios();     // scenarios_tenants.cpp
 
 void register_builtin_scenarios() {
   static std::once_flag once;
@@ -420,6 +421,7 @@ void register_builtin_scenarios() {
     register_primitive_scenarios();
     register_allocator_scenarios();
     register_litmus_scenarios();
+    register_tenant_scenarios();
     const param_spec lanes{"lanes", 1, 1024, 4, "lanes in one block"};
     add_scenario(with_keys({"lost-update",
                             "lanes increment a counter with a separate load and store (planted bug: lost update); "

@@ -131,11 +131,11 @@ TEST(Allocator, FailFastRacesPassTheirSchedules) {
 // (presplit-race); arenas of two SMs take its blocks while others free (alloc-storm); exhaustion
 // with 4 KiB slots and with 128 KiB TBuddy blocks (every byte held at the first nullptr).
 TEST(Allocator, PresplitReservePassesItsSchedules) {
-  passes_seeds("presplit-race", {}, "presplit-race", 1, schedules(5'000, 50'000));
-  passes_seeds("alloc-storm", {{"heap_kib", 4096}, {"presplit_kib", 1024}}, "alloc-storm presplit", 1, schedules(2'000, 20'000));
+  passes_seeds("presplit-race", {}, "presplit-race", 1, schedules(2'500, 50'000));
+  passes_seeds("alloc-storm", {{"heap_kib", 4096}, {"presplit_kib", 1024}}, "alloc-storm presplit", 1, schedules(1'000, 20'000));
   for (std::int64_t size : {4096, 131072})
     passes_seeds("exhaust-recover", {{"heap_kib", 1024}, {"sb_shift", 15}, {"presplit_kib", 512}, {"size", size}, {"sms", 2}, {"warps", 2}, {"threads", 2}},
-                 size == 4096 ? "exhaust presplit 4K" : "exhaust presplit 128K", 1, schedules(1'000, 10'000));
+                 size == 4096 ? "exhaust presplit 4K" : "exhaust presplit 128K", 1, schedules(500, 10'000));
   // the chunk tier (a heap without superbins: the reserve is two chunks), 1 KiB slots and 128 KiB blocks
   for (std::int64_t size : {1024, 131072})
     passes_seeds("exhaust-recover", {{"heap_kib", 2048}, {"sb_shift", 0}, {"presplit_kib", 1024}, {"size", size}, {"sms", 2}, {"warps", 2}, {"threads", 2}},
@@ -178,7 +178,7 @@ TEST(Allocator, WarpCooperativeAllocatePassesOverPartialWarps) {
            {{"coalesced", 1}, {"size", 128}, {"threads", 32}, {"warps", 1}, {"sms", 1}, {"leak", 1}, {"ops", 3}},
            // the same in UAlloc's chunk bins (31 slots of 128 B: a 32-lane group never fits one)
            {{"coalesced", 1}, {"size", 128}, {"sb_shift", 0}, {"threads", 32}, {"warps", 1}, {"sms", 1}, {"leak", 1}, {"ops", 3}}}) {
-    const auto s = explore("alloc-storm", params, ts::strategy_kind::portfolio, schedules(3'000, 20'000));
+    const auto s = explore("alloc-storm", params, ts::strategy_kind::portfolio, schedules(1'500, 20'000));
     EXPECT_FALSE(s.first_failure) << failure_text(s);
   }
   const auto e = explore("exhaust-recover", {{"coalesced", 1}, {"size", 1024}, {"threads", 4}}, ts::strategy_kind::portfolio, 2'000);
@@ -206,12 +206,12 @@ TEST(Allocator, ExhaustRecoverUAllocClassesOnSmallHeaps) {
   // (schedules: CI 30 / 300, soak 100 / 1,000; one schedule at 16 B takes 0.27 s: 32,768 blocks)
   for (std::int64_t size : {16, 64, 256, 1024}) {
     const auto s = explore("exhaust-recover", {{"heap_kib", 512}, {"size", size}, {"sb_shift", 0}, {"threads", 4}},
-                           ts::strategy_kind::portfolio, size <= 64 ? schedules(30, 100) : schedules(300, 1'000));
+                           ts::strategy_kind::portfolio, size <= 64 ? schedules(30, 100) : schedules(150, 1'000));
     EXPECT_FALSE(s.first_failure) << size << " B: " << failure_text(s);
   }
   // 1 KiB from 16 KiB superbins (toga's choice for this heap), with the UAlloc fallback at exhaustion
   const auto k = explore("exhaust-recover", {{"heap_kib", 512}, {"size", 1024}, {"threads", 4}}, ts::strategy_kind::portfolio,
-                         schedules(300, 1'000));
+                         schedules(150, 1'000));
   EXPECT_FALSE(k.first_failure) << "1 KiB superbins: " << failure_text(k);
   const auto m = explore("exhaust-recover", {{"heap_kib", 1024}, {"size", 256}, {"threads", 2}, {"warps", 2}, {"sms", 2}},
                          ts::strategy_kind::portfolio, schedules(100, 200));
@@ -599,7 +599,7 @@ TEST(Allocator, SuperbinClassesFallBackToTBuddyBlocks) {
 // scenario), and exhaustion and full recovery for every superbin class (256 KiB superbins in a
 // 2 MiB heap serve 2 KiB .. 64 KiB; 8 KiB superbins in a 256 KiB heap 256 B and 512 B).
 TEST(Allocator, SuperbinsServeEveryClassAndRecoverFromExhaustion) {
-  const auto s = explore("superbins", {}, ts::strategy_kind::portfolio, 3'000);
+  const auto s = explore("superbins", {}, ts::strategy_kind::portfolio, schedules(1'500, 3'000));
   EXPECT_FALSE(s.first_failure) << failure_text(s);
   const auto w = explore("superbins", {{"sb_shift", 13}, {"heap_kib", 512}}, ts::strategy_kind::portfolio, 500);
   EXPECT_FALSE(w.first_failure) << "8 KiB superbins (256 B .. 2 KiB): " << failure_text(w);
