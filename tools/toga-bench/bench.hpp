@@ -31,6 +31,7 @@ struct options {
   std::uint64_t superbin_bytes = 0;    //!< toga's superbins (heap_options::superbin_bytes); 0: toga's choice
   unsigned superbin_sharing = 0;       //!< SMs per superbin arena (heap_options::superbin_sharing); 0: toga's choice
   std::uint64_t presplit_bytes = ~std::uint64_t{0};  //!< fixed heaps' pre-split reserve (heap_options::presplit_bytes); ~0: toga's choice (half), 0: none
+  bool tenants = false;                //!< GPU toga heaps with tenants (heap_options::tenants): kernels allocate as tenant 0
   bool sweep = false;                  //!< T1: every size 4..8192 step 4 instead of the list
   std::vector<std::string> graphs;     //!< graph files for T10/T11 (already expanded from directories)
   std::uint64_t seed = 1;              //!< seeds every random choice (sizes, frees, edges, schedules)

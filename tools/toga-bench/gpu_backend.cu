@@ -527,6 +527,7 @@ std::unique_ptr<toga::cuda::heap> make_heap(std::uint64_t bytes, const std::stri
     if (o.superbin_bytes != 0 && o.superbin_bytes < bytes) ho.superbin_bytes = o.superbin_bytes;
     ho.superbin_sharing = o.superbin_sharing;
     ho.presplit_bytes = o.presplit_bytes;
+    ho.tenants = o.tenants;
     return std::make_unique<toga::cuda::heap>(bytes, ho);
   } catch (const toga::bad_alloc& e) {
     throw std::runtime_error("toga-bench gpu: cannot construct the " + format_bytes(bytes) + " toga heap for " + what + ": " + e.what());

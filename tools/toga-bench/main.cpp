@@ -277,6 +277,9 @@ int main(int argc, char** argv) {
   run->add_option("--presplit-bytes", presplit_arg,
                   "GPU toga heaps: bytes of the pre-split reserve (heap_options::presplit_bytes; suffixes K, M, G; 0: none, "
                   "'half': toga's choice, half the heap). Values above half a heap mean half of it");
+  run->add_flag("--tenants", opt.tenants,
+               "GPU toga heaps with tenants (heap_options::tenants): every toga kernel allocates as tenant 0, with the 16 B "
+               "tenant header and its counters (docs/usage.md §12.4): what tenants cost per allocation");
   run->add_option("--profile", profile_arg, "quick (fewer points, two smallest graphs, 10 rounds) or full (the protocol)")
       ->check(CLI::IsMember({"quick", "full"}));
   run->add_option("--json", json_path, "Write every repetition, the environment and the command line to this file");
@@ -420,6 +423,11 @@ int main(int argc, char** argv) {
   if (opt.superbin_sharing > 1 && !sim_allocs.empty()) {
     std::fprintf(stderr, "toga-bench: --superbin-sharing sets the GPU heap's superbin arenas; the simulator's allocators (%s) keep "
                          "one per SM: run them without it\n", sim_allocs.front().c_str());
+    return 2;
+  }
+  if (opt.tenants && !sim_allocs.empty()) {
+    std::fprintf(stderr, "toga-bench: --tenants makes the GPU heaps with tenants; the simulator's allocators (%s) have none: run "
+                         "them without it\n", sim_allocs.front().c_str());
     return 2;
   }
   if (!presplit_arg.empty() && !sim_allocs.empty()) {

@@ -401,6 +401,18 @@ void heap::allocate_metadata() {
                           cudaGetErrorName(e) + ")");
   }
   account_.set_address(record, meta_);
+  if (options_.tenants) {
+    const std::uint64_t rec = charge_or_throw("tenant table", sizeof(toga::tenant_table));
+    const cudaError_t t = cudaMalloc(reinterpret_cast<void**>(&tenants_), sizeof(toga::tenant_table));
+    if (t != cudaSuccess) {
+      (void)cudaGetLastError();
+      tenants_ = nullptr;
+      throw toga::bad_alloc("toga::cuda::heap: cannot obtain " + std::to_string(sizeof(toga::tenant_table)) + " B of device memory for the tenant table (" +
+                            cudaGetErrorName(t) + ")");
+    }
+    account_.set_address(rec, tenants_);
+    quotas_.assign(toga::max_tenants, ~std::uint64_t{0});
+  }
 }
 
 void heap::open_account(const std::string& kind) {
@@ -432,6 +444,11 @@ void heap::initialise() {
   TOGA_CUDA_TRY(cudaEventCreate(&stop));
   TOGA_CUDA_TRY(cudaEventRecord(start, options_.stream));
   TOGA_CUDA_TRY(cudaMemsetAsync(meta_, 0, layout_.bytes, options_.stream));
+  toga::tenant_table fresh{};  // (read by the copy below until the sync)
+  if (tenants_) {
+    for (unsigned i = 0; i < toga::max_tenants; ++i) fresh.t[i].quota = quotas_[i];
+    TOGA_CUDA_TRY(cudaMemcpyAsync(tenants_, &fresh, sizeof fresh, cudaMemcpyHostToDevice, options_.stream));
+  }
   if (growth_) {
     init_growable_kernel<<<1, 1, 0, options_.stream>>>(view_, options_.limit_bytes, static_cast<unsigned>(view_.small.buddy.grow_granule - 1));
     // granules beyond max_bytes (the range is the power of two above) are never mapped
@@ -468,6 +485,8 @@ void heap::release() noexcept {
       }
     }
   }
+  if (tenants_) (void)cudaFree(tenants_);
+  tenants_ = nullptr;
   for (char* p : {raw_heap_, meta_}) {
     if (!p) continue;
     if (options_.pool) (void)cudaFreeAsync(p, options_.stream);
@@ -489,7 +508,7 @@ heap::~heap() { release(); }
 heap::heap(heap&& o) noexcept
     : view_(o.view_), layout_(o.layout_), options_(o.options_), raw_heap_(std::exchange(o.raw_heap_, nullptr)),
       meta_(std::exchange(o.meta_, nullptr)), device_(o.device_), init_ms_(o.init_ms_), growth_(std::move(o.growth_)),
-      account_(std::exchange(o.account_, toga::ledger_account{})) {
+      account_(std::exchange(o.account_, toga::ledger_account{})), tenants_(std::exchange(o.tenants_, nullptr)), quotas_(std::move(o.quotas_)) {
   o.view_ = device_allocator{};
 }
 
@@ -505,6 +524,8 @@ heap& heap::operator=(heap&& o) noexcept {
     init_ms_ = o.init_ms_;
     growth_ = std::move(o.growth_);
     account_ = std::exchange(o.account_, toga::ledger_account{});
+    tenants_ = std::exchange(o.tenants_, nullptr);
+    quotas_ = std::move(o.quotas_);
     o.view_ = device_allocator{};
   }
   return *this;
@@ -512,7 +533,44 @@ heap& heap::operator=(heap&& o) noexcept {
 
 heap_ref heap::ref() const {
   if (!meta_) throw std::logic_error("toga::cuda::heap::ref: the heap was moved from (it owns no memory); use the heap it was moved to");
-  return heap_ref(view_);
+  return heap_ref(view_, tenants_, 0);
+}
+
+void heap::check_tenant(const char* call, unsigned id) const {
+  if (!meta_) throw std::logic_error(std::string("toga::cuda::heap::") + call + ": the heap was moved from");
+  if (!tenants_)
+    throw std::invalid_argument(std::string("toga::cuda::heap::") + call +
+                                ": this heap has no tenants; make it with heap_options::tenants = true");
+  if (id >= toga::max_tenants)
+    throw std::invalid_argument(std::string("toga::cuda::heap::") + call + ": tenant id " + std::to_string(id) + " is not in [0, " +
+                                std::to_string(toga::max_tenants - 1) + "]");
+}
+
+heap_ref heap::tenant(unsigned id, std::uint64_t quota_bytes) {
+  check_tenant("tenant", id);
+  if (quota_bytes == 0 || quota_bytes > view_.heap_bytes)
+    throw std::invalid_argument("toga::cuda::heap::tenant: quota_bytes " + std::to_string(quota_bytes) + " for tenant " + std::to_string(id) +
+                                " is not in [1, " + std::to_string(view_.heap_bytes) + "] (1 B to the heap's capacity)");
+  device_guard guard(device_);
+  TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
+  TOGA_CUDA_TRY(cudaMemcpyAsync(&tenants_->t[id].quota, &quota_bytes, sizeof quota_bytes, cudaMemcpyHostToDevice, options_.stream));
+  TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
+  quotas_[id] = quota_bytes;
+  return heap_ref(view_, tenants_, id);
+}
+
+heap_ref heap::tenant(unsigned id) const {
+  check_tenant("tenant", id);
+  return heap_ref(view_, tenants_, id);
+}
+
+toga::tenant_counters heap::tenant_stats(unsigned id) const {
+  check_tenant("tenant_stats", id);
+  device_guard guard(device_);
+  toga::tenant_counters c;
+  TOGA_CUDA_TRY(cudaMemcpyAsync(&c, &tenants_->t[id], sizeof c, cudaMemcpyDeviceToHost, options_.stream));
+  TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
+  return c;
 }
 
 toga::heap_statistics heap::stats() const {
@@ -541,6 +599,12 @@ heap_attributes heap::attributes() const {
   a.failed_exhausted = s.failed_exhausted;
   a.failed_limit = s.failed_limit;
   a.failed_too_large = s.failed_too_large;
+  if (tenants_) {
+    toga::tenant_table t;
+    TOGA_CUDA_TRY(cudaMemcpyAsync(&t, tenants_, sizeof t, cudaMemcpyDeviceToHost, options_.stream));
+    TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
+    for (const auto& c : t.t) a.failed_quota += c.failed_quota;
+  }
   if (growth_) {
     const toga::growth_counters& c = growth_->ctl.counters();
     a.growable = true;

@@ -59,6 +59,7 @@
 #include "toga/cuda/platform.cuh"
 #include "toga/growth.hpp"
 #include "toga/heap_walk.hpp"
+#include "toga/tenants.hpp"
 
 namespace toga {
 
@@ -106,6 +107,12 @@ struct heap_options {
   //! (16 B - 32 B slots), then superbins (at most 2^14).
   //! ~0 (the default): half the heap; 0: none. Growable heaps have none.
   std::uint64_t presplit_bytes = ~std::uint64_t{0};
+  //! Tenants (docs/usage.md §12.4, toga/tenants.hpp): up to 64 tenants share the heap, each with a
+  //! quota (heap::tenant(id, quota_bytes) returns its handle; heap::ref() is tenant 0, without a
+  //! quota until one is set). Every block then carries a 16 B tenant header (a request of n bytes
+  //! takes a block of n + 16) and pointers are aligned to 16 B (or to the alignment asked for).
+  //! Off (the default): no header, no cost.
+  bool tenants = false;
   // ---- growable heaps (issue 14; docs/usage.md §9): used by heap(heap_options) ----
   //! The most memory a growable heap maps (rounded up to granules); its reserved address range
   //! and capacity are max_bytes rounded up to a power of two (at most 128 GiB). Required by
@@ -133,20 +140,45 @@ using device_allocator = toga::allocator<platform>;
 //! Device handle: trivially copyable, pass it by value to kernels. Valid while its heap lives
 //! (and until heap::reset, which invalidates the blocks, not the handle). Every member may be
 //! called by any number of device threads at once.
+namespace detail {
+// The tenant paths, out of line: a heap without tenants keeps the inline fast path it had.
+template <class A>
+__device__ __noinline__ void* tenant_allocate_out(const A& a, toga::tenant_table* t, std::uint32_t id, std::uint64_t bytes,
+                                                  std::uint64_t alignment) {
+  return toga::tenant_allocate<platform>(a, t, id, bytes, alignment);
+}
+template <class A>
+__device__ __noinline__ void tenant_deallocate_out(const A& a, toga::tenant_table* t, std::uint32_t id, void* ptr) {
+  toga::tenant_deallocate<platform>(a, t, id, ptr);
+}
+}  // namespace detail
+
 class heap_ref {
  public:
   //! At least `bytes` bytes: max(16, next power of two of `bytes`), aligned to min(that, 128) B
   //! up to 1 KiB and to the block size above (so >= 16 B). nullptr when the heap, or its byte
   //! limit, is exhausted, or `bytes` exceeds the capacity. bytes == 0 gives a unique 16 B block.
-  //! Never traps, never hangs.
-  __device__ void* allocate(std::size_t bytes) const noexcept { return a_.allocate(bytes); }
+  //! On a heap with tenants (heap_options::tenants): the block is charged to this handle's tenant
+  //! at its served size (the power of two of bytes + 16), nullptr at the tenant's quota, and the
+  //! pointer is aligned to 16 B. Never traps, never hangs.
+  __device__ void* allocate(std::size_t bytes) const noexcept {
+    if (tenants_ == nullptr) return a_.allocate(bytes);
+    return detail::tenant_allocate_out(a_, tenants_, tenant_, bytes, 0);
+  }
   //! At least `bytes` bytes aligned to `alignment` (a power of two; any value up to the
   //! capacity); nullptr as above, or when `alignment` is not a power of two.
-  __device__ void* allocate(std::size_t bytes, std::size_t alignment) const noexcept { return a_.allocate(bytes, alignment); }
+  __device__ void* allocate(std::size_t bytes, std::size_t alignment) const noexcept {
+    if (tenants_ == nullptr) return a_.allocate(bytes, alignment);
+    return detail::tenant_allocate_out(a_, tenants_, tenant_, bytes, alignment ? alignment : 1);
+  }
   //! Frees a block of this heap: `ptr` must be what allocate returned and not yet freed (any
-  //! thread, any later kernel). nullptr: nothing. Anything else: see "Invalid frees" at the top
+  //! thread, any later kernel; on a heap with tenants, through any tenant's handle: the block's
+  //! own tenant is credited). nullptr: nothing. Anything else: see "Invalid frees" at the top
   //! of this file (undefined in the default build; logged and ignored in checked builds).
-  __device__ void deallocate(void* ptr) const noexcept { a_.deallocate(ptr); }
+  __device__ void deallocate(void* ptr) const noexcept {
+    if (tenants_ == nullptr) return a_.deallocate(ptr);
+    detail::tenant_deallocate_out(a_, tenants_, tenant_, ptr);
+  }
   //! Warp-cooperative allocate: every thread of `group` (a cooperative-groups group within one
   //! warp: coalesced_group or thread_block_tile<N <= 32>) calls it; threads asking for the same
   //! size class are served together (one semaphore operation, shared statistics update). Sizes,
@@ -154,25 +186,32 @@ class heap_ref {
   template <class Group>
   __device__ void* allocate(const Group& group, std::size_t bytes) const noexcept {
     (void)group;  // the group is formed again from the active lanes by size class (match_any)
-    return a_.allocate_coalesced(bytes);
+    if (tenants_ == nullptr) return a_.allocate_coalesced(bytes);
+    return detail::tenant_allocate_out(a_, tenants_, tenant_, bytes, 0);
   }
   //! Warp-cooperative deallocate (each thread frees its own block; the rules of deallocate).
   template <class Group>
   __device__ void deallocate(const Group& group, void* ptr) const noexcept {
     (void)group;
-    a_.deallocate_coalesced(ptr);
+    if (tenants_ == nullptr) return a_.deallocate_coalesced(ptr);
+    detail::tenant_deallocate_out(a_, tenants_, tenant_, ptr);
   }
   //! Whether `ptr` points into this heap's blocks (any byte of the capacity).
   __host__ __device__ bool contains(const void* ptr) const noexcept { return a_.contains(ptr); }
   //! Bytes of the heap (a power of two).
   __host__ __device__ std::uint64_t capacity() const noexcept { return a_.heap_bytes; }
+  //! This handle's tenant (0 on heap::ref()); meaningful on a heap with tenants.
+  __host__ __device__ std::uint32_t tenant() const noexcept { return tenant_; }
 
-  explicit heap_ref(const device_allocator& a) : a_(a) {}
+  explicit heap_ref(const device_allocator& a, toga::tenant_table* tenants = nullptr, std::uint32_t tenant = 0)
+      : a_(a), tenants_(tenants), tenant_(tenant) {}
   //! The core allocator view (host and device).
   __host__ __device__ const device_allocator& view() const noexcept { return a_; }
 
  private:
   device_allocator a_;
+  toga::tenant_table* tenants_ = nullptr;  // heap_options::tenants: the heap's counters; nullptr: no tenants
+  std::uint32_t tenant_ = 0;
 };
 static_assert(std::is_trivially_copyable_v<heap_ref>, "heap_ref is passed by value to kernels");
 
@@ -212,7 +251,9 @@ struct heap_attributes {
   std::uint64_t failed_exhausted = 0;  //!< nullptr: the heap had no block for the request
   std::uint64_t failed_limit = 0;      //!< nullptr: limit_bytes refused the TBuddy block it needed
   std::uint64_t failed_too_large = 0;  //!< nullptr: larger than the capacity
-  std::uint64_t failed() const noexcept { return failed_exhausted + failed_limit + failed_too_large + failed_growable; }
+  //! nullptr: a tenant's quota refused it (heaps with tenants: the sum over tenants; see heap::tenant_stats)
+  std::uint64_t failed_quota = 0;
+  std::uint64_t failed() const noexcept { return failed_exhausted + failed_limit + failed_too_large + failed_growable + failed_quota; }
   // ---- growable heaps (0 on a fixed heap) ----
   bool growable = false;                 //!< heap(heap_options) with max_bytes
   std::uint64_t granule_bytes = 0;       //!< the unit mapped and unmapped
@@ -263,8 +304,9 @@ class heap {
   heap(const heap&) = delete;
   heap& operator=(const heap&) = delete;
 
-  //! The device handle (valid until this heap is destroyed). Throws std::logic_error for a
-  //! moved-from heap: a handle to memory it no longer owns would be a dangling one.
+  //! The device handle (valid until this heap is destroyed; on a heap with tenants, tenant 0's).
+  //! Throws std::logic_error for a moved-from heap: a handle to memory it no longer owns would be
+  //! a dangling one.
   heap_ref ref() const;
   //! Bytes of the heap (a power of two); 0 when moved from.
   std::uint64_t capacity() const noexcept { return meta_ ? view_.heap_bytes : 0; }
@@ -295,10 +337,27 @@ class heap {
   //! handing the memory to something else. One thread on the device, on the heap's stream;
   //! synchronises it. Throws toga::cuda_error, std::logic_error (moved from).
   void trim();
-  //! Frees every block at once: the heap is as new (counts and marks too; synchronises the
-  //! stream). Blocks handed out before are invalid afterwards; handles stay valid. Throws
-  //! toga::cuda_error, std::logic_error (moved from).
+  //! Frees every block at once: the heap is as new (counts and marks too, tenants' counters as
+  //! well; their quotas stay; synchronises the stream). Blocks handed out before are invalid
+  //! afterwards; handles stay valid. Throws toga::cuda_error, std::logic_error (moved from).
   void reset();
+  // ---- tenants (heap_options::tenants; docs/usage.md §12.4) ----
+  //! Whether the heap was made with tenants.
+  bool has_tenants() const noexcept { return tenants_ != nullptr; }
+  //! Sets tenant `id`'s quota to `quota_bytes` (served bytes of its live blocks; allocations that
+  //! would pass it return nullptr and count as failed_quota) and returns its handle. Call at
+  //! quiescence (synchronises the stream); a quota below what the tenant holds now is allowed: its
+  //! allocations fail until frees bring it below. Throws std::invalid_argument (the heap has no
+  //! tenants, id not in [0, 63], quota_bytes not in [1, capacity()]: nothing changes),
+  //! toga::cuda_error, std::logic_error (moved from).
+  heap_ref tenant(unsigned id, std::uint64_t quota_bytes);
+  //! Tenant `id`'s handle without changing its quota (none: unlimited until tenant(id, q)).
+  //! Throws as tenant(id, quota_bytes).
+  heap_ref tenant(unsigned id) const;
+  //! Tenant `id`'s quota and counters (toga::tenant_counters: used and high bytes, allocations,
+  //! deallocations credited to it, failed_quota, failed_heap), exact at quiescence; synchronises
+  //! the stream. Throws as tenant().
+  toga::tenant_counters tenant_stats(unsigned id) const;
   //! The checked-mode error log: the first heap_globals::max_errors invalid frees, in order
   //! (empty in unchecked builds). Throws toga::cuda_error, std::logic_error (moved from).
   std::vector<heap_error> errors() const;
@@ -363,6 +422,9 @@ class heap {
   float init_ms_ = 0;
   std::unique_ptr<growth_impl> growth_;  // growable heaps: the VMM range and its granules
   toga::ledger_account account_{};       // where its memory is recorded (toga::process_memory_ledger())
+  toga::tenant_table* tenants_ = nullptr;  // heap_options::tenants: device memory
+  std::vector<std::uint64_t> quotas_;      // tenants: each tenant's quota (host copy, restored by reset)
+  void check_tenant(const char* call, unsigned id) const;
 };
 
 // ---- budgets and the allocation registry (toga/budget.hpp; docs/usage.md §12) ---------------------
