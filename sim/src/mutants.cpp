@@ -359,7 +359,14 @@ std::vector<mutant> build() {
          "them the leader's view: a lane that takes such a bin reads a granule's or a superbin's routing state stale "
          "and drops or misroutes a free")
           .gpu().weak(),
-
+      // ---- tenants inside one heap (toga/tenants.hpp, scenarios_tenants.cpp) -----------------------
+      mb("tenant.free-credits-caller", "accounting", "tenants", P{{"bug", 1}},
+         "a free credits the freeing handle's tenant instead of the block's (frees across tenants)")
+          .depth(0),
+      mb("tenant.quota-checked-before-charge", "atomicity", "tenants", P{{"bug", 2}},
+         "the quota is checked with a load before the charge is added: two lanes of a tenant pass it together"),
+      mb("tenant.charge-kept-on-heap-failure", "accounting", "tenants", P{{"bug", 3}},
+         "a request the heap cannot serve keeps its charge to the tenant"),
   };
   return c;
 }
