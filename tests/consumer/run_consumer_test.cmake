@@ -1,6 +1,6 @@
 # Installs the toga build tree into a scratch prefix, then configures, builds and runs the
 # consumer project against it. Variables: TOGA_BUILD_DIR, CONSUMER_SOURCE_DIR, WORK_DIR,
-# WANT_CUDA, WANT_CUDA_KERNEL (a GPU is visible: the CUDA consumer launches a kernel), CMAKE_GENERATOR.
+# WANT_CUDA, CMAKE_GENERATOR.
 file(REMOVE_RECURSE "${WORK_DIR}")
 function(run what)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -12,7 +12,7 @@ endfunction()
 run("install toga" ${CMAKE_COMMAND} --install "${TOGA_BUILD_DIR}" --prefix "${WORK_DIR}/prefix")
 run("configure the consumer" ${CMAKE_COMMAND} -S "${CONSUMER_SOURCE_DIR}" -B "${WORK_DIR}/build"
     -G "${CMAKE_GENERATOR}" -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix"
-    -DTOGA_CONSUMER_CUDA=${WANT_CUDA} -DTOGA_CONSUMER_CUDA_KERNEL=${WANT_CUDA_KERNEL})
+    -DTOGA_CONSUMER_CUDA=${WANT_CUDA})
 run("build the consumer" ${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 run("core_app" "${WORK_DIR}/build/core_app")
 if(EXISTS "${WORK_DIR}/build/sim_app")
