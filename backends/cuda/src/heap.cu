@@ -533,7 +533,14 @@ heap& heap::operator=(heap&& o) noexcept {
 
 heap_ref heap::ref() const {
   if (!meta_) throw std::logic_error("toga::cuda::heap::ref: the heap was moved from (it owns no memory); use the heap it was moved to");
-  return heap_ref(view_, tenants_, 0);
+  return tenant_ref(0);
+}
+
+heap_ref heap::tenant_ref(std::uint32_t id) const {
+  device_allocator v = view_;
+  v.tenants = tenants_;
+  v.tenant = id;
+  return heap_ref(v);
 }
 
 void heap::check_tenant(const char* call, unsigned id) const {
@@ -556,12 +563,12 @@ heap_ref heap::tenant(unsigned id, std::uint64_t quota_bytes) {
   TOGA_CUDA_TRY(cudaMemcpyAsync(&tenants_->t[id].quota, &quota_bytes, sizeof quota_bytes, cudaMemcpyHostToDevice, options_.stream));
   TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
   quotas_[id] = quota_bytes;
-  return heap_ref(view_, tenants_, id);
+  return tenant_ref(id);
 }
 
 heap_ref heap::tenant(unsigned id) const {
   check_tenant("tenant", id);
-  return heap_ref(view_, tenants_, id);
+  return tenant_ref(id);
 }
 
 toga::tenant_counters heap::tenant_stats(unsigned id) const {

@@ -37,7 +37,9 @@ struct coalesced_group {
     g.size = bits::popc(mask);
     return g;
   }
-  //! The lanes active now that pass the same key (an address, a size class, ...).
+  //! The lanes active now that pass the same key (an address, a size class, ...). (The simulator
+  //! groups the lanes that reach one activemask call site together: code with two grouping points
+  //! that lanes of one warp can reach at once calls match_any(activemask(), key) at each instead.)
   TOGA_DEVICE static coalesced_group by_key(std::uint64_t key) TOGA_NOEXCEPT(P) {
     return of(P::match_any(P::activemask(), key));
   }

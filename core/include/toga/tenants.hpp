@@ -16,10 +16,17 @@
 //! tenant can fail while the tenant is one block below its quota). A charge is undone as well
 //! when the heap itself has no block (failed_heap).
 //!
+//! The counter updates are aggregated per warp as the allocator's own are (E1, design.md §8.1):
+//! the lanes of a warp that charge one tenant at once form a group (match_any on the tenant's
+//! line); its leader adds the group's total and each lane takes its share from an exclusive scan,
+//! so the group behaves as its lanes' fetch_adds in lane order; the statistics of the lanes that
+//! got a block, and frees, are one RMW per group as well.
+//!
 //! Cost: with tenants, 16 B per block (a 16 B request is served from the 32 B class, 64 B from
-//! 128 B, 4 KiB from an 8 KiB block), two RMWs on the tenant's line per allocation and one per
-//! free, and alignment of the returned pointer to 16 B (or to the alignment asked for). A heap
-//! without tenants pays none of it (the handle's one predicate, `tenants == nullptr`).
+//! 128 B, 4 KiB from an 8 KiB block), about three RMWs per warp group on the tenant's line per
+//! allocation and two per free, and alignment of the returned pointer to 16 B (or to the alignment
+//! asked for). A heap without tenants pays none of it: allocator::allocate and deallocate test
+//! `tenants` once and take the tenant path out of line (allocator.hpp).
 //!
 //! Thread-safety: tenant_allocate / tenant_deallocate from any number of device threads at once;
 //! the quota and the counters are changed by the host only at quiescence.
@@ -27,7 +34,9 @@
 
 #include <cstdint>
 
-#include "toga/allocator.hpp"
+#include "toga/bits.hpp"
+#include "toga/config.hpp"
+#include "toga/group.hpp"
 #include "toga/platform.hpp"
 
 namespace toga {
@@ -71,13 +80,44 @@ enum class tenant_bug : unsigned {
   charge_kept_on_heap_failure = 3,  //!< a request the heap could not serve keeps its charge
 };
 
+namespace detail {
+//! Sum of `v` over the lanes of `g` of lower rank, and the group's total in `total` (64-bit).
+template <class P>
+TOGA_DEVICE std::uint64_t exclusive_scan64(const coalesced_group<P>& g, std::uint64_t v, std::uint64_t& total) TOGA_NOEXCEPT(P) {
+  if (g.size == 1) {
+    total = v;
+    return 0;
+  }
+  std::uint64_t below = 0, sum = 0;
+  for (std::uint32_t m = g.mask; m; m &= m - 1) {
+    const unsigned l = bits::ctz(m);
+    const std::uint64_t x = P::shfl(g.mask, v, static_cast<int>(l));
+    if (l < P::lane_id()) below += x;
+    sum += x;
+  }
+  total = sum;
+  return below;
+}
+//! The largest `v` over the lanes of `g`.
+template <class P>
+TOGA_DEVICE std::uint64_t group_max64(const coalesced_group<P>& g, std::uint64_t v) TOGA_NOEXCEPT(P) {
+  if (g.size == 1) return v;
+  std::uint64_t mx = 0;
+  for (std::uint32_t m = g.mask; m; m &= m - 1) {
+    const std::uint64_t x = P::shfl(g.mask, v, static_cast<int>(bits::ctz(m)));
+    mx = x > mx ? x : mx;
+  }
+  return mx;
+}
+}  // namespace detail
+
 //! At least `bytes` bytes (aligned to 16 B, or to `alignment`, a power of two, when not 0)
-//! charged to tenant `id` of `table`, from the heap `a`; nullptr at the tenant's quota, or when
-//! the heap has no block. See the file comment.
+//! charged to tenant `id` of `table`, from the heap `a` (its allocate_plain); nullptr at the
+//! tenant's quota, or when the heap has no block. See the file comment.
 template <class P, tenant_bug Bug = tenant_bug::none, class Alloc>
 TOGA_DEVICE void* tenant_allocate(const Alloc& a, tenant_table* table, std::uint32_t id, std::uint64_t bytes,
                                   std::uint64_t alignment = 0) TOGA_NOEXCEPT(P) {
-  tenant_counters& t = table->t[id];
+  tenant_counters& t = table->t[id % max_tenants];
   std::uint64_t off = tenant_header_bytes;
   if (alignment != 0) {
     if ((alignment & (alignment - 1)) != 0) return nullptr;
@@ -90,6 +130,7 @@ TOGA_DEVICE void* tenant_allocate(const Alloc& a, tenant_table* table, std::uint
   const std::uint64_t want = bytes + off;
   const std::uint64_t served = a.served_bytes(want, alignment > tenant_header_bytes ? alignment : 0);
   const std::uint64_t quota = P::load(&t.quota, relaxed, device_scope);
+  const std::uint64_t key = reinterpret_cast<std::uintptr_t>(&t);
   std::uint64_t before;
   if constexpr (Bug == tenant_bug::quota_checked_before_charge) {
     before = P::load(&t.used, relaxed, device_scope);
@@ -99,44 +140,62 @@ TOGA_DEVICE void* tenant_allocate(const Alloc& a, tenant_table* table, std::uint
     }
     (void)P::fetch_add(&t.used, served, relaxed, device_scope);
   } else {
-    before = P::fetch_add(&t.used, served, relaxed, device_scope);
-    if (served > quota || before > quota - served) {
+    // the charge: one fetch_add per group, each lane's share from the scan (lane order)
+    const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), key));  // (its own call site: the simulator groups by site)
+    std::uint64_t total = 0;
+    const std::uint64_t below = detail::exclusive_scan64(g, served, total);
+    std::uint64_t base = 0;
+    if (g.is_leader()) base = P::fetch_add(&t.used, total, relaxed, device_scope);
+    before = g.broadcast(base) + below;
+    if (served > quota || before > quota - served) {  // past the quota: undo this lane's share
       P::fetch_sub(&t.used, served, relaxed, device_scope);
       P::fetch_add(&t.failed_quota, std::uint64_t{1}, relaxed, device_scope);
       return nullptr;
     }
   }
-  char* block = static_cast<char*>(alignment > tenant_header_bytes ? a.allocate(want, alignment) : a.allocate(want));
+  char* block = static_cast<char*>(alignment > tenant_header_bytes ? a.allocate_plain(want, alignment) : a.allocate_plain(want));
   if (block == nullptr) {
     if constexpr (Bug != tenant_bug::charge_kept_on_heap_failure) P::fetch_sub(&t.used, served, relaxed, device_scope);
     P::fetch_add(&t.failed_heap, std::uint64_t{1}, relaxed, device_scope);
     return nullptr;
   }
-  P::fetch_max(&t.high, before + served, relaxed, device_scope);
-  P::fetch_add(&t.allocations, std::uint64_t{1}, relaxed, device_scope);
+  {
+    // the statistics of the lanes that got a block: one fetch_max and one fetch_add per group
+    const auto s = coalesced_group<P>::of(P::match_any(P::activemask(), key));
+    const std::uint64_t high = detail::group_max64(s, before + served);
+    if (s.is_leader()) {
+      P::fetch_max(&t.high, high, relaxed, device_scope);
+      P::fetch_add(&t.allocations, std::uint64_t{s.size}, relaxed, device_scope);
+    }
+  }
   char* user = block + off;
   tenant_header* h = reinterpret_cast<tenant_header*>(user - tenant_header_bytes);
-  h->tenant = id;
+  h->tenant = id % max_tenants;
   h->offset = static_cast<std::uint32_t>(off);
   h->served = served;
   return user;
 }
 
-//! Frees a block tenant_allocate returned (any handle's: `caller` is the freeing handle's tenant,
-//! which the correct code does not use); nullptr: nothing.
+//! Frees a block tenant_allocate returned (through any handle: `caller` is the freeing handle's
+//! tenant, which the correct code does not use); nullptr: nothing.
 template <class P, tenant_bug Bug = tenant_bug::none, class Alloc>
 TOGA_DEVICE void tenant_deallocate(const Alloc& a, tenant_table* table, std::uint32_t caller, void* ptr) TOGA_NOEXCEPT(P) {
   if (ptr == nullptr) return;
   char* user = static_cast<char*>(ptr);
   const tenant_header* h = reinterpret_cast<const tenant_header*>(user - tenant_header_bytes);
-  const std::uint32_t id = Bug == tenant_bug::free_credits_caller ? caller : h->tenant % max_tenants;
+  const std::uint32_t id = (Bug == tenant_bug::free_credits_caller ? caller : h->tenant) % max_tenants;
   const std::uint64_t served = h->served;
   char* block = user - h->offset;
   (void)caller;
   tenant_counters& t = table->t[id];
-  P::fetch_sub(&t.used, served, relaxed, device_scope);
-  P::fetch_add(&t.deallocations, std::uint64_t{1}, relaxed, device_scope);
-  a.deallocate(block);
+  const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), std::uint64_t{reinterpret_cast<std::uintptr_t>(&t)}));
+  std::uint64_t total = 0;
+  (void)detail::exclusive_scan64(g, served, total);
+  if (g.is_leader()) {
+    P::fetch_sub(&t.used, total, relaxed, device_scope);
+    P::fetch_add(&t.deallocations, std::uint64_t{g.size}, relaxed, device_scope);
+  }
+  a.deallocate_plain(block);
 }
 
 }  // namespace toga

@@ -140,19 +140,6 @@ using device_allocator = toga::allocator<platform>;
 //! Device handle: trivially copyable, pass it by value to kernels. Valid while its heap lives
 //! (and until heap::reset, which invalidates the blocks, not the handle). Every member may be
 //! called by any number of device threads at once.
-namespace detail {
-// The tenant paths, out of line: a heap without tenants keeps the inline fast path it had.
-template <class A>
-__device__ __noinline__ void* tenant_allocate_out(const A& a, toga::tenant_table* t, std::uint32_t id, std::uint64_t bytes,
-                                                  std::uint64_t alignment) {
-  return toga::tenant_allocate<platform>(a, t, id, bytes, alignment);
-}
-template <class A>
-__device__ __noinline__ void tenant_deallocate_out(const A& a, toga::tenant_table* t, std::uint32_t id, void* ptr) {
-  toga::tenant_deallocate<platform>(a, t, id, ptr);
-}
-}  // namespace detail
-
 class heap_ref {
  public:
   //! At least `bytes` bytes: max(16, next power of two of `bytes`), aligned to min(that, 128) B
@@ -161,24 +148,15 @@ class heap_ref {
   //! On a heap with tenants (heap_options::tenants): the block is charged to this handle's tenant
   //! at its served size (the power of two of bytes + 16), nullptr at the tenant's quota, and the
   //! pointer is aligned to 16 B. Never traps, never hangs.
-  __device__ void* allocate(std::size_t bytes) const noexcept {
-    if (tenants_ == nullptr) return a_.allocate(bytes);
-    return detail::tenant_allocate_out(a_, tenants_, tenant_, bytes, 0);
-  }
+  __device__ void* allocate(std::size_t bytes) const noexcept { return a_.allocate(bytes); }
   //! At least `bytes` bytes aligned to `alignment` (a power of two; any value up to the
   //! capacity); nullptr as above, or when `alignment` is not a power of two.
-  __device__ void* allocate(std::size_t bytes, std::size_t alignment) const noexcept {
-    if (tenants_ == nullptr) return a_.allocate(bytes, alignment);
-    return detail::tenant_allocate_out(a_, tenants_, tenant_, bytes, alignment ? alignment : 1);
-  }
+  __device__ void* allocate(std::size_t bytes, std::size_t alignment) const noexcept { return a_.allocate(bytes, alignment); }
   //! Frees a block of this heap: `ptr` must be what allocate returned and not yet freed (any
   //! thread, any later kernel; on a heap with tenants, through any tenant's handle: the block's
   //! own tenant is credited). nullptr: nothing. Anything else: see "Invalid frees" at the top
   //! of this file (undefined in the default build; logged and ignored in checked builds).
-  __device__ void deallocate(void* ptr) const noexcept {
-    if (tenants_ == nullptr) return a_.deallocate(ptr);
-    detail::tenant_deallocate_out(a_, tenants_, tenant_, ptr);
-  }
+  __device__ void deallocate(void* ptr) const noexcept { a_.deallocate(ptr); }
   //! Warp-cooperative allocate: every thread of `group` (a cooperative-groups group within one
   //! warp: coalesced_group or thread_block_tile<N <= 32>) calls it; threads asking for the same
   //! size class are served together (one semaphore operation, shared statistics update). Sizes,
@@ -186,32 +164,28 @@ class heap_ref {
   template <class Group>
   __device__ void* allocate(const Group& group, std::size_t bytes) const noexcept {
     (void)group;  // the group is formed again from the active lanes by size class (match_any)
-    if (tenants_ == nullptr) return a_.allocate_coalesced(bytes);
-    return detail::tenant_allocate_out(a_, tenants_, tenant_, bytes, 0);
+    return a_.allocate_coalesced(bytes);
   }
   //! Warp-cooperative deallocate (each thread frees its own block; the rules of deallocate).
   template <class Group>
   __device__ void deallocate(const Group& group, void* ptr) const noexcept {
     (void)group;
-    if (tenants_ == nullptr) return a_.deallocate_coalesced(ptr);
-    detail::tenant_deallocate_out(a_, tenants_, tenant_, ptr);
+    a_.deallocate_coalesced(ptr);
   }
   //! Whether `ptr` points into this heap's blocks (any byte of the capacity).
   __host__ __device__ bool contains(const void* ptr) const noexcept { return a_.contains(ptr); }
   //! Bytes of the heap (a power of two).
   __host__ __device__ std::uint64_t capacity() const noexcept { return a_.heap_bytes; }
   //! This handle's tenant (0 on heap::ref()); meaningful on a heap with tenants.
-  __host__ __device__ std::uint32_t tenant() const noexcept { return tenant_; }
+  __host__ __device__ std::uint32_t tenant() const noexcept { return a_.tenant; }
 
-  explicit heap_ref(const device_allocator& a, toga::tenant_table* tenants = nullptr, std::uint32_t tenant = 0)
-      : a_(a), tenants_(tenants), tenant_(tenant) {}
+  //! A handle over `a` (a heap's view; a tenant handle's view has its tenants and tenant set).
+  explicit heap_ref(const device_allocator& a) : a_(a) {}
   //! The core allocator view (host and device).
   __host__ __device__ const device_allocator& view() const noexcept { return a_; }
 
  private:
   device_allocator a_;
-  toga::tenant_table* tenants_ = nullptr;  // heap_options::tenants: the heap's counters; nullptr: no tenants
-  std::uint32_t tenant_ = 0;
 };
 static_assert(std::is_trivially_copyable_v<heap_ref>, "heap_ref is passed by value to kernels");
 
@@ -425,6 +399,7 @@ class heap {
   toga::tenant_table* tenants_ = nullptr;  // heap_options::tenants: device memory
   std::vector<std::uint64_t> quotas_;      // tenants: each tenant's quota (host copy, restored by reset)
   void check_tenant(const char* call, unsigned id) const;
+  heap_ref tenant_ref(std::uint32_t id) const;  // the view with the tenant table (if any) and tenant id
 };
 
 // ---- budgets and the allocation registry (toga/budget.hpp; docs/usage.md §12) ---------------------
