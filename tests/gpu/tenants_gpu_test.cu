@@ -20,7 +20,7 @@ constexpr std::size_t bytes = 1008;  // + the 16 B header: served with 1 KiB blo
 constexpr std::uint64_t served = 1024;
 
 struct handles {
-  toga::cuda::heap_ref h[tenants];
+  toga::cuda::tenant_ref h[tenants];
 };
 
 // Thread i allocates `per` blocks as tenant i % 8 into out[i * per + k], stamping each block's
@@ -28,7 +28,7 @@ struct handles {
 __global__ void tenant_alloc_k(handles hs, void** out, std::uint64_t threads, unsigned per) {
   const std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
   if (i >= threads) return;
-  const toga::cuda::heap_ref& h = hs.h[i % tenants];
+  const toga::cuda::tenant_ref& h = hs.h[i % tenants];
   for (unsigned k = 0; k < per; ++k) {
     void* p = h.allocate(bytes);
     out[i * per + k] = p;
@@ -43,7 +43,7 @@ __global__ void tenant_alloc_k(handles hs, void** out, std::uint64_t threads, un
 __global__ void tenant_free_k(handles hs, void** out, std::uint64_t threads, unsigned per, unsigned long long* wrong) {
   const std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
   if (i >= threads) return;
-  const toga::cuda::heap_ref& h = hs.h[(i + 3) % tenants];
+  const toga::cuda::tenant_ref& h = hs.h[(i + 3) % tenants];
   for (unsigned k = 0; k < per; ++k) {
     void* p = out[i * per + k];
     if (!p) continue;
@@ -63,7 +63,8 @@ TEST(Tenants, EightTenantsStopAtTheirQuotasAndMatchARecount) {
   toga::cuda::heap heap(64 * MiB, o);
   ASSERT_TRUE(heap.has_tenants());
   // quotas (t + 1) x 2 MiB: 72 MiB in all, past the 64 MiB heap; every tenant asks for twice its quota
-  handles hs{{heap.ref(), heap.ref(), heap.ref(), heap.ref(), heap.ref(), heap.ref(), heap.ref(), heap.ref()}};
+  const toga::cuda::tenant_ref t0 = heap.tenant(0);
+  handles hs{{t0, t0, t0, t0, t0, t0, t0, t0}};
   std::uint64_t quota[tenants];
   for (unsigned t = 0; t < tenants; ++t) {
     quota[t] = (t + 1) * 2 * MiB;
@@ -159,4 +160,7 @@ TEST(Tenants, BadTenantsAndQuotasAreRefused) {
   EXPECT_NE(message([&] { h.tenant(3, 32 * MiB); }).find("is not in [1, 16777216]"), std::string::npos);
   EXPECT_EQ(h.tenant_stats(3).quota, ~std::uint64_t{0}) << "a refused quota changes nothing";
   EXPECT_NO_THROW(h.tenant(63, 16 * MiB));
+  // a heap with tenants has no heap_ref and cannot be the default heap
+  EXPECT_THROW((void)h.ref(), std::logic_error);
+  EXPECT_THROW(toga::cuda::set_default_heap(h), std::logic_error);
 }

@@ -275,6 +275,17 @@ struct toga_policy {
   __device__ void deallocate_warp(void* p) const { ref.deallocate(cg::coalesced_threads(), p); }
 };
 
+//! toga with tenants (--tenants): every kernel allocates as tenant 0 of a heap made with
+//! heap_options::tenants (no quota), through its tenant_ref.
+struct toga_tenant_policy {
+  static constexpr bool has_warp = true;
+  toga::cuda::tenant_ref ref;
+  __device__ void* allocate(std::uint64_t b) const { return ref.allocate(b); }
+  __device__ void deallocate(void* p) const { ref.deallocate(p); }
+  __device__ void* allocate_warp(std::uint64_t b) const { return ref.allocate(cg::coalesced_threads(), b); }
+  __device__ void deallocate_warp(void* p) const { ref.deallocate(cg::coalesced_threads(), p); }
+};
+
 struct malloc_policy {
   static constexpr bool has_warp = false;  // no warp API: T6 launches the plain alloc kernel
   __device__ void* allocate(std::uint64_t b) const { return malloc(b); }
@@ -496,7 +507,10 @@ struct target {
 template <class F>
 void with_policy(const target& t, F&& f) {
   switch (t.kind) {
-    case akind::toga: f(toga_policy{t.heap->ref()}); return;
+    case akind::toga:
+      if (t.heap->has_tenants()) f(toga_tenant_policy{t.heap->tenant(0)});
+      else f(toga_policy{t.heap->ref()});
+      return;
     case akind::cuda_malloc: f(malloc_policy{}); return;
     case akind::bump_warp: f(bump_warp_policy{t.bump->mem.get(), t.bump->mem.size(), t.bump->counter.get()}); return;
     case akind::bump: f(bump_policy{t.bump->mem.get(), t.bump->mem.size(), t.bump->counter.get()}); return;
@@ -538,6 +552,12 @@ std::unique_ptr<toga::cuda::heap> make_heap(std::uint64_t bytes, const std::stri
 using bounds_fn = std::function<bool(std::uintptr_t, std::uint64_t)>;
 
 bounds_fn bounds_of(const target& t) {
+  if (t.kind == akind::toga && t.heap->has_tenants()) {
+    const toga::cuda::tenant_ref ref = t.heap->tenant(0);
+    return [ref](std::uintptr_t a, std::uint64_t s) {
+      return ref.contains(reinterpret_cast<const void*>(a)) && ref.contains(reinterpret_cast<const void*>(a + (s ? s : 1) - 1));
+    };
+  }
   if (t.kind == akind::toga) {
     const toga::cuda::heap_ref ref = t.heap->ref();
     return [ref](std::uintptr_t a, std::uint64_t s) {
@@ -1842,7 +1862,7 @@ class gpu_backend final : public backend {
     }
   }
 
-  void t13(const std::vector<akind>& kinds, const options&, sink& out) {
+  void t13(const std::vector<akind>& kinds, const options& o, sink& out) {
     auto add = [&](akind k, const std::string& op, const std::string& param, const cudaFuncAttributes& a, const std::string& note) {
       row r;
       r.allocator = kind_name(k);
@@ -1859,6 +1879,12 @@ class gpu_backend final : public backend {
       cudaFuncAttributes al{}, wa{}, fr{};
       switch (k) {
         case akind::toga:
+          if (o.tenants) {  // --tenants: the kernels that run, tenant_ref's
+            BENCH_CUDA(cudaFuncGetAttributes(&al, alloc_kernel<toga_tenant_policy, false>));
+            BENCH_CUDA(cudaFuncGetAttributes(&wa, alloc_kernel<toga_tenant_policy, true>));
+            BENCH_CUDA(cudaFuncGetAttributes(&fr, free_kernel<toga_tenant_policy>));
+            break;
+          }
           BENCH_CUDA(cudaFuncGetAttributes(&al, alloc_kernel<toga_policy, false>));
           BENCH_CUDA(cudaFuncGetAttributes(&wa, alloc_kernel<toga_policy, true>));
           BENCH_CUDA(cudaFuncGetAttributes(&fr, free_kernel<toga_policy>));

@@ -533,14 +533,10 @@ heap& heap::operator=(heap&& o) noexcept {
 
 heap_ref heap::ref() const {
   if (!meta_) throw std::logic_error("toga::cuda::heap::ref: the heap was moved from (it owns no memory); use the heap it was moved to");
-  return tenant_ref(0);
-}
-
-heap_ref heap::tenant_ref(std::uint32_t id) const {
-  device_allocator v = view_;
-  v.tenants = tenants_;
-  v.tenant = id;
-  return heap_ref(v);
+  if (tenants_)
+    throw std::logic_error("toga::cuda::heap::ref: this heap was made with heap_options::tenants, whose blocks carry tenant "
+                           "headers that a heap_ref would not read; use heap.tenant(id) (a toga::cuda::tenant_ref)");
+  return heap_ref(view_);
 }
 
 void heap::check_tenant(const char* call, unsigned id) const {
@@ -553,7 +549,7 @@ void heap::check_tenant(const char* call, unsigned id) const {
                                 std::to_string(toga::max_tenants - 1) + "]");
 }
 
-heap_ref heap::tenant(unsigned id, std::uint64_t quota_bytes) {
+tenant_ref heap::tenant(unsigned id, std::uint64_t quota_bytes) {
   check_tenant("tenant", id);
   if (quota_bytes == 0 || quota_bytes > view_.heap_bytes)
     throw std::invalid_argument("toga::cuda::heap::tenant: quota_bytes " + std::to_string(quota_bytes) + " for tenant " + std::to_string(id) +
@@ -563,12 +559,12 @@ heap_ref heap::tenant(unsigned id, std::uint64_t quota_bytes) {
   TOGA_CUDA_TRY(cudaMemcpyAsync(&tenants_->t[id].quota, &quota_bytes, sizeof quota_bytes, cudaMemcpyHostToDevice, options_.stream));
   TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
   quotas_[id] = quota_bytes;
-  return tenant_ref(id);
+  return toga::cuda::tenant_ref(view_, tenants_, id);
 }
 
-heap_ref heap::tenant(unsigned id) const {
+tenant_ref heap::tenant(unsigned id) const {
   check_tenant("tenant", id);
-  return tenant_ref(id);
+  return toga::cuda::tenant_ref(view_, tenants_, id);
 }
 
 toga::tenant_counters heap::tenant_stats(unsigned id) const {
@@ -840,6 +836,9 @@ void register_default_heap_slot(const void* symbol) noexcept {
 
 void set_default_heap(const heap& h) {
   if (!h.meta_) throw std::logic_error("toga::cuda::set_default_heap: the heap was moved from (it owns no memory)");
+  if (h.has_tenants())
+    throw std::logic_error("toga::cuda::set_default_heap: the heap was made with heap_options::tenants; the default heap's "
+                           "allocate/deallocate have no tenant (pass each kernel the tenant_ref of heap.tenant(id) instead)");
   detail::default_heap_slot slot{};
   const heap_ref ref = h.ref();
   std::memcpy(slot.ref, &ref, sizeof ref);

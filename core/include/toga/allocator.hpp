@@ -32,7 +32,6 @@
 #include "toga/geometry.hpp"
 #include "toga/platform.hpp"
 #include "toga/tbuddy.hpp"
-#include "toga/tenants.hpp"
 #include "toga/ualloc.hpp"
 
 namespace toga {
@@ -183,11 +182,6 @@ struct allocator {
   //! This view's copy in the metadata (layout.view_off), on which out-of-line members run (see
   //! ualloc::resident); nullptr for views built by hand (the call site then copies the view).
   const allocator* resident = nullptr;
-  //! Tenants (toga/tenants.hpp): the heap's tenant table and the tenant this view charges;
-  //! nullptr on a heap without tenants, whose entry points test it once and go on as before.
-  //! The resident copy has none (the tenant paths run on it and call the *_plain members).
-  tenant_table* tenants = nullptr;
-  std::uint32_t tenant = 0;
 
   //! A view over `heap` (heap_bytes = 4 KiB x 2^(layout.levels-1) bytes, 4 KiB aligned) and
   //! `meta` (layout.bytes, zeroed).
@@ -354,15 +348,6 @@ struct allocator {
   //! semaphore operation, one reservation, one bitmap claim, statistics once: E1, design.md §8.1);
   //! any subset of a warp may call it, and no lane waits for lanes that do not.
   TOGA_DEVICE TOGA_FORCEINLINE void* allocate(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
-    if (tenants != nullptr) {
-      tenant_table* const t = tenants;
-      const std::uint32_t id = tenant;
-      return out_of_line([&](const allocator& v) { return v.tenant_allocate_out(t, id, bytes, 0); });
-    }
-    return allocate_plain(bytes);
-  }
-  //! allocate(bytes) without the tenant path (the tenant layer's own call).
-  TOGA_DEVICE TOGA_FORCEINLINE void* allocate_plain(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     if (bytes > heap_bytes) return fail_too_large();  // before rounding: round_up overflows past 2^63
     const std::uint64_t s = geom::round_up(bytes ? bytes : 1);
     if (s <= geom::ualloc_always_max_bytes) return allocate_small(geom::class_of(s));
@@ -371,16 +356,6 @@ struct allocator {
   }
   //! At least `bytes` bytes aligned to `alignment` (a power of two), or nullptr.
   TOGA_DEVICE void* allocate(std::uint64_t bytes, std::uint64_t alignment) const TOGA_NOEXCEPT(P) {
-    if (tenants != nullptr) {
-      if (alignment == 0 || (alignment & (alignment - 1))) return nullptr;
-      tenant_table* const t = tenants;
-      const std::uint32_t id = tenant;
-      return out_of_line([&](const allocator& v) { return v.tenant_allocate_out(t, id, bytes, alignment); });
-    }
-    return allocate_plain(bytes, alignment);
-  }
-  //! allocate(bytes, alignment) without the tenant path.
-  TOGA_DEVICE void* allocate_plain(std::uint64_t bytes, std::uint64_t alignment) const TOGA_NOEXCEPT(P) {
     if (alignment == 0 || (alignment & (alignment - 1))) return nullptr;
     if (bytes > heap_bytes || alignment > heap_bytes) return fail_too_large();
     std::uint64_t s = geom::round_up(bytes ? bytes : 1);
@@ -412,24 +387,6 @@ struct allocator {
   //! Frees a block from allocate (any thread, any kernel). nullptr: nothing. Lanes of a warp
   //! that free slots of one bin together are served as one group (E9, design.md §9.2).
   TOGA_DEVICE TOGA_FORCEINLINE void deallocate(void* ptr) const TOGA_NOEXCEPT(P) {
-    if (tenants != nullptr) {
-      if (ptr == nullptr) return;
-      tenant_table* const t = tenants;
-      const std::uint32_t id = tenant;
-      return out_of_line([&](const allocator& v) { v.tenant_deallocate_out(t, id, ptr); });
-    }
-    deallocate_plain(ptr);
-  }
-  //! The tenant paths (toga/tenants.hpp), out of line on the resident view.
-  TOGA_DEVICE TOGA_NOINLINE void* tenant_allocate_out(tenant_table* t, std::uint32_t id, std::uint64_t bytes,
-                                                      std::uint64_t alignment) const TOGA_NOEXCEPT(P) {
-    return tenant_allocate<P>(*this, t, id, bytes, alignment);
-  }
-  TOGA_DEVICE TOGA_NOINLINE void tenant_deallocate_out(tenant_table* t, std::uint32_t id, void* ptr) const TOGA_NOEXCEPT(P) {
-    tenant_deallocate<P>(*this, t, id, ptr);
-  }
-  //! deallocate(ptr) without the tenant path (the tenant layer's own call).
-  TOGA_DEVICE TOGA_FORCEINLINE void deallocate_plain(void* ptr) const TOGA_NOEXCEPT(P) {
     if (ptr == nullptr) return;
     const char* p = static_cast<const char*>(ptr);
     const std::uint64_t off = static_cast<std::uint64_t>(p - small.base);

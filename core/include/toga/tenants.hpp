@@ -25,8 +25,8 @@
 //! Cost: with tenants, 16 B per block (a 16 B request is served from the 32 B class, 64 B from
 //! 128 B, 4 KiB from an 8 KiB block), about three RMWs per warp group on the tenant's line per
 //! allocation and two per free, and alignment of the returned pointer to 16 B (or to the alignment
-//! asked for). A heap without tenants pays none of it: allocator::allocate and deallocate test
-//! `tenants` once and take the tenant path out of line (allocator.hpp).
+//! asked for). A heap without tenants pays none of it: tenants have a handle type of their own
+//! (toga::cuda::tenant_ref), and the allocator itself knows nothing of them.
 //!
 //! Thread-safety: tenant_allocate / tenant_deallocate from any number of device threads at once;
 //! the quota and the counters are changed by the host only at quiescence.
@@ -112,7 +112,7 @@ TOGA_DEVICE std::uint64_t group_max64(const coalesced_group<P>& g, std::uint64_t
 }  // namespace detail
 
 //! At least `bytes` bytes (aligned to 16 B, or to `alignment`, a power of two, when not 0)
-//! charged to tenant `id` of `table`, from the heap `a` (its allocate_plain); nullptr at the
+//! charged to tenant `id` of `table`, from the heap `a`; nullptr at the
 //! tenant's quota, or when the heap has no block. See the file comment.
 template <class P, tenant_bug Bug = tenant_bug::none, class Alloc>
 TOGA_DEVICE void* tenant_allocate(const Alloc& a, tenant_table* table, std::uint32_t id, std::uint64_t bytes,
@@ -153,7 +153,7 @@ TOGA_DEVICE void* tenant_allocate(const Alloc& a, tenant_table* table, std::uint
       return nullptr;
     }
   }
-  char* block = static_cast<char*>(alignment > tenant_header_bytes ? a.allocate_plain(want, alignment) : a.allocate_plain(want));
+  char* block = static_cast<char*>(alignment > tenant_header_bytes ? a.allocate(want, alignment) : a.allocate(want));
   if (block == nullptr) {
     if constexpr (Bug != tenant_bug::charge_kept_on_heap_failure) P::fetch_sub(&t.used, served, relaxed, device_scope);
     P::fetch_add(&t.failed_heap, std::uint64_t{1}, relaxed, device_scope);
@@ -195,7 +195,7 @@ TOGA_DEVICE void tenant_deallocate(const Alloc& a, tenant_table* table, std::uin
     P::fetch_sub(&t.used, total, relaxed, device_scope);
     P::fetch_add(&t.deallocations, std::uint64_t{g.size}, relaxed, device_scope);
   }
-  a.deallocate_plain(block);
+  a.deallocate(block);
 }
 
 }  // namespace toga

@@ -108,10 +108,10 @@ struct heap_options {
   //! ~0 (the default): half the heap; 0: none. Growable heaps have none.
   std::uint64_t presplit_bytes = ~std::uint64_t{0};
   //! Tenants (docs/usage.md §12.4, toga/tenants.hpp): up to 64 tenants share the heap, each with a
-  //! quota (heap::tenant(id, quota_bytes) returns its handle; heap::ref() is tenant 0, without a
-  //! quota until one is set). Every block then carries a 16 B tenant header (a request of n bytes
-  //! takes a block of n + 16) and pointers are aligned to 16 B (or to the alignment asked for).
-  //! Off (the default): no header, no cost.
+  //! quota; heap::tenant(id, quota_bytes) returns a tenant's handle (toga::cuda::tenant_ref), and
+  //! such a heap has no heap_ref (ref() and set_default_heap refuse it). Every block carries a 16 B
+  //! tenant header (a request of n bytes takes a block of n + 16) and pointers are aligned to 16 B
+  //! (or to the alignment asked for). Off (the default): no header, and heap_ref's code is as it was.
   bool tenants = false;
   // ---- growable heaps (issue 14; docs/usage.md §9): used by heap(heap_options) ----
   //! The most memory a growable heap maps (rounded up to granules); its reserved address range
@@ -145,16 +145,13 @@ class heap_ref {
   //! At least `bytes` bytes: max(16, next power of two of `bytes`), aligned to min(that, 128) B
   //! up to 1 KiB and to the block size above (so >= 16 B). nullptr when the heap, or its byte
   //! limit, is exhausted, or `bytes` exceeds the capacity. bytes == 0 gives a unique 16 B block.
-  //! On a heap with tenants (heap_options::tenants): the block is charged to this handle's tenant
-  //! at its served size (the power of two of bytes + 16), nullptr at the tenant's quota, and the
-  //! pointer is aligned to 16 B. Never traps, never hangs.
+  //! Never traps, never hangs.
   __device__ void* allocate(std::size_t bytes) const noexcept { return a_.allocate(bytes); }
   //! At least `bytes` bytes aligned to `alignment` (a power of two; any value up to the
   //! capacity); nullptr as above, or when `alignment` is not a power of two.
   __device__ void* allocate(std::size_t bytes, std::size_t alignment) const noexcept { return a_.allocate(bytes, alignment); }
   //! Frees a block of this heap: `ptr` must be what allocate returned and not yet freed (any
-  //! thread, any later kernel; on a heap with tenants, through any tenant's handle: the block's
-  //! own tenant is credited). nullptr: nothing. Anything else: see "Invalid frees" at the top
+  //! thread, any later kernel). nullptr: nothing. Anything else: see "Invalid frees" at the top
   //! of this file (undefined in the default build; logged and ignored in checked builds).
   __device__ void deallocate(void* ptr) const noexcept { a_.deallocate(ptr); }
   //! Warp-cooperative allocate: every thread of `group` (a cooperative-groups group within one
@@ -176,10 +173,6 @@ class heap_ref {
   __host__ __device__ bool contains(const void* ptr) const noexcept { return a_.contains(ptr); }
   //! Bytes of the heap (a power of two).
   __host__ __device__ std::uint64_t capacity() const noexcept { return a_.heap_bytes; }
-  //! This handle's tenant (0 on heap::ref()); meaningful on a heap with tenants.
-  __host__ __device__ std::uint32_t tenant() const noexcept { return a_.tenant; }
-
-  //! A handle over `a` (a heap's view; a tenant handle's view has its tenants and tenant set).
   explicit heap_ref(const device_allocator& a) : a_(a) {}
   //! The core allocator view (host and device).
   __host__ __device__ const device_allocator& view() const noexcept { return a_; }
@@ -188,6 +181,53 @@ class heap_ref {
   device_allocator a_;
 };
 static_assert(std::is_trivially_copyable_v<heap_ref>, "heap_ref is passed by value to kernels");
+
+//! A tenant's device handle on a heap made with heap_options::tenants (heap::tenant; docs/usage.md
+//! §12.4, toga/tenants.hpp): trivially copyable, passed by value like heap_ref. Every block it
+//! hands out is charged to its tenant at the block's served size and carries a 16 B tenant header
+//! below the pointer; a free through any tenant_ref of the heap credits the block's own tenant.
+//! Such a heap has no heap_ref (heap::ref() refuses it): a heap without tenants keeps a handle whose
+//! code knows nothing of them. Every member may be called by any number of device threads at once.
+class tenant_ref {
+ public:
+  //! At least `bytes` bytes, aligned to 16 B, served with the block of bytes + 16 (its power of
+  //! two: 16 B from 32 B slots, 4 KiB from an 8 KiB block), charged to this tenant; nullptr at the
+  //! tenant's quota (failed_quota), when the heap has no block (failed_heap) or when `bytes`
+  //! exceeds the capacity. Never traps, never hangs.
+  __device__ void* allocate(std::size_t bytes) const noexcept { return toga::tenant_allocate<platform>(a_, tenants_, tenant_, bytes, 0); }
+  //! At least `bytes` bytes aligned to `alignment` (a power of two; the block is bytes + alignment
+  //! when that is above 16 B); nullptr as above, or when `alignment` is not a power of two.
+  __device__ void* allocate(std::size_t bytes, std::size_t alignment) const noexcept {
+    if (alignment == 0) return nullptr;
+    return toga::tenant_allocate<platform>(a_, tenants_, tenant_, bytes, alignment);
+  }
+  //! Warp-cooperative form (every allocate aggregates per warp; the group is formed again).
+  template <class Group>
+  __device__ void* allocate(const Group& group, std::size_t bytes) const noexcept {
+    (void)group;
+    return allocate(bytes);
+  }
+  //! Frees a block any tenant_ref of this heap returned (any thread, any later kernel); the
+  //! block's tenant is credited. nullptr: nothing. Anything else: undefined, as heap_ref's.
+  __device__ void deallocate(void* ptr) const noexcept { toga::tenant_deallocate<platform>(a_, tenants_, tenant_, ptr); }
+  template <class Group>
+  __device__ void deallocate(const Group& group, void* ptr) const noexcept {
+    (void)group;
+    deallocate(ptr);
+  }
+  __host__ __device__ bool contains(const void* ptr) const noexcept { return a_.contains(ptr); }
+  __host__ __device__ std::uint64_t capacity() const noexcept { return a_.heap_bytes; }
+  //! This handle's tenant, 0 .. 63.
+  __host__ __device__ std::uint32_t tenant() const noexcept { return tenant_; }
+
+  tenant_ref(const device_allocator& a, toga::tenant_table* tenants, std::uint32_t tenant) : a_(a), tenants_(tenants), tenant_(tenant) {}
+
+ private:
+  device_allocator a_;
+  toga::tenant_table* tenants_;
+  std::uint32_t tenant_;
+};
+static_assert(std::is_trivially_copyable_v<tenant_ref>, "tenant_ref is passed by value to kernels");
 
 //! One checked-mode error: what was wrong and where (device address).
 struct heap_error {
@@ -278,9 +318,9 @@ class heap {
   heap(const heap&) = delete;
   heap& operator=(const heap&) = delete;
 
-  //! The device handle (valid until this heap is destroyed; on a heap with tenants, tenant 0's).
-  //! Throws std::logic_error for a moved-from heap: a handle to memory it no longer owns would be
-  //! a dangling one.
+  //! The device handle (valid until this heap is destroyed). Throws std::logic_error for a
+  //! moved-from heap (a handle to memory it no longer owns would be a dangling one), and for a heap
+  //! with tenants (its blocks carry tenant headers: use tenant(id)).
   heap_ref ref() const;
   //! Bytes of the heap (a power of two); 0 when moved from.
   std::uint64_t capacity() const noexcept { return meta_ ? view_.heap_bytes : 0; }
@@ -319,15 +359,16 @@ class heap {
   //! Whether the heap was made with tenants.
   bool has_tenants() const noexcept { return tenants_ != nullptr; }
   //! Sets tenant `id`'s quota to `quota_bytes` (served bytes of its live blocks; allocations that
-  //! would pass it return nullptr and count as failed_quota) and returns its handle. Call at
+  //! would pass it return nullptr and count as failed_quota) and returns its handle (valid until
+  //! the heap is destroyed). Call at
   //! quiescence (synchronises the stream); a quota below what the tenant holds now is allowed: its
   //! allocations fail until frees bring it below. Throws std::invalid_argument (the heap has no
   //! tenants, id not in [0, 63], quota_bytes not in [1, capacity()]: nothing changes),
   //! toga::cuda_error, std::logic_error (moved from).
-  heap_ref tenant(unsigned id, std::uint64_t quota_bytes);
+  tenant_ref tenant(unsigned id, std::uint64_t quota_bytes);
   //! Tenant `id`'s handle without changing its quota (none: unlimited until tenant(id, q)).
   //! Throws as tenant(id, quota_bytes).
-  heap_ref tenant(unsigned id) const;
+  tenant_ref tenant(unsigned id) const;
   //! Tenant `id`'s quota and counters (toga::tenant_counters: used and high bytes, allocations,
   //! deallocations credited to it, failed_quota, failed_heap), exact at quiescence; synchronises
   //! the stream. Throws as tenant().
@@ -399,7 +440,6 @@ class heap {
   toga::tenant_table* tenants_ = nullptr;  // heap_options::tenants: device memory
   std::vector<std::uint64_t> quotas_;      // tenants: each tenant's quota (host copy, restored by reset)
   void check_tenant(const char* call, unsigned id) const;
-  heap_ref tenant_ref(std::uint32_t id) const;  // the view with the tenant table (if any) and tenant id
 };
 
 // ---- budgets and the allocation registry (toga/budget.hpp; docs/usage.md §12) ---------------------
@@ -465,7 +505,7 @@ struct default_heap_registrar {
 //! deallocate on that device (replacing an earlier default there). Synchronises the device.
 //! Host only; not thread-safe with respect to kernels that allocate from the default heap or
 //! to other calls of set_default_heap / clear_default_heap. Throws std::logic_error (h was moved
-//! from), toga::cuda_error.
+//! from, or has tenants), toga::cuda_error.
 void set_default_heap(const heap& h);
 //! Removes the default heap of `device` (-1: the current device); the heap's destructor does
 //! this for its own device. Throws toga::cuda_error.
