@@ -37,12 +37,18 @@ ts::explore_summary explore_tenants(std::vector<std::pair<const char*, std::int6
 
 }  // namespace
 
-TEST(Tenants, ScenarioPassesItsSchedulesUnderBothMemoryModels) {
-  for (const bool weak : {false, true})
-    for (const bool random : {false, true}) {
-      const auto s = explore_tenants({}, random ? schedules(5'000, 100'000) : schedules(10'000, 100'000), weak, random);
-      EXPECT_FALSE(s.first_failure) << (weak ? "weak" : "sc") << (random ? " random shapes: " : " fixed shape: ") << failure_text(s);
-    }
+// 10^5 schedules of the default shape under each memory model (issue 31's CI target), and random
+// shapes (soak: 10^5 of those too).
+static void passes_both(bool weak) {
+  const auto f = explore_tenants({}, 100'000, weak, false);
+  EXPECT_FALSE(f.first_failure) << (weak ? "weak" : "sc") << " fixed shape: " << failure_text(f);
+  const auto r = explore_tenants({}, schedules(5'000, 100'000), weak, true);
+  EXPECT_FALSE(r.first_failure) << (weak ? "weak" : "sc") << " random shapes: " << failure_text(r);
+}
+
+TEST(Tenants, ScenarioPassesItsSchedulesUnderSequentialConsistency) { passes_both(false); }
+TEST(Tenants, ScenarioPassesItsSchedulesUnderWeakMemory) {
+  passes_both(true);
   // a quota changed between launches while blocks are live: lowered below the live blocks, then raised
   for (const std::int64_t q : {0, 5}) {
     const auto s = explore_tenants({{"requota", q}, {"quota0", 2}}, schedules(5'000, 50'000), false, false);
