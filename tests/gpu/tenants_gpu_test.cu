@@ -137,6 +137,25 @@ TEST(Tenants, EightTenantsStopAtTheirQuotasAndMatchARecount) {
   heap.reset();
   EXPECT_EQ(heap.tenant_stats(2).quota, MiB);
   EXPECT_EQ(heap.tenant_stats(2).allocations, 0u);
+  // quotas the heap can hold (36 MiB of 64): every tenant stops exactly at its quota, none at the heap
+  for (unsigned t = 0; t < tenants; ++t) hs.h[t] = heap.tenant(t, (t + 1) * MiB);
+  tenant_alloc_k<<<static_cast<unsigned>((threads + 255) / 256), 256>>>(hs, out.ptr, threads, per);
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  for (unsigned t = 0; t < tenants; ++t) {
+    const toga::tenant_counters c = heap.tenant_stats(t);
+    std::printf("[ tenant %u ] quota %llu B: used %llu B, %llu failed at the quota, %llu at the heap\n", t,
+                static_cast<unsigned long long>(c.quota), static_cast<unsigned long long>(c.used),
+                static_cast<unsigned long long>(c.failed_quota), static_cast<unsigned long long>(c.failed_heap));
+    EXPECT_EQ(c.used, (t + 1) * MiB) << "tenant " << t << " did not stop exactly at its quota";
+    EXPECT_EQ(c.failed_heap, 0u) << "tenant " << t;
+  }
+  tenant_free_k<<<static_cast<unsigned>((threads + 255) / 256), 256>>>(hs, out.ptr, threads, per, wrong.ptr);
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  TOGA_TEST_CUDA(cudaMemcpy(&bad, wrong.ptr, sizeof bad, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(bad, 0u) << "corrupt blocks";
+  for (unsigned t = 0; t < tenants; ++t) EXPECT_EQ(heap.tenant_stats(t).used, 0u);
+  const auto err2 = heap.check();
+  EXPECT_FALSE(err2.has_value()) << *err2;
 }
 
 TEST(Tenants, BadTenantsAndQuotasAreRefused) {
