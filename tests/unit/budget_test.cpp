@@ -86,10 +86,15 @@ TEST(Budget, UnparsableEnvironmentIsAnErrorEveryTimeAndChangesNothing) {
   for (int i = 0; i < 2; ++i) {
     const std::string m = what_of([&] { (void)l.charge(memory_backend::cuda, 0, memory_tier::device, "heap", MiB, 1, "h"); });
     EXPECT_TRUE(has(m, "TOGA_DEVICE_MEMORY_LIMIT_0=\"4 gigs\"")) << m;
+    EXPECT_TRUE(has(m, "set_device_budget")) << m;
   }
   EXPECT_TRUE(l.records().empty());
   EXPECT_EQ(l.report().devices.size(), 0u);
   EXPECT_EQ(l.budget(memory_backend::cuda, 1).budget, 0u) << "other devices are unaffected";
+  // the API overrides even a malformed variable
+  l.set_budget(memory_backend::cuda, 0, GiB);
+  EXPECT_EQ(l.budget(memory_backend::cuda, 0).budget, GiB);
+  EXPECT_NE(l.charge(memory_backend::cuda, 0, memory_tier::device, "heap", MiB, 1, "h"), 0u);
 }
 
 TEST(Budget, RefusalNamesTheBudgetTheUsageAndTheHolders) {

@@ -408,7 +408,7 @@ void heap::allocate_metadata() {
       (void)cudaGetLastError();
       tenants_ = nullptr;
       throw toga::bad_alloc("toga::cuda::heap: cannot obtain " + std::to_string(sizeof(toga::tenant_table)) + " B of device memory for the tenant table (" +
-                            cudaGetErrorName(t) + ")");
+                            cudaGetErrorName(t) + "); free device memory or make the heap without tenants");
     }
     account_.set_address(rec, tenants_);
     quotas_.assign(toga::max_tenants, ~std::uint64_t{0});
@@ -422,18 +422,11 @@ void heap::open_account(const std::string& kind) {
 }
 
 std::uint64_t heap::charge_or_throw(const char* what, std::uint64_t bytes) {
+  // (a refusal or an unparsable TOGA_DEVICE_MEMORY_LIMIT throws; the constructor's release()
+  // frees what was obtained before, then its records)
   std::string refusal;
-  std::uint64_t id = 0;
-  try {
-    id = account_.charge(toga::memory_tier::device, what, bytes, &refusal);
-  } catch (...) {  // an unparsable TOGA_DEVICE_MEMORY_LIMIT: std::invalid_argument
-    account_.release_all();
-    throw;
-  }
-  if (id == 0) {
-    account_.release_all();
-    throw toga::bad_alloc("toga::cuda::heap: cannot obtain " + std::to_string(bytes) + " B for the " + what + ": " + refusal);
-  }
+  const std::uint64_t id = account_.charge(toga::memory_tier::device, what, bytes, &refusal);
+  if (id == 0) throw toga::bad_alloc("toga::cuda::heap: cannot obtain " + std::to_string(bytes) + " B for the " + what + ": " + refusal);
   return id;
 }
 
@@ -466,7 +459,10 @@ void heap::initialise() {
 }
 
 void heap::release() noexcept {
-  if (raw_heap_ == nullptr && meta_ == nullptr && growth_ == nullptr) return;
+  if (raw_heap_ == nullptr && meta_ == nullptr && growth_ == nullptr && tenants_ == nullptr) {
+    account_.release_all();  // (records of memory never obtained, if a constructor stopped between)
+    return;
+  }
   int current = 0;
   (void)cudaGetDevice(&current);
   (void)cudaSetDevice(device_);
@@ -540,7 +536,7 @@ heap_ref heap::ref() const {
 }
 
 void heap::check_tenant(const char* call, unsigned id) const {
-  if (!meta_) throw std::logic_error(std::string("toga::cuda::heap::") + call + ": the heap was moved from");
+  if (!meta_) throw std::logic_error(std::string("toga::cuda::heap::") + call + ": the heap was moved from; use the heap it was moved to");
   if (!tenants_)
     throw std::invalid_argument(std::string("toga::cuda::heap::") + call +
                                 ": this heap has no tenants; make it with heap_options::tenants = true");

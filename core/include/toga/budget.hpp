@@ -221,7 +221,7 @@ class memory_ledger {
   //! (the message names the usage, the largest holders and the least valid budget).
   void set_budget(memory_backend b, int device, std::uint64_t bytes) {
     std::lock_guard<std::mutex> lock(m_);
-    dev& d = device_locked(b, device);
+    dev& d = device_locked(b, device, false);  // (the API overrides the environment, even a malformed one)
     if (bytes != 0 && bytes < d.state.used)
       throw std::invalid_argument("toga: a budget of " + std::to_string(bytes) + " B (" + format_bytes(bytes) + ") for " + name(b, device) +
                                   " is below what toga holds there now, " + std::to_string(d.state.used) + " B (" + holders_locked(b, device) +
@@ -322,16 +322,20 @@ class memory_ledger {
   static std::string name(memory_backend b, int device) { return std::string(to_string(b)) + " device " + std::to_string(device); }
 
   //! The device's entry; the first time, its budget from the environment (CUDA devices).
-  dev& device_locked(memory_backend b, int device) {
+  dev& device_locked(memory_backend b, int device, bool read_environment = true) {
     const key k{b, device};
     if (const auto it = devices_.find(k); it != devices_.end()) return it->second;
     dev d;
-    if (b == memory_backend::cuda) {
+    if (b == memory_backend::cuda && read_environment) {
       const std::string per = "TOGA_DEVICE_MEMORY_LIMIT_" + std::to_string(device);
       for (const std::string& var : {per, std::string("TOGA_DEVICE_MEMORY_LIMIT")}) {
         const char* v = getenv_ ? getenv_(var.c_str()) : nullptr;
         if (v == nullptr) continue;
-        d.state.budget = parse_memory_size(v, var);  // throws before anything is inserted
+        try {
+          d.state.budget = parse_memory_size(v, var);  // throws before anything is inserted
+        } catch (const std::invalid_argument& e) {
+          throw std::invalid_argument(std::string(e.what()) + "; or set the budget with toga::cuda::set_device_budget, which overrides it");
+        }
         d.state.source = d.state.budget ? budget_source::environment : budget_source::none;
         d.env = var;
         break;

@@ -322,8 +322,19 @@ class growth_controller {
   growth_controller& operator=(growth_controller&&) = delete;
   //! Releases the budget records of the granules still mapped (the granule map unmaps them).
   ~growth_controller() {
-    for (const std::uint64_t id : charged_)
-      if (id != 0) account_.release(id);
+    // unmap first, then release the record: the budget never counts less than what is mapped
+    for (std::uint64_t i = 0; i < charged_.size(); ++i) {
+      if (charged_[i] == 0) continue;
+      map_.unmap(i);
+      account_.release(charged_[i]);
+    }
+  }
+  //! Unmaps every granule and releases their records (a heap's destructor, before its own records).
+  void unmap_all() noexcept {
+    for (std::uint64_t i = 0; i < map_.granules(); ++i) {
+      map_.unmap(i);
+      account_.release(std::exchange(charged_[i], 0));
+    }
   }
 
   //! Where each granule is recorded and charged before it is mapped (toga/budget.hpp); set it
@@ -434,6 +445,7 @@ class growth_controller {
   //! retried later is charged once.
   bool charge(std::uint64_t i) {
     last_refusal_.clear();
+    if (map_.is_mapped(i)) return true;  // mapped and charged already (map() then does nothing)
     const std::uint64_t id = account_.charge(memory_tier::device, "granule", map_.granule_bytes(), &last_refusal_);
     if (id == 0) return false;
     charged_[i] = id;

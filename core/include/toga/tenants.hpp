@@ -11,9 +11,11 @@
 //! tenant without any table, and frees through any handle of the heap. A tenant's counters are
 //! one 64 B line of device memory (`tenant_table`): the charge is a fetch_add of the served
 //! bytes, checked against the quota after the add and undone when it passed it, so the quota
-//! is never exceeded even for an instant by a successful allocation (a *failed* one may hold its
-//! charge for the few instructions before its undo, so that a concurrent request of the same
-//! tenant can fail while the tenant is one block below its quota). A charge is undone as well
+//! is never exceeded even for an instant by a successful allocation. Within a warp the lanes are
+//! decided in lane order, each charged when it fits after those before it that fit; a share that
+//! did not fit is held until its group gives it back (a few instructions), during which a request
+//! of the same tenant *from another warp* may fail although, after the give-back, it would have
+//! fitted. A charge is undone as well
 //! when the heap itself has no block (failed_heap).
 //!
 //! The counter updates are aggregated per warp as the allocator's own are (E1, design.md §8.1):
@@ -43,6 +45,8 @@ namespace toga {
 
 inline constexpr unsigned max_tenants = 64;     //!< tenant ids 0 .. 63
 inline constexpr std::uint64_t tenant_header_bytes = 16;
+//! The largest alignment a tenant's request may ask for (the header keeps a 32-bit offset).
+inline constexpr std::uint64_t max_tenant_alignment = std::uint64_t{1} << 31;
 
 //! One tenant's quota and counters: one 64 B line of device memory (no false sharing between
 //! tenants). Bytes are served bytes (the block sizes). Exact at quiescence.
@@ -98,6 +102,31 @@ TOGA_DEVICE std::uint64_t exclusive_scan64(const coalesced_group<P>& g, std::uin
   total = sum;
   return below;
 }
+//! The decision of a group's charge (every lane one tenant's, `base` the tenant's `used` before
+//! the group's fetch_add of all its lanes' `served`): the lanes in rank order, each charged when it
+//! fits under `quota` after the lanes before it that fit. Returns whether this lane fits, and sets
+//! `before` (its charge's start) and `refused` (the bytes of the lanes that did not fit, in every
+//! lane). The same as the lanes' own fetch_add-check-undo in rank order, without letting one lane
+//! that does not fit turn the lanes after it away.
+template <class P>
+TOGA_DEVICE bool group_fits(const coalesced_group<P>& g, std::uint64_t base, std::uint64_t served, std::uint64_t quota,
+                            std::uint64_t& before, std::uint64_t& refused) TOGA_NOEXCEPT(P) {
+  std::uint64_t running = base;
+  bool mine = false;
+  refused = 0;
+  for (std::uint32_t m = g.mask; m; m &= m - 1) {
+    const unsigned l = bits::ctz(m);
+    const std::uint64_t x = g.size == 1 ? served : P::shfl(g.mask, served, static_cast<int>(l));
+    const bool fits = x <= quota && running <= quota - x;
+    if (l == P::lane_id()) {
+      mine = fits;
+      before = running;
+    }
+    if (fits) running += x;
+    else refused += x;
+  }
+  return mine;
+}
 //! The largest `v` over the lanes of `g`.
 template <class P>
 TOGA_DEVICE std::uint64_t group_max64(const coalesced_group<P>& g, std::uint64_t v) TOGA_NOEXCEPT(P) {
@@ -123,7 +152,11 @@ TOGA_DEVICE void* tenant_allocate(const Alloc& a, tenant_table* table, std::uint
     if ((alignment & (alignment - 1)) != 0) return nullptr;
     if (alignment > off) off = alignment;
   }
-  if (bytes > a.heap_bytes || off > a.heap_bytes - bytes) {  // larger than the heap: no charge
+  if (bytes == 0) bytes = 1;  // a unique block, as the allocator's own 0-byte requests
+  // Larger than the heap, or an alignment the header's 32-bit offset cannot hold (2 GiB and up
+  // are refused): no charge; the heap counts it as too large.
+  if (bytes > a.heap_bytes || off > a.heap_bytes - bytes || off > max_tenant_alignment) {
+    (void)a.allocate(~std::uint64_t{0});  // failed_too_large
     P::fetch_add(&t.failed_heap, std::uint64_t{1}, relaxed, device_scope);
     return nullptr;
   }
@@ -140,18 +173,23 @@ TOGA_DEVICE void* tenant_allocate(const Alloc& a, tenant_table* table, std::uint
     }
     (void)P::fetch_add(&t.used, served, relaxed, device_scope);
   } else {
-    // the charge: one fetch_add per group, each lane's share from the scan (lane order)
+    // the charge: one fetch_add of the group's total, then each lane's decision in rank order
+    // (group_fits); the leader gives back what did not fit in one fetch_sub
     const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), key));  // (its own call site: the simulator groups by site)
     std::uint64_t total = 0;
-    const std::uint64_t below = detail::exclusive_scan64(g, served, total);
+    (void)detail::exclusive_scan64(g, served, total);
     std::uint64_t base = 0;
     if (g.is_leader()) base = P::fetch_add(&t.used, total, relaxed, device_scope);
-    before = g.broadcast(base) + below;
-    if (served > quota || before > quota - served) {  // past the quota: undo this lane's share
-      P::fetch_sub(&t.used, served, relaxed, device_scope);
-      P::fetch_add(&t.failed_quota, std::uint64_t{1}, relaxed, device_scope);
-      return nullptr;
+    base = g.broadcast(base);
+    std::uint64_t refused = 0;
+    before = 0;
+    const bool fits = detail::group_fits(g, base, served, quota, before, refused);
+    const std::uint32_t out = g.ballot(!fits);
+    if (g.is_leader() && out != 0) {
+      P::fetch_sub(&t.used, refused, relaxed, device_scope);
+      P::fetch_add(&t.failed_quota, std::uint64_t{bits::popc(out)}, relaxed, device_scope);
     }
+    if (!fits) return nullptr;
   }
   char* block = static_cast<char*>(alignment > tenant_header_bytes ? a.allocate(want, alignment) : a.allocate(want));
   if (block == nullptr) {

@@ -146,12 +146,17 @@ class basic_growable_heap {
         throw toga::bad_alloc(std::string("toga::cpu::growable_heap: ") + e.what());
       }
     } catch (...) {
+      ctl_.unmap_all();
       ctl_.account().release_all();
       throw;
     }
   }
   //! Unmaps everything and removes the heap's records from its ledger.
-  ~basic_growable_heap() { ctl_.account().release_all(); }
+  ~basic_growable_heap() {
+    ctl_.unmap_all();  // the memory goes first, then its records
+    std::vector<std::uint64_t>().swap(meta_);
+    ctl_.account().release_all();
+  }
   basic_growable_heap(const basic_growable_heap&) = delete;
   basic_growable_heap& operator=(const basic_growable_heap&) = delete;
 
