@@ -20,9 +20,9 @@
 //!
 //! The counter updates are aggregated per warp as the allocator's own are (E1, design.md §8.1):
 //! the lanes of a warp that charge one tenant at once form a group (match_any on the tenant's
-//! line); its leader adds the group's total and each lane takes its share from an exclusive scan,
-//! so the group behaves as its lanes' fetch_adds in lane order; the statistics of the lanes that
-//! got a block, and frees, are one RMW per group as well.
+//! line); its leader adds the group's total, the lanes are decided in lane order (group_fits) and
+//! the leader gives back what did not fit; the statistics of the lanes that got a block, and
+//! frees, are one RMW per group as well.
 //!
 //! Cost: with tenants, 16 B per block (a 16 B request is served from the 32 B class, 64 B from
 //! 128 B, 4 KiB from an 8 KiB block), about three RMWs per warp group on the tenant's line per
@@ -85,22 +85,13 @@ enum class tenant_bug : unsigned {
 };
 
 namespace detail {
-//! Sum of `v` over the lanes of `g` of lower rank, and the group's total in `total` (64-bit).
+//! The sum of `v` over the lanes of `g` (64-bit; coalesced_group::exclusive_scan is 32-bit).
 template <class P>
-TOGA_DEVICE std::uint64_t exclusive_scan64(const coalesced_group<P>& g, std::uint64_t v, std::uint64_t& total) TOGA_NOEXCEPT(P) {
-  if (g.size == 1) {
-    total = v;
-    return 0;
-  }
-  std::uint64_t below = 0, sum = 0;
-  for (std::uint32_t m = g.mask; m; m &= m - 1) {
-    const unsigned l = bits::ctz(m);
-    const std::uint64_t x = P::shfl(g.mask, v, static_cast<int>(l));
-    if (l < P::lane_id()) below += x;
-    sum += x;
-  }
-  total = sum;
-  return below;
+TOGA_DEVICE std::uint64_t group_sum64(const coalesced_group<P>& g, std::uint64_t v) TOGA_NOEXCEPT(P) {
+  if (g.size == 1) return v;
+  std::uint64_t sum = 0;
+  for (std::uint32_t m = g.mask; m; m &= m - 1) sum += P::shfl(g.mask, v, static_cast<int>(bits::ctz(m)));
+  return sum;
 }
 //! The decision of a group's charge (every lane one tenant's, `base` the tenant's `used` before
 //! the group's fetch_add of all its lanes' `served`): the lanes in rank order, each charged when it
@@ -176,8 +167,7 @@ TOGA_DEVICE void* tenant_allocate(const Alloc& a, tenant_table* table, std::uint
     // the charge: one fetch_add of the group's total, then each lane's decision in rank order
     // (group_fits); the leader gives back what did not fit in one fetch_sub
     const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), key));  // (its own call site: the simulator groups by site)
-    std::uint64_t total = 0;
-    (void)detail::exclusive_scan64(g, served, total);
+    const std::uint64_t total = detail::group_sum64(g, served);
     std::uint64_t base = 0;
     if (g.is_leader()) base = P::fetch_add(&t.used, total, relaxed, device_scope);
     base = g.broadcast(base);
@@ -227,8 +217,7 @@ TOGA_DEVICE void tenant_deallocate(const Alloc& a, tenant_table* table, std::uin
   (void)caller;
   tenant_counters& t = table->t[id];
   const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), std::uint64_t{reinterpret_cast<std::uintptr_t>(&t)}));
-  std::uint64_t total = 0;
-  (void)detail::exclusive_scan64(g, served, total);
+  const std::uint64_t total = detail::group_sum64(g, served);
   if (g.is_leader()) {
     P::fetch_sub(&t.used, total, relaxed, device_scope);
     P::fetch_add(&t.deallocations, std::uint64_t{g.size}, relaxed, device_scope);
