@@ -30,6 +30,7 @@
 #include "toga/bits.hpp"
 #include "toga/config.hpp"
 #include "toga/geometry.hpp"
+#include "toga/growth_service.hpp"
 #include "toga/platform.hpp"
 #include "toga/tbuddy.hpp"
 #include "toga/ualloc.hpp"
@@ -68,6 +69,11 @@ struct growth_state {
   //! Granules growth may ever map (init_growable: all of them; a backend whose max_bytes is below
   //! the power-of-two range sets fewer): a failure while all of them are mapped is exhaustion.
   std::uint64_t max_granules;
+  //! The growth service's mailbox (toga/growth_service.hpp; a growth_mailbox* as an integer, 0:
+  //! none): a failed request that growth could serve waits for the service instead of recording
+  //! demand. Set by the backend after init_growable, cleared before the mailbox goes away.
+  std::uint64_t service;
+  std::uint64_t service_wait_ns;  //!< how long such a request waits at most (nanoseconds)
   std::uint64_t demand_requests;  //!< failed requests that growth could serve (unmapped granules remained)
   std::uint64_t demand_bytes;     //!< their bytes, each at its served size (size class or TBuddy block)
   std::uint64_t demand_max_order; //!< the largest order of 4 KiB pages among them
@@ -170,7 +176,8 @@ struct heap_layout {
 
 //! `Checked` (default: the TOGA_CHECKED build option) turns on the checked frees; as a template
 //! parameter, checked and unchecked allocators can live in one program.
-template <class P, ualloc_bug UB = ualloc_bug::none, tbuddy_bug TB = tbuddy_bug::none, bool Checked = checked_build>
+template <class P, ualloc_bug UB = ualloc_bug::none, tbuddy_bug TB = tbuddy_bug::none, bool Checked = checked_build,
+          service_bug SB = service_bug::none>
   requires Platform<P>
 struct allocator {
   //! UAlloc's chunk geometry; holds the heap base, the arenas, the buddy tree, and (table,
@@ -350,9 +357,12 @@ struct allocator {
   TOGA_DEVICE TOGA_FORCEINLINE void* allocate(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     if (bytes > heap_bytes) return fail_too_large();  // before rounding: round_up overflows past 2^63
     const std::uint64_t s = geom::round_up(bytes ? bytes : 1);
-    if (s <= geom::ualloc_always_max_bytes) return allocate_small(geom::class_of(s));
-    // one call site off the inline fast path (E10)
-    return out_of_line([&](const allocator& v) { return v.allocate_above_small(s, true); });
+    void* p = s <= geom::ualloc_always_max_bytes ? allocate_small(geom::class_of(s))
+                                                 // one call site off the inline fast path (E10)
+                                                 : out_of_line([&](const allocator& v) { return v.allocate_above_small(s, true); });
+    // growable heaps with a growth service: wait for it (design.md §12.7)
+    if (p == nullptr && small.buddy.grow_granule != 0) p = out_of_line([&](const allocator& v) { return v.allocate_waiting(s, true); });
+    return p;
   }
   //! At least `bytes` bytes aligned to `alignment` (a power of two), or nullptr.
   TOGA_DEVICE void* allocate(std::uint64_t bytes, std::uint64_t alignment) const TOGA_NOEXCEPT(P) {
@@ -362,9 +372,11 @@ struct allocator {
     if (alignment > s) s = alignment;
     // UAlloc slots are aligned to min(s, 128); beyond 128 only superbin slots (aligned to their
     // size) and TBuddy blocks are aligned enough.
-    if (s <= geom::ualloc_always_max_bytes && alignment <= geom::bin_header_bytes) return allocate_small(geom::class_of(s));
     const bool ualloc_ok = alignment <= geom::bin_header_bytes;
-    return out_of_line([&](const allocator& v) { return v.allocate_above_small(s, ualloc_ok); });
+    void* p = s <= geom::ualloc_always_max_bytes && ualloc_ok ? allocate_small(geom::class_of(s))
+                                                              : out_of_line([&](const allocator& v) { return v.allocate_above_small(s, ualloc_ok); });
+    if (p == nullptr && small.buddy.grow_granule != 0) p = out_of_line([&](const allocator& v) { return v.allocate_waiting(s, ualloc_ok); });
+    return p;
   }
   //! The bytes a request of `bytes` (aligned to `alignment`, 0 or a power of two) is served with:
   //! a UAlloc class (16 B, 32 B; up to 1 KiB without superbins), a superbin class (64 B ..
@@ -460,6 +472,56 @@ struct allocator {
     P::fetch_add(&small.arenas[P::sm_id() % small.num_arenas].stats.failed_too_large, std::uint64_t{1}, relaxed, device_scope);
     return nullptr;
   }
+  // A request of s bytes (rounded) failed on a growable heap. With a growth service (design.md
+  // §12.7, toga/growth_service.hpp) and growth able to serve it (granules left to map, no byte
+  // limit refusing), the lanes here post their demand together, wait for the service to answer,
+  // adopt what it published and retry; until served, refused, stopped or out of time. Without a
+  // service: nullptr at once (the failure was recorded as demand for grow_if_needed).
+  TOGA_DEVICE TOGA_NOINLINE void* allocate_waiting(std::uint64_t s, bool ualloc_ok) const TOGA_NOEXCEPT(P) {
+    growth_state& gs = globals->growth;
+    growth_mailbox* m = reinterpret_cast<growth_mailbox*>(P::load(&gs.service, relaxed, device_scope));
+    if (m == nullptr) return nullptr;
+    using W = growth_waiter<P, SB>;
+    const std::uint64_t deadline = P::clock_ns() + P::load(&gs.service_wait_ns, relaxed, device_scope);
+    const std::uint64_t served = served_bytes(s, ualloc_ok ? 0 : s);
+    const bool small_class = served <= geom::max_class_bytes && (served < geom::sb_min_class_bytes || sb_max_bytes == 0);
+    const std::uint64_t block = small_class ? geom::chunk_bytes : served < (std::uint64_t{1} << small.sb_shift) ? (std::uint64_t{1} << small.sb_shift) : served;
+    const std::uint32_t order = geom::order_of(block);
+    const int arena = small_class ? static_cast<int>(P::sm_id() % small.num_arenas) : -1;
+    P::fetch_add(&m->waits, std::uint64_t{1}, relaxed, system_scope);
+    for (;;) {
+      // growth cannot serve it: every granule is mapped and adopted, or the byte limit refuses
+      const std::uint64_t lim = P::load(&globals->limit.limit, relaxed, device_scope);
+      if ((lim != 0 && P::load(&globals->limit.reserved, relaxed, device_scope) + block > lim) ||
+          P::load(&gs.mapped_granules, relaxed, device_scope) >= P::load(&gs.max_granules, relaxed, device_scope))
+        return nullptr;
+      // post as one group per warp (the lanes here now); the leader's ticket for all
+      const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(m)));
+      std::uint64_t total = 0, max_order = 0;
+      int chunk_arena = -1;
+      for (std::uint32_t mm = g.mask; mm; mm &= mm - 1) {  // the group's bytes, largest order, chunk need
+        const int l = static_cast<int>(bits::ctz(mm));
+        total += g.size == 1 ? served : P::shfl(g.mask, served, l);
+        const std::uint32_t ol = g.size == 1 ? order : P::shfl(g.mask, order, l);
+        max_order = ol > max_order ? ol : max_order;
+        const std::uint32_t al = g.size == 1 ? static_cast<std::uint32_t>(arena + 1) : P::shfl(g.mask, static_cast<std::uint32_t>(arena + 1), l);
+        if (al != 0) chunk_arena = static_cast<int>(al) - 1;
+      }
+      std::uint64_t ticket = 0;
+      if (g.is_leader()) ticket = W::post(m, g.size, total, static_cast<unsigned>(max_order), chunk_arena);
+      ticket = g.broadcast(ticket);
+      const auto o = W::wait(m, [&](std::uint64_t off) { return adopt_granule(off); }, deadline, ticket);
+      if (o != W::outcome::retry) {
+        P::fetch_add(o == W::outcome::timeout ? &m->timeouts : &m->refusals, std::uint64_t{1}, relaxed, system_scope);
+        return nullptr;
+      }
+      void* p = s <= geom::ualloc_always_max_bytes && ualloc_ok ? allocate_small(geom::class_of(s)) : allocate_above_small(s, ualloc_ok);
+      if (p != nullptr) {
+        P::fetch_add(&m->served, std::uint64_t{1}, relaxed, system_scope);
+        return p;
+      }
+    }
+  }
   // Counts n failed requests that needed a TBuddy block of `block_bytes` (a chunk for UAlloc):
   // refused by the byte limit if charging that block would exceed it now, else exhaustion.
   // Growable heaps: a failure that growth could serve (a granule is still unmapped, and the
@@ -472,6 +534,7 @@ struct allocator {
     if (!by_limit && small.buddy.grow_granule != 0 &&
         P::load(&globals->growth.mapped_granules, relaxed, device_scope) < P::load(&globals->growth.max_granules, relaxed, device_scope)) {
       growth_state& g = globals->growth;
+      if (P::load(&g.service, relaxed, device_scope) != 0) return;  // the lanes wait for the service (allocate_waiting)
       P::fetch_add(&g.demand_requests, std::uint64_t{n}, relaxed, device_scope);
       P::fetch_add(&g.demand_bytes, std::uint64_t{n} * bytes, relaxed, device_scope);
       P::fetch_max(&g.demand_max_order, std::uint64_t{geom::order_of(block_bytes)}, relaxed, device_scope);

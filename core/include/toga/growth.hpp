@@ -39,7 +39,13 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -49,6 +55,7 @@
 #include "toga/bits.hpp"
 #include "toga/budget.hpp"
 #include "toga/geometry.hpp"
+#include "toga/growth_service.hpp"
 
 namespace toga {
 
@@ -73,7 +80,17 @@ struct growth_options {
   //! GPUs), at most max_bytes. 0: toga's choice, 32 MiB (docs/benchmarks.md "What the
   //! CUDA VMM API costs": a handle's calls cost about 30 us from 2 to 32 MiB) or less on a small range.
   std::uint64_t granule_bytes = 0;
+  //! Growth while kernels run (design.md §12.7, toga/growth_service.hpp): a host thread, started
+  //! with the heap and joined by its destructor, maps granules for requests that wait for them;
+  //! such a request returns nullptr only after `service_wait_us`, or when the service could map
+  //! nothing. Off by default (requests fail at once and record demand for grow_if_needed).
+  bool service = false;
+  //! The longest a request waits for the service, in microseconds: 1 .. 60,000,000 (60 s).
+  std::uint64_t service_wait_us = 1'000'000;
 };
+
+//! The longest service_wait_us toga accepts (60 s).
+inline constexpr std::uint64_t max_service_wait_us = 60'000'000;
 
 //! Planted bugs of the host growth policy (tests/unit/growable_cpu_test.cpp kills each; the
 //! simulator's mutant suite holds the device side's: bugs 34-38). `none` in every real build.
@@ -109,6 +126,13 @@ struct growth_counters {
   std::uint64_t trimmed_bytes = 0;      //!< bytes given back by them
   std::uint64_t demand_requests = 0;    //!< failed requests that growth could serve (nullptr, then grow)
   std::uint64_t budget_refusals = 0;    //!< granules the device budget refused (toga/budget.hpp; also in growth_failures)
+  // ---- the growth service (growth_options::service; 0 without it) ----
+  std::uint64_t service_rounds = 0;     //!< rounds that answered waiting requests
+  std::uint64_t service_refusals = 0;   //!< rounds that could map nothing (the waiters got nullptr)
+  std::uint64_t service_waits = 0;      //!< requests that waited (read from the mailbox)
+  std::uint64_t service_served = 0;     //!< ... and got a block
+  std::uint64_t service_timeouts = 0;   //!< ... and gave up at service_wait_us
+  std::uint64_t service_gave_up = 0;    //!< ... and gave up because a round refused or the service stopped
 };
 
 //! The granule size for `o` on a provider of `granularity` bytes, after validating `o`;
@@ -140,6 +164,9 @@ inline std::uint64_t growth_capacity(const growth_options& o, std::uint64_t max_
                                 "]; a growable heap needs max_bytes (its reserved range and capacity)");
   std::uint64_t c = geom::page_bytes;
   while (c < o.max_bytes) c <<= 1;
+  if (o.service && (o.service_wait_us == 0 || o.service_wait_us > max_service_wait_us))
+    throw std::invalid_argument("toga: service_wait_us " + std::to_string(o.service_wait_us) + " is not in [1, " +
+                                std::to_string(max_service_wait_us) + "] (microseconds a request waits for the growth service)");
   if (o.initial_bytes > o.max_bytes)
     throw std::invalid_argument("toga: initial_bytes " + std::to_string(o.initial_bytes) + " exceeds max_bytes " + std::to_string(o.max_bytes) +
                                 "; lower initial_bytes or raise max_bytes");
@@ -391,26 +418,39 @@ class growth_controller {
   std::vector<std::uint64_t> grow(std::uint64_t requests, std::uint64_t bytes, unsigned order, std::uint64_t chunks = 0) {
     std::vector<std::uint64_t> out;
     if (requests == 0) return out;
-    bytes += chunks * geom::chunk_bytes;  // every arena that failed for want of a chunk gets one
-    ++counters_.growth_requests;
-    const std::uint64_t g = map_.granule_bytes();
-    for (const std::uint64_t i : plan_growth<Bug>(bytes, order, options_.headroom_bytes, g, usable_,
-                                             [this](std::uint64_t j) { return map_.is_mapped(j); })) {
-      if (!charge(i)) {
-        ++counters_.budget_refusals;
-        ++counters_.growth_failures;
-        break;
-      }
-      if (!map_granule(i)) {
-        ++counters_.growth_failures;
-        break;
-      }
-      out.push_back(i * g);
+    for (const std::uint64_t i : plan(bytes, order, chunks)) {
+      if (!map_one(i)) break;
+      out.push_back(i * map_.granule_bytes());
     }
-    counters_.grown_bytes += out.size() * g;
-    note_mapped();
     return out;
   }
+  //! grow's two halves, for the growth service (toga/growth_service.hpp), which publishes each
+  //! granule as soon as it is mapped: the granules a growth for this demand maps (counted as a
+  //! growth request), ...
+  std::vector<std::uint64_t> plan(std::uint64_t bytes, unsigned order, std::uint64_t chunks) {
+    bytes += chunks * geom::chunk_bytes;  // every arena that failed for want of a chunk gets one
+    ++counters_.growth_requests;
+    return plan_growth<Bug>(bytes, order, options_.headroom_bytes, map_.granule_bytes(), usable_,
+                            [this](std::uint64_t j) { return map_.is_mapped(j); });
+  }
+  //! ... and mapping one of them: charged to the budget, then mapped; false (counted in
+  //! growth_failures, budget_refusals) when either refuses, and nothing stays charged or mapped.
+  bool map_one(std::uint64_t i) {
+    if (!charge(i)) {
+      ++counters_.budget_refusals;
+      ++counters_.growth_failures;
+      return false;
+    }
+    if (!map_granule(i)) {
+      ++counters_.growth_failures;
+      return false;
+    }
+    counters_.grown_bytes += map_.granule_bytes();
+    note_mapped();
+    return true;
+  }
+  //! The service's counters (the heap adds them up; growth_counters' service_* fields).
+  growth_counters& mutable_counters() noexcept { return counters_; }
 
   //! Whether a synchronising call should trim for the release threshold, and to what
   //! (`keep_bytes`: the threshold rounded up to granules): only when more is mapped than that, and
@@ -473,6 +513,83 @@ class growth_controller {
   ledger_account account_{};
   std::vector<std::uint64_t> charged_;  // per granule: its budget record (0: none)
   std::string last_refusal_;
+};
+
+//! The host's side of the mailbox's atomics (service_round's P on a host thread): std::atomic_ref,
+//! so the words may be in mapped pinned memory that a GPU writes. Loads and stores only.
+struct host_atomics {
+  template <class T, memory_order O, scope S>
+  static T load(T* p, order_tag<O>, scope_tag<S>) noexcept {
+    return std::atomic_ref<T>(*p).load(O == memory_order::relaxed ? std::memory_order_relaxed : std::memory_order_acquire);
+  }
+  template <class T, memory_order O, scope S>
+  static void store(T* p, T v, order_tag<O>, scope_tag<S>) noexcept {
+    std::atomic_ref<T>(*p).store(v, O == memory_order::relaxed ? std::memory_order_relaxed : std::memory_order_release);
+  }
+};
+
+//! The growth service's thread (host): calls `round()` (one service_round of the heap, which
+//! returns whether it answered anything) every `poll` while idle, at once again after a round
+//! that answered. Host calls of the heap hold `lock()` so that they never run beside a round.
+//! stop() (also the destructor) sets the mailbox's `stopped` word, so that waiting requests give
+//! up, and joins the thread. Not copyable or movable.
+class service_thread {
+ public:
+  service_thread() = default;
+  service_thread(const service_thread&) = delete;
+  service_thread& operator=(const service_thread&) = delete;
+  ~service_thread() { stop(); }
+
+  //! Starts the thread (once). `round` runs under the lock.
+  void start(std::function<bool()> round, growth_mailbox* mailbox, std::chrono::microseconds poll = std::chrono::microseconds(20)) {
+    mailbox_ = mailbox;
+    round_ = std::move(round);
+    poll_ = poll;
+    thread_ = std::thread([this] { run(); });
+  }
+  bool running() const noexcept { return thread_.joinable(); }
+  //! Held by the heap's host calls (grow_if_needed, trim_to, reset, statistics...).
+  std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(mu_); }
+  //! Tells waiting requests to give up, stops the thread and joins it. Idempotent.
+  void stop() noexcept {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      stop_ = true;
+      if (mailbox_) host_atomics::store(&mailbox_->stopped, std::uint64_t{1}, release, system_scope);
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> g(mu_);
+    while (!stop_) {
+      bool busy = false;
+      try {
+        busy = round_();
+      } catch (...) {
+        // a round must not take the process down: the waiters time out; the heap's host calls
+        // report what failed (the granule map keeps the last error)
+        busy = false;
+      }
+      if (!busy) {
+        cv_.wait_for(g, poll_, [this] { return stop_; });
+      } else {  // let the heap's host calls in between two rounds
+        g.unlock();
+        std::this_thread::yield();
+        g.lock();
+      }
+    }
+  }
+  std::function<bool()> round_;
+  growth_mailbox* mailbox_ = nullptr;
+  std::chrono::microseconds poll_{20};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 }  // namespace toga

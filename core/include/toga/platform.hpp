@@ -22,7 +22,9 @@
 //!
 //! Atomics on `std::uint32_t` and `std::uint64_t` (T below). `o` is a memory-order tag
 //! (`toga::relaxed`, `acquire`, `release`, `acq_rel`, `seq_cst`) and `s` a scope tag
-//! (`toga::block_scope`, `device_scope`), both compile-time values:
+//! (`toga::block_scope`, `device_scope`, `system_scope`), both compile-time values. System scope
+//! is for words the host (or another device) reads or writes while kernels run: the growth
+//! service's mailbox (toga/growth_service.hpp) in mapped pinned memory.
 //!   - `T load(T* p, o, s)`, `void store(T* p, T v, o, s)`, `T exchange(T* p, T v, o, s)`
 //!   - `bool compare_exchange(T* p, T& expected, T desired, o, s)`: **strong** (CUDA's
 //!     atomicCAS never fails spuriously). On failure `expected` receives the current value.
@@ -50,6 +52,9 @@
 //! Progress and failure:
 //!   - `backoff(attempt)`: **every spin loop must call it** once per iteration (`attempt`
 //!     counts from 0). CUDA sleeps; the simulator yields and may switch lanes.
+//!   - `std::uint64_t clock_ns()`: a monotonic clock in nanoseconds, for bounded waits only
+//!     (never for a decision that correctness depends on). CUDA's `%globaltimer`; native
+//!     threads' steady_clock; the simulator's scheduling points so far x 100 ns (deterministic).
 //!   - `fail(const char* what)`: an assertion failed inside the core. CUDA traps; the
 //!     simulator turns it into a verdict; native threads abort with the message.
 //!   - `static constexpr bool noexcept_ops`: see TOGA_NOEXCEPT in toga/config.hpp.
@@ -66,8 +71,9 @@ namespace toga {
 //! Memory orders, a closed set (C++'s names, without consume).
 enum class memory_order : std::uint8_t { relaxed, acquire, release, acq_rel, seq_cst };
 
-//! Scopes, a closed set: the threads of one block, or all threads of the device.
-enum class scope : std::uint8_t { block, device };
+//! Scopes, a closed set: the threads of one block, all threads of the device, or every thread
+//! of the system (the host and other devices included).
+enum class scope : std::uint8_t { block, device, system };
 
 //! Compile-time tag for a memory order, passed by value: `P::load(p, toga::acquire, ...)`.
 template <memory_order O>
@@ -87,6 +93,7 @@ inline constexpr order_tag<memory_order::acq_rel> acq_rel{};
 inline constexpr order_tag<memory_order::seq_cst> seq_cst{};
 inline constexpr scope_tag<scope::block> block_scope{};
 inline constexpr scope_tag<scope::device> device_scope{};
+inline constexpr scope_tag<scope::system> system_scope{};
 
 //! Lanes in a warp, on every platform.
 inline constexpr unsigned warp_size = 32;
@@ -111,7 +118,7 @@ constexpr const char* to_string(memory_order o) {
   }
   return "?";
 }
-constexpr const char* to_string(scope s) { return s == scope::block ? "block" : "device"; }
+constexpr const char* to_string(scope s) { return s == scope::block ? "block" : s == scope::device ? "device" : "system"; }
 
 namespace detail {
 // Atomics of one word type T, checked for one order and one scope; every order and scope tag
@@ -140,7 +147,8 @@ concept platform_atomics_all_orders =
 
 template <class P, class T>
 concept platform_atomics = platform_atomics_all_orders<P, T, scope_tag<scope::block>> &&
-                           platform_atomics_all_orders<P, T, scope_tag<scope::device>>;
+                           platform_atomics_all_orders<P, T, scope_tag<scope::device>> &&
+                           platform_atomics_all_orders<P, T, scope_tag<scope::system>>;
 }  // namespace detail
 
 //! The Platform concept. See the file comment for the meaning of each operation.
@@ -174,6 +182,7 @@ concept Platform =
       { P::poison(mem, v64) } -> std::same_as<void>;
       // progress and failure
       { P::backoff(attempt) } -> std::same_as<void>;
+      { P::clock_ns() } -> std::same_as<std::uint64_t>;
       { P::fail(what) } -> std::same_as<void>;
     };
 

@@ -26,6 +26,8 @@
 #include <set>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -127,6 +129,7 @@ class basic_growable_heap {
         limit_(limit_bytes) {
     if (arenas == 0) throw std::invalid_argument("toga::cpu::growable_heap: arenas must be at least 1");
     layout_ = heap_layout::make<platform>(heap_layout::levels_for(capacity_), arenas);
+    if (o.service) mailbox_ = std::make_unique<growth_mailbox>();
     if (accounting.ledger) {
       const std::uint64_t owner = accounting.ledger->new_owner();
       ctl_.set_account({accounting.ledger, memory_backend::cpu, accounting.device, owner,
@@ -145,6 +148,7 @@ class basic_growable_heap {
         if (ctl_.last_refusal().empty()) throw;
         throw toga::bad_alloc(std::string("toga::cpu::growable_heap: ") + e.what());
       }
+      if (o.service) service_.start([this] { return service_round_once(); }, mailbox_.get());
     } catch (...) {
       ctl_.unmap_all();
       ctl_.account().release_all();
@@ -153,6 +157,7 @@ class basic_growable_heap {
   }
   //! Unmaps everything and removes the heap's records from its ledger.
   ~basic_growable_heap() {
+    service_.stop();  // waiting requests give up; no round runs from here on
     ctl_.unmap_all();  // the memory goes first, then its records
     std::vector<std::uint64_t>().swap(meta_);
     ctl_.account().release_all();
@@ -165,7 +170,21 @@ class basic_growable_heap {
   std::uint64_t capacity() const noexcept { return capacity_; }
   std::uint64_t granule_bytes() const noexcept { return ctl_.granule_bytes(); }
   std::uint64_t mapped_bytes() const noexcept { return ctl_.mapped_bytes(); }
-  const growth_counters& counters() const noexcept { return ctl_.counters(); }
+  //! What the host policy did, with the growth service's figures (growth_options::service).
+  growth_counters counters() {
+    auto g = hold();
+    growth_counters c = ctl_.counters();
+    if (mailbox_) {
+      growth_mailbox& m = *mailbox_;
+      c.service_waits = host_atomics::load(&m.waits, relaxed, system_scope);
+      c.service_served = host_atomics::load(&m.served, relaxed, system_scope);
+      c.service_timeouts = host_atomics::load(&m.timeouts, relaxed, system_scope);
+      c.service_gave_up = host_atomics::load(&m.refusals, relaxed, system_scope);
+    }
+    return c;
+  }
+  //! Whether a growth service runs (growth_options::service).
+  bool has_service() const noexcept { return service_.running(); }
   //! The device-side growth counters (mapped granules, adoptions, withdrawals, pending demand).
   growth_state device_state() const noexcept { return view_.globals->growth; }
   //! The granule map (tests: inject_failure, provider().live_handles).
@@ -175,6 +194,8 @@ class basic_growable_heap {
   //! As toga::cuda::heap::grow_if_needed: maps for the demand recorded since the last call and
   //! adopts it; applies the release threshold when there was none. Returns the bytes mapped.
   std::uint64_t grow_if_needed() {
+    auto lk = hold();
+    adopt_published();
     growth_state& g = view_.globals->growth;
     if (g.demand_requests == 0) {
       apply_threshold();
@@ -191,22 +212,33 @@ class basic_growable_heap {
   //! As toga::cuda::heap::trim_to: reclaim, withdraw wholly free granules from the top until at
   //! most `min_bytes_to_keep` (rounded up to granules) stay mapped, unmap them. Returns the bytes unmapped.
   std::uint64_t trim_to(std::uint64_t min_bytes_to_keep) {
-    std::vector<std::uint64_t> withdrawn;
-    on_one_thread([&] { view_.trim_granules(min_bytes_to_keep, [&](std::uint64_t off) { withdrawn.push_back(off); }); });
-    return ctl_.withdrawn(withdrawn);
+    auto lk = hold();
+    adopt_published();
+    return trim_to_locked(min_bytes_to_keep);
   }
   //! The synchronising call: applies the release threshold.
-  void synchronize() { apply_threshold(); }
+  void synchronize() {
+    auto lk = hold();
+    adopt_published();
+    apply_threshold();
+  }
   //! Gives back UAlloc's caches (allocator::trim), then applies the release threshold.
   void trim() {
+    auto lk = hold();
+    adopt_published();
     on_one_thread([&] { view_.trim(); });
     apply_threshold();
   }
   //! Frees every block: a fresh tree into which every mapped granule is adopted again.
   void reset() {
+    auto lk = hold();
     ctl_.reset_counters();
     std::fill(meta_.begin(), meta_.end(), 0);
     initialise();
+    if (mailbox_) {  // every mapped granule is adopted below, published or not: the mailbox starts again
+      *mailbox_ = growth_mailbox{};
+      cursor_ = service_cursor{};
+    }
     std::vector<std::uint64_t> mapped;
     for (std::uint64_t i = 0; i < ctl_.granules().granules(); ++i)
       if (ctl_.granules().is_mapped(i)) mapped.push_back(i * ctl_.granule_bytes());
@@ -217,6 +249,37 @@ class basic_growable_heap {
   std::optional<std::string> check(heap_quality* q = nullptr) const { return check_quiescent(view_, q); }
 
  private:
+  std::uint64_t trim_to_locked(std::uint64_t min_bytes_to_keep) {
+    std::vector<std::uint64_t> withdrawn;
+    on_one_thread([&] { view_.trim_granules(min_bytes_to_keep, [&](std::uint64_t off) { withdrawn.push_back(off); }); });
+    return ctl_.withdrawn(withdrawn);
+  }
+  // The service's lock, when it runs (host calls never run beside a round).
+  std::unique_lock<std::mutex> hold() { return service_.running() ? service_.lock() : std::unique_lock<std::mutex>(); }
+  // At quiescence: adopts the granules the service published that no waiting request adopted.
+  void adopt_published() {
+    if (!mailbox_) return;
+    on_one_thread([&] {
+      (void)growth_waiter<platform>::adopt_published(mailbox_.get(), [&](std::uint64_t off) { return view_.adopt_granule(off); },
+                                                     ~std::uint64_t{0});
+    });
+  }
+  // One round of the growth service (toga/growth_service.hpp), under the service's lock.
+  bool service_round_once() {
+    const service_round_result r = service_round<host_atomics>(
+        mailbox_.get(), cursor_,
+        [&](std::uint64_t, std::uint64_t bytes, unsigned order, std::uint64_t chunks, std::uint64_t room) {
+          std::vector<std::uint64_t> v = ctl_.plan(bytes, order, chunks);
+          if (v.size() > room) v.resize(room);
+          return v;
+        },
+        [&](std::uint64_t i) { return ctl_.map_one(i); }, [&](std::uint64_t i) { return i * ctl_.granule_bytes(); });
+    if (r.answered) {
+      ++ctl_.mutable_counters().service_rounds;
+      if (r.mapped == 0) ++ctl_.mutable_counters().service_refusals;
+    }
+    return r.answered;
+  }
   template <class F>
   static void on_one_thread(F&& f) {
     launch(1, 1, 1, f);
@@ -226,6 +289,10 @@ class basic_growable_heap {
     view_ = allocator_type::make(ctl_.granules().base(), reinterpret_cast<char*>(meta_.data()), layout_);
     view_.init_growable(limit_, go);
     view_.globals->growth.max_granules = ctl_.usable_granules();
+    if (mailbox_) {
+      view_.globals->growth.service = reinterpret_cast<std::uint64_t>(mailbox_.get());
+      view_.globals->growth.service_wait_ns = ctl_.options().service_wait_us * 1000;
+    }
   }
   void adopt(const std::vector<std::uint64_t>& offsets) {
     std::uint64_t refused = 0;
@@ -240,7 +307,7 @@ class basic_growable_heap {
     if (!ctl_.threshold_trim(ctl_.granule_bytes(), keep)) return;  // nothing above the threshold
     on_one_thread([&] { view_.trim(); });                          // reclaim, then look: anything free?
     const std::uint64_t allocated = view_.globals->limit.reserved;
-    if (ctl_.threshold_trim(mapped_bytes() > allocated ? mapped_bytes() - allocated : 0, keep)) (void)trim_to(keep);
+    if (ctl_.threshold_trim(mapped_bytes() > allocated ? mapped_bytes() - allocated : 0, keep)) (void)trim_to_locked(keep);
   }
 
   std::uint64_t capacity_;
@@ -249,6 +316,9 @@ class basic_growable_heap {
   heap_layout layout_{};
   std::vector<std::uint64_t> meta_;
   allocator_type view_{};
+  std::unique_ptr<growth_mailbox> mailbox_;  // growth_options::service: the requests' and the service's words
+  service_cursor cursor_{};
+  service_thread service_;  // last: stopped first (the destructor stops it explicitly too)
 };
 
 //! The growable CPU heap.

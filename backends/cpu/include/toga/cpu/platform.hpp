@@ -319,6 +319,11 @@ struct platform {
     const unsigned us = k >= 6 ? backoff_cap_us : 1u << k;
     std::this_thread::sleep_for(std::chrono::microseconds(us));
   }
+  //! Nanoseconds of std::chrono::steady_clock (bounded waits only).
+  static std::uint64_t clock_ns() noexcept {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+  }
 
   //! An invariant of the core failed: prints `toga: <what> (...)` with the launch identity
   //! (when the caller was started by toga::cpu::launch) and the OS thread id to stderr, then

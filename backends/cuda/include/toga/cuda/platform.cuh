@@ -7,7 +7,7 @@
 //! scoped fences, independent thread scheduling); CUDA 13's oldest target, sm_75, qualifies.
 //!
 //! ## Mapping
-//!  * Atomics: `cuda::atomic_ref<T, cuda::thread_scope_block | thread_scope_device>` (from
+//!  * Atomics: `cuda::atomic_ref<T, cuda::thread_scope_block | _device | _system>` (from
 //!    the scope tag) with `cuda::std::memory_order_*` (from the order tag), both chosen at
 //!    compile time. `compare_exchange` is `compare_exchange_strong` with failure order
 //!    `toga::failure_order(O)`. `fence` is `cuda::atomic_thread_fence(order, scope)`.
@@ -51,7 +51,7 @@ inline constexpr ::cuda::std::memory_order cuda_order =
 //! The libcu++ thread scope for a toga scope (compile time).
 template <scope S>
 inline constexpr ::cuda::thread_scope cuda_scope =
-    S == scope::block ? ::cuda::thread_scope_block : ::cuda::thread_scope_device;
+    S == scope::block ? ::cuda::thread_scope_block : S == scope::device ? ::cuda::thread_scope_device : ::cuda::thread_scope_system;
 
 //! `toga::failure_order(O)` as a namespace-scope constant. nvcc (13.0) rejects a call of the
 //! constexpr __host__ function `failure_order` inside a __device__ function even where it is
@@ -329,6 +329,14 @@ struct platform {
                             : backoff_step_ns * (attempt + 1);
     __nanosleep(ns);
   }
+  //! Nanoseconds from PTX `%globaltimer` (a monotonic clock of the GPU; its resolution is about
+  //! a microsecond on current GPUs). Bounded waits only.
+  static TOGA_DEVICE TOGA_FORCEINLINE std::uint64_t clock_ns() noexcept {
+    std::uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+  }
+
 
   //! An invariant of the core failed: prints `toga: <what> (block B, thread T)` with device
   //! `printf`, then `__trap()`s, which aborts the kernel; the host sees

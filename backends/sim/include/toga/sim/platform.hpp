@@ -36,7 +36,7 @@ struct platform {
     wd.point(op::load);
     cover(wd, p, false, loc);
     if constexpr (S == scope::block) wd.note_block_scope();
-    if (memory_state* m = wd.memory()) return static_cast<T>(m->load(p, sizeof(T), O, S));
+    if (memory_state* m = wd.memory()) return static_cast<T>(m->load(p, sizeof(T), O, model_scope(S)));
     return *p;
   }
   template <class T, memory_order O, scope S>
@@ -46,7 +46,7 @@ struct platform {
     wd.point(op::store);
     cover(wd, p, true, loc);
     if constexpr (S == scope::block) wd.note_block_scope();
-    if (memory_state* m = wd.memory()) return m->store(p, sizeof(T), v, O, S);
+    if (memory_state* m = wd.memory()) return m->store(p, sizeof(T), v, O, model_scope(S));
     *p = v;
   }
   template <class T, memory_order O, scope S>
@@ -62,10 +62,10 @@ struct platform {
     if (memory_state* m = wd.memory()) {
       const T cur = static_cast<T>(m->rmw_read(p, sizeof(T)));
       if (cur == expected) {
-        m->rmw_write(p, sizeof(T), desired, O, S);
+        m->rmw_write(p, sizeof(T), desired, O, model_scope(S));
         return true;
       }
-      m->rmw_fail(p, sizeof(T), failure_order(O), S);
+      m->rmw_fail(p, sizeof(T), failure_order(O), model_scope(S));
       expected = cur;
       return false;
     }
@@ -101,7 +101,7 @@ struct platform {
   static void fence(order_tag<O>, scope_tag<S>) {
     world& wd = w();
     wd.point(op::fence);
-    if (memory_state* m = wd.memory()) m->fence(O, S);
+    if (memory_state* m = wd.memory()) m->fence(O, model_scope(S));
   }
 
   // identity
@@ -155,6 +155,10 @@ struct platform {
 
   // progress and failure
   static void backoff(unsigned) { w().point(op::backoff); }
+  //! The schedule's scheduling points so far x ns_per_step: deterministic, so a bounded wait
+  //! times out at the same point when the schedule is replayed. Not a scheduling point.
+  static std::uint64_t clock_ns() { return w().steps() * ns_per_step; }
+  static constexpr std::uint64_t ns_per_step = 100;
   [[noreturn]] static void fail(const char* what) {
     throw lane_failure{verdict_kind::crash, std::string("assertion failed: ") + what};
   }
@@ -186,6 +190,9 @@ struct platform {
   }
 
  private:
+  // The simulator models one device with the host as one more of its threads: system scope is
+  // checked as device scope (two devices are not modelled yet).
+  static constexpr scope model_scope(scope s) { return s == scope::system ? scope::device : s; }
   static world& w() { return *world::current(); }
   // Coverage of the core's races (toga/sim/coverage.hpp): the access, when a recorder is installed.
   static void cover(world& wd, const void* p, bool write, const std::source_location& loc) {
@@ -204,7 +211,7 @@ struct platform {
     if constexpr (S == scope::block) wd.note_block_scope();
     if (memory_state* m = wd.memory()) {
       const T old = static_cast<T>(m->rmw_read(p, sizeof(T)));
-      m->rmw_write(p, sizeof(T), f(old), O, S);
+      m->rmw_write(p, sizeof(T), f(old), O, model_scope(S));
       return old;
     }
     const T old = *p;
