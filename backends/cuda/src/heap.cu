@@ -30,6 +30,9 @@ __global__ void init_growable_kernel(device_allocator a, std::uint64_t limit, un
   a.init_growable(limit, granule_order);
 }
 // One thread per granule: adoption is safe while others adopt, allocate and free (design.md §12.1).
+__global__ void adopt_published_kernel(device_allocator a, toga::growth_mailbox* m) {  // quiescent: what no waiter adopted
+  (void)toga::growth_waiter<platform>::adopt_published(m, [&](std::uint64_t off) { return a.adopt_granule(off); }, ~std::uint64_t{0});
+}
 __global__ void adopt_kernel(device_allocator a, const std::uint64_t* offsets, std::uint64_t n, unsigned long long* refused) {
   const std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
   if (i < n && !a.adopt_granule(offsets[i])) atomicAdd(refused, 1ull);
@@ -196,12 +199,45 @@ struct vmm_provider {
 
 //! A growable heap's host side: its VMM range and granules, and a device buffer of granule
 //! offsets (adopt's input, trim's output) with a count after it.
+//! With heap_options::growth_service, also the service: its mailbox in mapped pinned memory (the
+//! kernels' and the service's words, toga/growth_service.hpp) and its thread. It lives behind a
+//! pointer, so the thread's `this` survives a move of the heap.
 struct growth_impl {
   toga::growth_controller<vmm_provider> ctl;
   std::uint64_t* scratch = nullptr;  // granules + 2 words of device memory
+  toga::growth_mailbox* mailbox = nullptr;       // host address (cudaHostAlloc, mapped)
+  toga::growth_mailbox* mailbox_dev = nullptr;   // the same memory as kernels address it
+  toga::service_cursor cursor{};
+  int device = 0;
+  toga::service_thread service;
   ~growth_impl() {
+    service.stop();  // waiting requests give up; no round runs from here on (before the granules go)
     if (scratch) (void)cudaFree(scratch);
+    if (mailbox) (void)cudaFreeHost(mailbox);
   }
+  // One round of the service (toga/growth_service.hpp), on the service's thread, under its lock.
+  bool round() {
+    static thread_local int current = -1;
+    if (current != device) {  // the driver calls need the device's primary context on this thread
+      if (cudaSetDevice(device) != cudaSuccess) return false;
+      current = device;
+    }
+    const toga::service_round_result r = toga::service_round<toga::host_atomics>(
+        mailbox, cursor,
+        [&](std::uint64_t, std::uint64_t bytes, unsigned order, std::uint64_t chunks, std::uint64_t room) {
+          std::vector<std::uint64_t> v = ctl.plan(bytes, order, chunks);
+          if (v.size() > room) v.resize(room);
+          return v;
+        },
+        [&](std::uint64_t i) { return ctl.map_one(i); }, [&](std::uint64_t i) { return i * ctl.granule_bytes(); });
+    if (r.answered) {
+      ++ctl.mutable_counters().service_rounds;
+      if (r.mapped == 0) ++ctl.mutable_counters().service_refusals;
+    }
+    return r.answered;
+  }
+  // The service's lock, when it runs: the heap's host calls never run beside a round.
+  std::unique_lock<std::mutex> hold() { return service.running() ? service.lock() : std::unique_lock<std::mutex>(); }
 };
 
 namespace {
@@ -334,8 +370,8 @@ heap::heap(heap_options options) : options_(options) {
   if (options_.device < 0) TOGA_CUDA_TRY(cudaGetDevice(&options_.device));
   device_ = options_.device;
   device_guard guard(device_);
-  const toga::growth_options go{options_.max_bytes, options_.initial_bytes, options_.headroom_bytes, options_.release_threshold,
-                                options_.granule_bytes};
+  const toga::growth_options go{options_.max_bytes,       options_.initial_bytes,  options_.headroom_bytes, options_.release_threshold,
+                                options_.granule_bytes,   options_.growth_service, options_.growth_wait_us};
   const std::uint64_t capacity = toga::growth_capacity(go, toga::heap_layout::max_heap_bytes);
   TOGA_CUDA_TRY(cudaFree(nullptr));  // the primary context, which the driver calls below use
   {
@@ -373,6 +409,19 @@ heap::heap(heap_options options) : options_(options) {
       throw toga::bad_alloc("toga::cuda::heap: cannot obtain " + std::to_string(n * 8) + " B of device memory for the granule list");
     }
     account_.set_address(record, growth_->scratch);
+    growth_->device = device_;
+    if (go.service) {
+      const cudaError_t h = cudaHostAlloc(reinterpret_cast<void**>(&growth_->mailbox), sizeof(toga::growth_mailbox),
+                                          cudaHostAllocMapped | cudaHostAllocPortable);
+      if (h != cudaSuccess) {
+        (void)cudaGetLastError();
+        growth_->mailbox = nullptr;
+        throw toga::bad_alloc("toga::cuda::heap: cannot obtain " + std::to_string(sizeof(toga::growth_mailbox)) +
+                              " B of mapped pinned host memory for the growth service (" + cudaGetErrorName(h) + ")");
+      }
+      std::memset(static_cast<void*>(growth_->mailbox), 0, sizeof(toga::growth_mailbox));
+      TOGA_CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&growth_->mailbox_dev), growth_->mailbox, 0));
+    }
     allocate_metadata();
     view_ = device_allocator::make(growth_->ctl.granules().base(), meta_, layout_);
     view_.small.buddy.grow_granule = toga::bits::ctz(granule) - toga::geom::page_shift + 1;  // as init_growable sets it
@@ -384,6 +433,10 @@ heap::heap(heap_options options) : options_(options) {
       throw toga::bad_alloc(std::string("toga::cuda::heap: ") + e.what());
     }
     adopt(initial);
+    if (go.service) {
+      growth_impl* g = growth_.get();
+      g->service.start([g] { return g->round(); }, g->mailbox);
+    }
   } catch (...) {
     release();
     throw;
@@ -432,6 +485,9 @@ std::uint64_t heap::charge_or_throw(const char* what, std::uint64_t bytes) {
 
 void heap::initialise() {
   const std::uint64_t usable = growth_ ? growth_->ctl.usable_granules() : 0;  // read by the copy below until the sync
+  static_assert(offsetof(toga::growth_state, service_wait_ns) == offsetof(toga::growth_state, service) + 8);
+  const std::uint64_t service_words[2] = {growth_ ? reinterpret_cast<std::uint64_t>(growth_->mailbox_dev) : 0,
+                                          options_.growth_wait_us * 1000};
   cudaEvent_t start, stop;
   TOGA_CUDA_TRY(cudaEventCreate(&start));
   TOGA_CUDA_TRY(cudaEventCreate(&stop));
@@ -447,6 +503,10 @@ void heap::initialise() {
     // granules beyond max_bytes (the range is the power of two above) are never mapped
     TOGA_CUDA_TRY(cudaMemcpyAsync(meta_ + layout_.globals_off + offsetof(toga::heap_globals, growth) + offsetof(toga::growth_state, max_granules),
                                   &usable, sizeof usable, cudaMemcpyHostToDevice, options_.stream));
+    if (growth_->mailbox_dev) {  // the service's mailbox and the wait bound (read until the sync below)
+      TOGA_CUDA_TRY(cudaMemcpyAsync(meta_ + layout_.globals_off + offsetof(toga::heap_globals, growth) + offsetof(toga::growth_state, service),
+                                    service_words, sizeof service_words, cudaMemcpyHostToDevice, options_.stream));
+    }
   } else {
     init_kernel<<<1, 1, 0, options_.stream>>>(view_, options_.limit_bytes, options_.presplit_bytes);
   }
@@ -617,6 +677,17 @@ heap_attributes heap::attributes() const {
     a.trims = c.trims;
     a.trimmed_bytes = c.trimmed_bytes;
     a.growth_budget_refusals = c.budget_refusals;
+    if (growth_->mailbox) {
+      auto lk = growth_->hold();
+      toga::growth_mailbox& m = *growth_->mailbox;
+      a.growth_service = true;
+      a.service_rounds = growth_->ctl.counters().service_rounds;
+      a.service_refusals = growth_->ctl.counters().service_refusals;
+      a.service_waits = toga::host_atomics::load(&m.waits, toga::relaxed, toga::system_scope);
+      a.service_served = toga::host_atomics::load(&m.served, toga::relaxed, toga::system_scope);
+      a.service_timeouts = toga::host_atomics::load(&m.timeouts, toga::relaxed, toga::system_scope);
+      a.service_gave_up = toga::host_atomics::load(&m.refusals, toga::relaxed, toga::system_scope);
+    }
   }
   return a;
 }
@@ -625,6 +696,17 @@ std::uint64_t heap::mapped_bytes() const noexcept {
   if (!meta_) return 0;
   return growth_ ? growth_->ctl.mapped_bytes() : view_.heap_bytes;
 }
+
+namespace {
+// At quiescence (no kernel runs): adopts the granules the growth service published that no waiting
+// request adopted. Nothing without a service.
+void adopt_published(growth_impl* g, const device_allocator& v, cudaStream_t st) {
+  if (!g || !g->mailbox_dev) return;
+  adopt_published_kernel<<<1, 1, 0, st>>>(v, g->mailbox_dev);
+  TOGA_CUDA_TRY(cudaGetLastError());
+  TOGA_CUDA_TRY(cudaStreamSynchronize(st));
+}
+}  // namespace
 
 void heap::adopt(const std::vector<std::uint64_t>& offsets) {
   if (offsets.empty()) return;
@@ -702,6 +784,8 @@ std::uint64_t heap::grow_if_needed() {
   device_guard guard(device_);
   TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
   TOGA_CUDA_TRY(cudaDeviceSynchronize());  // kernels on other streams may have failed too
+  auto lk = growth_->hold();
+  adopt_published(growth_.get(), view_, options_.stream);
   char* g = meta_ + layout_.globals_off + offsetof(toga::heap_globals, growth);
   toga::growth_state st{};
   TOGA_CUDA_TRY(cudaMemcpyAsync(&st, g, sizeof st, cudaMemcpyDeviceToHost, options_.stream));
@@ -729,6 +813,8 @@ std::uint64_t heap::trim_to(std::uint64_t min_bytes_to_keep) {
   }
   device_guard guard(device_);
   TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
+  auto lk = growth_->hold();
+  adopt_published(growth_.get(), view_, options_.stream);
   return trim_granules(min_bytes_to_keep);
 }
 
@@ -736,6 +822,9 @@ void heap::synchronize() {
   if (!meta_) throw std::logic_error("toga::cuda::heap::synchronize: the heap was moved from");
   device_guard guard(device_);
   TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
+  std::unique_lock<std::mutex> lk;
+  if (growth_) lk = growth_->hold();
+  adopt_published(growth_.get(), view_, options_.stream);
   apply_threshold();
 }
 
@@ -787,6 +876,9 @@ void heap::reset_high_water() {
 void heap::trim() {
   if (!meta_) throw std::logic_error("toga::cuda::heap::trim: the heap was moved from");
   device_guard guard(device_);
+  std::unique_lock<std::mutex> lk;
+  if (growth_) lk = growth_->hold();
+  adopt_published(growth_.get(), view_, options_.stream);
   trim_kernel<<<1, 1, 0, options_.stream>>>(view_);
   TOGA_CUDA_TRY(cudaGetLastError());
   TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
@@ -797,7 +889,15 @@ void heap::reset() {
   if (!meta_) throw std::logic_error("toga::cuda::heap::reset: the heap was moved from");
   device_guard guard(device_);
   TOGA_CUDA_TRY(cudaDeviceSynchronize());
-  if (growth_) growth_->ctl.reset_counters();
+  std::unique_lock<std::mutex> lk;
+  if (growth_) {
+    lk = growth_->hold();
+    growth_->ctl.reset_counters();
+    if (growth_->mailbox) {  // every mapped granule is adopted below, published or not: the mailbox starts again
+      std::memset(static_cast<void*>(growth_->mailbox), 0, sizeof(toga::growth_mailbox));
+      growth_->cursor = toga::service_cursor{};
+    }
+  }
   initialise();
   if (growth_) {  // every granule still mapped goes back into the fresh tree
     std::vector<std::uint64_t> mapped;

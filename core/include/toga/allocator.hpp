@@ -489,12 +489,19 @@ struct allocator {
     const std::uint32_t order = geom::order_of(block);
     const int arena = small_class ? static_cast<int>(P::sm_id() % small.num_arenas) : -1;
     P::fetch_add(&m->waits, std::uint64_t{1}, relaxed, system_scope);
+    arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
     for (;;) {
-      // growth cannot serve it: every granule is mapped and adopted, or the byte limit refuses
+      // growth cannot serve it: the byte limit refuses, or every granule is mapped and adopted
+      // (count_failed counted nothing for it: counted here, once)
       const std::uint64_t lim = P::load(&globals->limit.limit, relaxed, device_scope);
-      if ((lim != 0 && P::load(&globals->limit.reserved, relaxed, device_scope) + block > lim) ||
-          P::load(&gs.mapped_granules, relaxed, device_scope) >= P::load(&gs.max_granules, relaxed, device_scope))
+      if (lim != 0 && P::load(&globals->limit.reserved, relaxed, device_scope) + block > lim) {
+        P::fetch_add(&st.failed_limit, std::uint64_t{1}, relaxed, device_scope);
         return nullptr;
+      }
+      if (P::load(&gs.mapped_granules, relaxed, device_scope) >= P::load(&gs.max_granules, relaxed, device_scope)) {
+        P::fetch_add(&st.failed, std::uint64_t{1}, relaxed, device_scope);
+        return nullptr;
+      }
       // post as one group per warp (the lanes here now); the leader's ticket for all
       const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(m)));
       std::uint64_t total = 0, max_order = 0;
@@ -529,12 +536,13 @@ struct allocator {
   // for at their served size (`bytes` each: a class of 16 B counts 16 B, not the 512 KiB chunk
   // every failing group would otherwise claim), and the order of the block they needed.
   TOGA_DEVICE void count_failed(arena_stats& st, unsigned n, std::uint64_t bytes, std::uint64_t block_bytes) const TOGA_NOEXCEPT(P) {
+    // with a growth service every failure goes on to allocate_waiting, which counts it once
+    if (small.buddy.grow_granule != 0 && P::load(&globals->growth.service, relaxed, device_scope) != 0) return;
     const std::uint64_t lim = P::load(&globals->limit.limit, relaxed, device_scope);
     const bool by_limit = lim != 0 && P::load(&globals->limit.reserved, relaxed, device_scope) + block_bytes > lim;
     if (!by_limit && small.buddy.grow_granule != 0 &&
         P::load(&globals->growth.mapped_granules, relaxed, device_scope) < P::load(&globals->growth.max_granules, relaxed, device_scope)) {
       growth_state& g = globals->growth;
-      if (P::load(&g.service, relaxed, device_scope) != 0) return;  // the lanes wait for the service (allocate_waiting)
       P::fetch_add(&g.demand_requests, std::uint64_t{n}, relaxed, device_scope);
       P::fetch_add(&g.demand_bytes, std::uint64_t{n} * bytes, relaxed, device_scope);
       P::fetch_max(&g.demand_max_order, std::uint64_t{geom::order_of(block_bytes)}, relaxed, device_scope);

@@ -236,6 +236,9 @@ struct tbuddy {
     for (unsigned k = 0; k < levels; ++k) sem[k].init(0);
     const std::uint64_t first = std::uint64_t{1} << (top() - granule_order);
     for (std::uint64_t v = first; v < 2 * first; ++v) state[v] = node_allocated | node_unmapped_tag;
+    // their ancestors are split with no free block below: BUSY (init left the root AVAILABLE, which
+    // the heap walk's T1 read as a block covering the granules until the first adoption)
+    for (std::uint64_t v = 1; v < first; ++v) state[v] = node_busy;
   }
 
   //! Adopts the granule of 4 KiB x 2^granule_order bytes at `off` (memory is now behind it):

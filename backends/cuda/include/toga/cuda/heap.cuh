@@ -133,6 +133,14 @@ struct heap_options {
   //! device's VMM granularity (2 MiB on an H100/H200). 0: toga's choice, 32 MiB (or less on a
   //! smaller max_bytes): docs/benchmarks.md "What the CUDA VMM API costs".
   std::uint64_t granule_bytes = 0;
+  //! Growth while kernels run (docs/usage.md §9.4, design.md §12.7): a host thread, started by the
+  //! constructor and joined by the destructor, maps granules (cuMemCreate/cuMemMap) for requests
+  //! that wait for them in running kernels; one waiting thread adopts each granule, then the
+  //! requests retry. A request returns nullptr only when every granule is mapped, when the driver
+  //! or the device budget refuses a granule, or after growth_wait_us. Off by default.
+  bool growth_service = false;
+  //! The longest a request waits for the growth service, in microseconds: 1 .. 60,000,000.
+  std::uint64_t growth_wait_us = 1'000'000;
 };
 
 using device_allocator = toga::allocator<platform>;
@@ -283,6 +291,14 @@ struct heap_attributes {
   std::uint64_t trims = 0;               //!< trims that gave memory back or tried to (trim_to, the threshold)
   std::uint64_t trimmed_bytes = 0;       //!< bytes they unmapped
   std::uint64_t growth_budget_refusals = 0;  //!< granules the device budget refused (set_device_budget; also in growth_failures)
+  // ---- the growth service (heap_options::growth_service; 0 without it) ----
+  bool growth_service = false;           //!< a service thread maps granules while kernels run
+  std::uint64_t service_rounds = 0;      //!< rounds that answered waiting requests
+  std::uint64_t service_refusals = 0;    //!< rounds that could map nothing (their waiters got nullptr)
+  std::uint64_t service_waits = 0;       //!< requests that waited for the service
+  std::uint64_t service_served = 0;      //!< ... and then got a block
+  std::uint64_t service_timeouts = 0;    //!< ... and gave up after growth_wait_us (nullptr)
+  std::uint64_t service_gave_up = 0;     //!< ... and gave up because a round refused or the service stopped (nullptr)
 };
 
 struct growth_impl;

@@ -1,0 +1,232 @@
+// The `grow-service` scenario (issue 30; toga/growth_service.hpp, design.md §12.7): a growable
+// heap with a growth service. The last lane plays the service (the host thread: its own fiber with
+// its own scheduling points), the others allocate `ops` blocks each (size, or size << (lane % 3)
+// with mixed=1) from a heap that starts with nothing mapped, so that their requests wait for the
+// service, adopt what it publishes and retry while other lanes allocate, adopt and free. The
+// service maps at most `budget` granules (-1: every one) and refuses after that, as a driver or a
+// device budget would; its "driver call" is a scheduling point between choosing a granule and the
+// granule having memory (a ghost bit per granule). After the workers finish, the service lane
+// adopts what nobody adopted (the host's synchronising call), then the workers' blocks are freed.
+//
+// Checked: S1 every block lies in granules the service had mapped when the block was handed out;
+// S2 a request got nullptr only when the service had refused, when every granule was mapped, or
+// at its deadline (wait_us; the default is beyond any schedule's length, so with it nullptr means
+// a refusal or a full range); S3 at quiescence every nullptr is counted once (mailbox timeouts +
+// refusals, heap failures), and the granules adopted are exactly those the service mapped; S4
+// every block's pattern intact at its free; the heap walk with no live block. A waiter that never
+// wakes is a `livelock` verdict (the run's step bound).
+// bug: 1 a granule published before it is mapped, 2 the adopter's lock not atomic (a granule
+// adopted twice: the core's TOGA_REQUIRE), 3 a lost wake-up (waiting for the round to change from
+// a value read after posting), 4 a refusing round that does not say so.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <sys/mman.h>
+
+#include "toga/allocator.hpp"
+#include "toga/growth.hpp"
+#include "toga/growth_service.hpp"
+#include "toga/heap_walk.hpp"
+#include "toga/sim/ghost.hpp"
+#include "toga/sim/platform.hpp"
+#include "toga/sim/scenario.hpp"
+#include "toga/sim/world.hpp"
+
+namespace toga::sim {
+namespace {
+
+using P = toga::sim::platform;
+std::string str(std::uint64_t v) { return std::to_string(v); }
+
+template <service_bug Bug>
+struct service_inst final : instance {
+  using A = allocator<P, ualloc_bug::none, tbuddy_bug::none, false, Bug>;
+  struct unmapper {
+    std::uint64_t len;
+    void operator()(char* p) const { munmap(p, len); }
+  };
+  unsigned lanes, workers, ops;
+  std::uint64_t size, granule_bytes = 0, granules = 0, hb = 0;
+  bool mixed;
+  std::int64_t budget;
+  heap_layout layout;
+  std::unique_ptr<char, unmapper> heap;
+  std::vector<std::uint64_t> meta;
+  A a;
+  growth_mailbox mailbox{};
+  service_cursor cursor{};
+  // ghost state (the host's knowledge, and the lanes' results)
+  std::vector<bool> mapped;  // per granule: the service's driver call returned
+  std::uint64_t mapped_count = 0, nulls = 0, driver_calls = 0;
+  std::uint32_t finished = 0, all_freed = 0;
+  std::string violation;
+  std::vector<std::vector<std::pair<char*, std::uint64_t>>> blocks;  // per lane: its blocks and their sizes
+
+  service_inst(world& w, const params& p)
+      : lanes(w.config().lanes()),
+        workers(lanes - 1),
+        ops(static_cast<unsigned>(p.get("ops", 2))),
+        size(static_cast<std::uint64_t>(p.get("size", 4096))),
+        mixed(p.get("mixed", 0) != 0),
+        budget(p.get("budget", -1)),
+        blocks(lanes) {
+    const std::uint64_t heap_bytes = static_cast<std::uint64_t>(p.get("heap_kib", 1024)) * 1024;
+    layout = heap_layout::make<P>(heap_layout::levels_for(heap_bytes), w.config().sms, static_cast<int>(p.get("sb_shift", -1)));
+    hb = geom::page_bytes << (layout.levels - 1);
+    void* r = mmap(nullptr, hb, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (r == MAP_FAILED) throw std::runtime_error("mmap of the simulated heap failed");
+    heap = std::unique_ptr<char, unmapper>(static_cast<char*>(r), unmapper{hb});
+    meta.assign(layout.bytes / 8 + 1, 0);
+    a = A::make(heap.get(), reinterpret_cast<char*>(meta.data()), layout);
+    granule_bytes = std::min<std::uint64_t>(static_cast<std::uint64_t>(p.get("granule_kib", 256)) * 1024, hb / 2);
+    unsigned go = 0;
+    while ((geom::page_bytes << go) < granule_bytes) ++go;
+    a.init_growable(0, go);
+    granules = hb / granule_bytes;
+    mapped.assign(granules, false);
+    a.globals->growth.service = reinterpret_cast<std::uint64_t>(&mailbox);
+    a.globals->growth.service_wait_ns = static_cast<std::uint64_t>(p.get("wait_us", 10'000'000)) * 1000;
+    ghost_table::current().clear();
+    w.add_invariant("S1 every block lies in granules the service has mapped", [this]() -> std::optional<std::string> {
+      if (!violation.empty()) return violation;
+      return std::nullopt;
+    });
+  }
+
+  std::uint64_t size_of(unsigned lane, unsigned k) const { return mixed ? size << ((lane + k) % 3) : size; }
+  bool is_service() const { return P::block_id() * P::block_dim() + P::thread_id() == lanes - 1; }
+
+  // The service: rounds until every worker finished, then the host's adoption at quiescence.
+  void service() {
+    const auto plan = [&](std::uint64_t, std::uint64_t bytes, unsigned order, std::uint64_t chunks, std::uint64_t room) {
+      std::vector<std::uint64_t> v = plan_growth(bytes + chunks * geom::chunk_bytes, order, 0, granule_bytes, granules,
+                                                 [&](std::uint64_t i) { return static_cast<bool>(mapped[i]); });
+      if (v.size() > room) v.resize(room);
+      return v;
+    };
+    const auto map = [&](std::uint64_t i) {
+      if (budget >= 0 && mapped_count >= static_cast<std::uint64_t>(budget)) return false;  // the driver refuses
+      P::store(&driver_calls, driver_calls + 1, relaxed, device_scope);                      // the driver call: a scheduling point
+      mapped[i] = true;
+      ++mapped_count;
+      return true;
+    };
+    const auto offset = [&](std::uint64_t i) { return i * granule_bytes; };
+    for (unsigned attempt = 0; P::load(&finished, acquire, device_scope) < workers;) {
+      if (service_round<P, Bug>(&mailbox, cursor, plan, map, offset).answered) continue;
+      P::backoff(attempt++);
+    }
+    // the host's synchronising call, at quiescence: adopt what no waiter adopted
+    (void)growth_waiter<P, Bug>::adopt_published(&mailbox, [&](std::uint64_t off) { return a.adopt_granule(off); }, ~std::uint64_t{0});
+    P::store(&all_freed, 1u, release, device_scope);
+  }
+
+  void lane() override {
+    if (is_service()) return service();
+    const unsigned me = P::block_id() * P::block_dim() + P::thread_id();
+    auto& mine = blocks[me];
+    for (unsigned k = 0; k < ops; ++k) {
+      const std::uint64_t bytes = size_of(me, k);
+      char* q = static_cast<char*>(a.allocate(bytes));
+      if (q == nullptr) {
+        ++nulls;
+        const std::uint64_t wait = a.globals->growth.service_wait_ns;
+        const bool refused = mailbox.refused != 0, full = a.globals->growth.mapped_granules >= granules;
+        if (!refused && !full && wait >= 1'000'000'000 && violation.empty())
+          violation = "S2 lane " + str(me) + " got nullptr for " + str(bytes) + " B though the service never refused, " +
+                      str(a.globals->growth.mapped_granules) + " of " + str(granules) + " granules are adopted, and its wait is unbounded";
+        continue;
+      }
+      const std::uint64_t off = static_cast<std::uint64_t>(q - a.small.base);
+      for (std::uint64_t g = off / granule_bytes; g <= (off + bytes - 1) / granule_bytes; ++g)
+        if (!mapped[g] && violation.empty())
+          violation = "S1 lane " + str(me) + " was handed " + str(bytes) + " B at offset " + str(off) + ", in granule " + str(g) +
+                      " that the service has not mapped yet";
+      std::memset(q, static_cast<int>(me + 1), bytes);
+      mine.emplace_back(q, bytes);
+    }
+    P::fetch_add(&finished, 1u, release, device_scope);
+    // free after the service's final adoption, so that its counts are those of quiescence
+    for (unsigned attempt = 0; P::load(&all_freed, acquire, device_scope) == 0; ++attempt) P::backoff(attempt);
+    for (const auto& [q, bytes] : mine) {
+      for (std::uint64_t i = 0; i < bytes; ++i)
+        if (q[i] != static_cast<char>(me + 1)) {
+          if (violation.empty()) violation = "S4 a block of lane " + str(me) + " was overwritten at byte " + str(i);
+          break;
+        }
+      a.deallocate(q);
+    }
+  }
+
+  std::optional<std::string> check_final() override {
+    if (!violation.empty()) return violation;
+    const std::uint64_t timeouts = mailbox.timeouts, refusals = mailbox.refusals;
+    const heap_statistics st = collect_statistics(a);
+    if (nulls != timeouts + refusals + st.failed)
+      return "S3 the lanes saw " + str(nulls) + " nullptr; the heap counts " + str(timeouts) + " timeouts + " + str(refusals) +
+             " refusals + " + str(st.failed) + " failures";
+    if (a.globals->growth.mapped_granules != mapped_count)
+      return "S3 " + str(mapped_count) + " granules mapped by the service, " + str(a.globals->growth.mapped_granules) + " adopted";
+    if (mailbox.adopted != mailbox.published)
+      return "S3 " + str(mailbox.published) + " granules published, " + str(mailbox.adopted) + " adopted";
+    heap_quality q;
+    if (auto e = check_quiescent(a, &q)) return "heap walk: " + *e;
+    if (q.live_blocks != 0) return "heap walk: " + str(q.live_blocks) + " live blocks at quiescence";
+    return std::nullopt;
+  }
+};
+
+std::unique_ptr<instance> make_service(world& w, const params& p) {
+  switch (p.get("bug", 0)) {
+    case 1: return std::make_unique<service_inst<service_bug::published_before_mapped>>(w, p);
+    case 2: return std::make_unique<service_inst<service_bug::adopt_lock_not_atomic>>(w, p);
+    case 3: return std::make_unique<service_inst<service_bug::lost_wakeup>>(w, p);
+    case 4: return std::make_unique<service_inst<service_bug::refusal_not_published>>(w, p);
+    default: return std::make_unique<service_inst<service_bug::none>>(w, p);
+  }
+}
+
+}  // namespace
+
+void register_service_scenarios() {
+  scenario sc = with_keys(
+      {"grow-service",
+       "growable heap with a growth service: the last lane maps granules (at most `budget`) while the others' requests wait, "
+       "adopt and retry; params warps=2 threads=2 sms=1 ops=2 size=4096 mixed=0 heap_kib=1024 granule_kib=256 budget=-1 "
+       "wait_us=10000000 bug=0 (1 granule published before it is mapped, 2 adopter lock not atomic, 3 lost wake-up, 4 a "
+       "refusal not published)",
+       expectation::pass,
+       [](const params& p) {
+         return launch_config{static_cast<unsigned>(p.get("sms", 1)), static_cast<unsigned>(p.get("warps", 2)),
+                              static_cast<unsigned>(p.get("threads", 2))};
+       },
+       make_service, run_limits{20'000, 400'000}, {}, {}},
+      {drawn({"warps", 1, 64, 2, "warps (one block each); the last lane is the service"}, 1, 3),
+       drawn({"threads", 1, 32, 2, "threads per warp"}, 1, 8, draw_kind::near_pow2),
+       drawn({"sms", 1, 64, 1, "SMs (one arena each)"}, 1, 3),
+       drawn({"ops", 1, 1'000, 2, "allocations per worker lane"}, 1, 4),
+       drawn({"size", 1, std::int64_t{1} << 20, 4096, "bytes per allocation"}, 16, 65536, draw_kind::near_pow2),
+       drawn({"mixed", 0, 1, 0, "1: sizes size << ((lane + k) % 3)"}, 0, 1),
+       drawn({"heap_kib", 64, std::int64_t{1} << 20, 1024, "heap range in KiB"}, 512, 4096, draw_kind::pow2),
+       drawn({"granule_kib", 4, std::int64_t{1} << 19, 256, "granule size in KiB (at most half the heap)"}, 64, 1024, draw_kind::pow2),
+       drawn({"budget", -1, 100'000, -1, "granules the service maps before refusing (-1: all)"}, 0, 4, draw_kind::uniform, true),
+       drawn_from({"wait_us", 1, 60'000'000, 10'000'000, "how long a request waits for the service (us; 100 ns per scheduling point)"},
+                  {1, 50, 2'000}, true),
+       {"sb_shift", -1, geom::sb_max_shift, -1, "log2 of the superbin bytes (0: none; -1: toga's choice)"},
+       {"bug", 0, 4, 0, "planted bug"}});
+  sc.shape_limit = [](const params& p) -> std::optional<std::string> {
+    const std::int64_t lanes = p.get("sms", 1) * p.get("warps", 2) * p.get("threads", 2);
+    if (lanes < 2) return "one lane: no worker beside the service";
+    if (lanes > 24) return "more than 24 lanes";
+    if (lanes * p.get("ops", 2) > 64) return "more than 64 allocations";
+    return std::nullopt;
+  };
+  sc.check = [](const params& p) -> std::optional<std::string> {
+    if (p.get("sms", 1) * p.get("warps", 2) * p.get("threads", 2) < 2)
+      return "grow-service needs at least 2 lanes (the last one is the service)";
+    return std::nullopt;
+  };
+  add_scenario(std::move(sc));
+}
+
+}  // namespace toga::sim
