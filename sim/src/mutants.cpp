@@ -368,14 +368,16 @@ std::vector<mutant> build() {
       mb("tenant.charge-kept-on-heap-failure", "accounting", "tenants", P{{"bug", 3}},
          "a request the heap cannot serve keeps its charge to the tenant"),
       // ---- the growth service (toga/growth_service.hpp, scenarios_service.cpp) ------------------------
-      mb("service.published-before-mapped", "ordering", "grow-service", P{{"bug", 1}, {"budget", 1}},
+      mb("service.published-before-mapped", "publication", "grow-service", P{{"bug", 1}, {"budget", 1}},
          "the service publishes a granule's offset before mapping it: a granule whose mapping then fails is adopted")
-          .depth(0),
+          .depth(1),
       mb("service.adopt-lock-not-atomic", "atomicity", "grow-service", P{{"bug", 2}, {"warps", 3}, {"threads", 4}, {"ops", 3}},
-         "the adopters' try-lock is a load and a store: two threads adopt one published granule"),
+         "the adopters' try-lock is a load and a store: two threads adopt one published granule")
+          .note("one preemption between the load and the store suffices; shrinking stopped at 42 (2026-11-28)"),
       mb("service.lost-wakeup", "liveness", "grow-service", P{{"bug", 3}, {"warps", 3}, {"threads", 4}, {"ops", 3}},
          "a waiter waits for the service's round to change from a value read after it posted: a round that "
-         "answered in between is missed and the waiter never wakes"),
+         "answered in between is missed and the waiter never wakes")
+          .depth(0),
       mb("service.refusal-not-published", "liveness", "grow-service", P{{"bug", 4}, {"budget", 1}, {"size", 65536}, {"ops", 4}},
          "a round that could map nothing does not say so: the waiters retry for memory that will not come")
           .depth(0),

@@ -1,4 +1,4 @@
-// The `grow-service` scenario (issue 30; toga/growth_service.hpp, design.md §12.7): a growable
+// The `grow-service` scenario (issue 30; toga/growth_service.hpp, design.md §12.6): a growable
 // heap with a growth service. The last lane plays the service (the host thread: its own fiber with
 // its own scheduling points), the others allocate `ops` blocks each (size, or size << (lane % 3)
 // with mixed=1) from a heap that starts with nothing mapped, so that their requests wait for the

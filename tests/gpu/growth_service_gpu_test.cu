@@ -1,4 +1,4 @@
-// The growth service on a real GPU (issue 30; docs/usage.md §9.4, design.md §12.7): one kernel
+// The growth service on a real GPU (issue 30; docs/usage.md §9.1, design.md §12.6): one kernel
 // allocates 8 GiB in 4 KiB blocks from an empty growable heap, in a single launch with no
 // nullptr, while a host thread maps granules under it; its time beside the same kernel on the
 // heap once mapped (printed as figures: the target is checked by benchmarks, not here); small and

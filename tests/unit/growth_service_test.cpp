@@ -1,4 +1,4 @@
-// The growth service on the CPU (issue 30; design.md §12.7, toga/growth_service.hpp): a growable
+// The growth service on the CPU (issue 30; design.md §12.6, toga/growth_service.hpp): a growable
 // heap with growth_options::service grows while its threads run, so that a launch that needs
 // more than is mapped succeeds in one go (no nullptr, no grow_if_needed, no relaunch); a service
 // that cannot map (max_bytes reached, an injected driver refusal, a budget) releases its waiters

@@ -360,7 +360,7 @@ struct allocator {
     void* p = s <= geom::ualloc_always_max_bytes ? allocate_small(geom::class_of(s))
                                                  // one call site off the inline fast path (E10)
                                                  : out_of_line([&](const allocator& v) { return v.allocate_above_small(s, true); });
-    // growable heaps with a growth service: wait for it (design.md §12.7)
+    // growable heaps with a growth service: wait for it (design.md §12.6)
     if (p == nullptr && small.buddy.grow_granule != 0) p = out_of_line([&](const allocator& v) { return v.allocate_waiting(s, true); });
     return p;
   }
@@ -473,7 +473,7 @@ struct allocator {
     return nullptr;
   }
   // A request of s bytes (rounded) failed on a growable heap. With a growth service (design.md
-  // §12.7, toga/growth_service.hpp) and growth able to serve it (granules left to map, no byte
+  // §12.6, toga/growth_service.hpp) and growth able to serve it (granules left to map, no byte
   // limit refusing), the lanes here post their demand together, wait for the service to answer,
   // adopt what it published and retry; until served, refused, stopped or out of time. Without a
   // service: nullptr at once (the failure was recorded as demand for grow_if_needed).

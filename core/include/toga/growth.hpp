@@ -80,7 +80,7 @@ struct growth_options {
   //! GPUs), at most max_bytes. 0: toga's choice, 32 MiB (docs/benchmarks.md "What the
   //! CUDA VMM API costs": a handle's calls cost about 30 us from 2 to 32 MiB) or less on a small range.
   std::uint64_t granule_bytes = 0;
-  //! Growth while kernels run (design.md §12.7, toga/growth_service.hpp): a host thread, started
+  //! Growth while kernels run (design.md §12.6, toga/growth_service.hpp): a host thread, started
   //! with the heap and joined by its destructor, maps granules for requests that wait for them;
   //! such a request returns nullptr only after `service_wait_us`, or when the service could map
   //! nothing. Off by default (requests fail at once and record demand for grow_if_needed).

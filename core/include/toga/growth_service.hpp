@@ -1,5 +1,5 @@
 //! @file toga/growth_service.hpp
-//! Growth while a kernel runs (issue 30; design.md §12.7, docs/usage.md §9.4): the protocol
+//! Growth while a kernel runs (issue 30; design.md §12.6, docs/usage.md §9.1): the protocol
 //! between the requests that wait for memory and a *growth service*, a host thread that maps
 //! granules with the VMM API (or memfd on the CPU) while the kernel keeps running.
 //!

@@ -133,7 +133,7 @@ struct heap_options {
   //! device's VMM granularity (2 MiB on an H100/H200). 0: toga's choice, 32 MiB (or less on a
   //! smaller max_bytes): docs/benchmarks.md "What the CUDA VMM API costs".
   std::uint64_t granule_bytes = 0;
-  //! Growth while kernels run (docs/usage.md §9.4, design.md §12.7): a host thread, started by the
+  //! Growth while kernels run (docs/usage.md §9.1, design.md §12.6): a host thread, started by the
   //! constructor and joined by the destructor, maps granules (cuMemCreate/cuMemMap) for requests
   //! that wait for them in running kernels; one waiting thread adopts each granule, then the
   //! requests retry. A request returns nullptr only when every granule is mapped, when the driver
