@@ -105,11 +105,11 @@ struct service_inst final : instance {
       return v;
     };
     const auto map = [&](std::uint64_t i) {
-      if (budget >= 0 && mapped_count >= static_cast<std::uint64_t>(budget)) return false;  // the driver refuses
-      P::store(&driver_calls, driver_calls + 1, relaxed, device_scope);                      // the driver call: a scheduling point
+      if (budget >= 0 && mapped_count >= static_cast<std::uint64_t>(budget)) return no_offset;  // the driver refuses
+      P::store(&driver_calls, driver_calls + 1, relaxed, device_scope);                         // the driver call: a scheduling point
       mapped[i] = true;
       ++mapped_count;
-      return true;
+      return i * granule_bytes;
     };
     const auto offset = [&](std::uint64_t i) { return i * granule_bytes; };
     for (unsigned attempt = 0; P::load(&finished, acquire, device_scope) < workers;) {

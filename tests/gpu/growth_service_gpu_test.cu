@@ -1,14 +1,16 @@
-// The growth service on a real GPU (issue 30; docs/usage.md §9.1, design.md §12.6): one kernel
+// The growth service and the host tier on a real GPU (issue 30; docs/usage.md §9.1, design.md §12.6): one kernel
 // allocates 8 GiB in 4 KiB blocks from an empty growable heap, in a single launch with no
 // nullptr, while a host thread maps granules under it; its time beside the same kernel on the
 // heap once mapped (printed as figures: the target is checked by benchmarks, not here); small and
 // mixed sizes from an empty heap; a range too small for the launch releases the waiting threads
-// with nullptr (no hang). Every block's words are checked and the heap walk passes. Skips cleanly
-// without a GPU.
+// with nullptr (no hang); the host tier: a 4 GiB workload under a 1 GiB device budget, every
+// block's words verified, the read bandwidth of each tier, trims that give host granules back
+// first. Every block's words are checked and the heap walk passes. Skips cleanly without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -197,5 +199,148 @@ TEST(GrowthService, BadWaitBoundIsRefusedByName) {
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find("service_wait_us"), std::string::npos) << e.what();
     }
+  }
+}
+
+// ---- the host tier (heap_options::spill) ----
+
+namespace {
+// Thread t sums the 64-bit words of block out[t] when flag[t] (a read of the whole block).
+__global__ void __launch_bounds__(256) read_blocks_k(void* const* out, const unsigned char* flag, std::uint64_t n, std::size_t bytes,
+                                                     unsigned long long* sink) {
+  const std::uint64_t t = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
+  if (t >= n || !flag[t] || out[t] == nullptr) return;
+  const std::uint64_t* w = static_cast<const std::uint64_t*>(out[t]);
+  unsigned long long s = 0;
+  for (std::size_t i = 0; i < bytes / 8; ++i) s += w[i];
+  if (s == 42) atomicAdd(sink, 1ull);  // (keeps the reads)
+}
+// Fills block out[t] with t + word index, then checks it (another kernel).
+__global__ void __launch_bounds__(256) fill_k(void* const* out, std::uint64_t n, std::size_t bytes) {
+  const std::uint64_t t = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
+  if (t >= n || out[t] == nullptr) return;
+  std::uint64_t* w = static_cast<std::uint64_t*>(out[t]);
+  for (std::size_t i = 0; i < bytes / 8; ++i) w[i] = t * 1'000'003ull + i;
+}
+__global__ void __launch_bounds__(256) verify_k(void* const* out, std::uint64_t n, std::size_t bytes, unsigned long long* wrong) {
+  const std::uint64_t t = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
+  if (t >= n || out[t] == nullptr) return;
+  const std::uint64_t* w = static_cast<const std::uint64_t*>(out[t]);
+  for (std::size_t i = 0; i < bytes / 8; ++i)
+    if (w[i] != t * 1'000'003ull + i) {
+      atomicAdd(wrong, 1ull);
+      return;
+    }
+}
+}  // namespace
+
+// Issue 30's second target: a device budget of 1 GiB, a 4 GiB workload: the rest from host memory.
+TEST(HostTier, OneGiBBudgetFourGiBWorkloadSpillsAndEveryBlockIsIntact) {
+  TOGA_TEST_REQUIRE_GPU();
+  int dev = 0;
+  TOGA_TEST_CUDA(cudaGetDevice(&dev));
+  toga::cuda::heap_options o = service_options(8 * GiB);
+  o.spill = toga::spill_policy::when_device_full;
+  std::unique_ptr<toga::cuda::heap> hp;
+  try {
+    toga::cuda::set_device_budget(dev, GiB);
+    hp = std::make_unique<toga::cuda::heap>(o);
+  } catch (const std::invalid_argument& e) {
+    toga::cuda::set_device_budget(dev, 0);
+    GTEST_SKIP() << "no host tier on this driver: " << e.what();
+  }
+  toga::cuda::heap& h = *hp;
+  const std::size_t bytes = 64 * 1024;
+  const std::uint64_t n = 4 * GiB / bytes;  // 65,536 blocks of 64 KiB
+  run r(n);
+  const float ms = r.alloc(h, bytes, false);
+  TOGA_TEST_CUDA(cudaGetLastError());
+  EXPECT_EQ(r.take(0), 0u) << "the blocks beyond the budget come from the host tier";
+  const toga::cuda::heap_attributes a = h.attributes();
+  const std::uint64_t device_mapped = a.mapped_mem_current - a.mapped_host_mem_current;
+  EXPECT_LE(device_mapped + a.metadata_bytes, GiB) << "the device tier stays within the budget";
+  EXPECT_GE(a.mapped_host_mem_current, 3 * GiB - a.metadata_bytes);
+  EXPECT_GT(a.spilled_granules, 0u);
+  EXPECT_EQ(a.service_timeouts + a.service_gave_up, 0u);
+  fill_k<<<blocks_for(n), 256>>>(r.d, n, bytes);
+  verify_k<<<blocks_for(n), 256>>>(r.d, n, bytes, r.c + 1);
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  EXPECT_EQ(r.take(1), 0u) << "every word of every block intact, on either tier";
+  // which blocks are on which tier, and the bandwidth of reading each
+  std::vector<void*> ptrs(n);
+  TOGA_TEST_CUDA(cudaMemcpy(ptrs.data(), r.d, n * sizeof(void*), cudaMemcpyDeviceToHost));
+  std::vector<unsigned char> on_host(n), on_device(n);
+  std::uint64_t host_blocks = 0;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    on_host[i] = h.tier_of(ptrs[i]) == toga::memory_tier::host;
+    on_device[i] = !on_host[i];
+    host_blocks += on_host[i];
+  }
+  unsigned char* flag = nullptr;
+  TOGA_TEST_CUDA(cudaMalloc(&flag, n));
+  const auto bandwidth = [&](const std::vector<unsigned char>& f, std::uint64_t count) -> double {
+    cudaMemcpy(flag, f.data(), n, cudaMemcpyHostToDevice);
+    std::vector<float> t;
+    for (int i = 0; i < 5; ++i) {
+      cudaEvent_t a0, b0;
+      cudaEventCreate(&a0);
+      cudaEventCreate(&b0);
+      cudaEventRecord(a0);
+      read_blocks_k<<<blocks_for(n), 256>>>(r.d, flag, n, bytes, r.c + 1);
+      cudaEventRecord(b0);
+      cudaEventSynchronize(b0);
+      float x = 0;
+      cudaEventElapsedTime(&x, a0, b0);
+      t.push_back(x);
+      cudaEventDestroy(a0);
+      cudaEventDestroy(b0);
+    }
+    std::sort(t.begin(), t.end());
+    return static_cast<double>(count * bytes) / (t[2] * 1e-3) / 1e9;
+  };
+  const double gbs_host = bandwidth(on_host, host_blocks), gbs_device = bandwidth(on_device, n - host_blocks);
+  TOGA_TEST_CUDA(cudaFree(flag));
+  std::printf("[ figure ] 4 GiB of 64 KiB blocks under a 1 GiB budget: %.3f ms with the service; device tier %llu MiB, host tier %llu MiB "
+              "(%llu blocks), %llu granules spilled; reading blocks: device tier %.1f GB/s, host tier %.1f GB/s (median of 5)\n",
+              ms, static_cast<unsigned long long>(device_mapped / MiB), static_cast<unsigned long long>(a.mapped_host_mem_current / MiB),
+              static_cast<unsigned long long>(host_blocks), static_cast<unsigned long long>(a.spilled_granules), gbs_device, gbs_host);
+  EXPECT_GT(host_blocks, 0u);
+  r.free_all(h, bytes, false);
+  EXPECT_EQ(r.take(1), 0u);
+  // trim after freeing everything: host granules first, then everything; the driver's free memory comes back
+  size_t free_before = 0, total = 0;
+  TOGA_TEST_CUDA(cudaMemGetInfo(&free_before, &total));
+  EXPECT_EQ(h.trim_to(device_mapped), a.mapped_host_mem_current);
+  EXPECT_EQ(h.attributes().mapped_host_mem_current, 0u);
+  size_t free_mid = 0;
+  TOGA_TEST_CUDA(cudaMemGetInfo(&free_mid, &total));
+  EXPECT_LE(free_mid, free_before + 64 * MiB) << "unmapping host granules gives no device memory back";
+  EXPECT_EQ(h.trim_to(0), device_mapped);
+  size_t free_after = 0;
+  TOGA_TEST_CUDA(cudaMemGetInfo(&free_after, &total));
+  EXPECT_GE(free_after + 64 * MiB, free_before + device_mapped);
+  const auto err = h.check();
+  EXPECT_FALSE(err.has_value()) << *err;
+  hp.reset();
+  toga::cuda::set_device_budget(dev, 0);
+}
+
+TEST(HostTier, SpillOnAFixedHeapIsRefusedByName) {
+  TOGA_TEST_REQUIRE_GPU();
+  toga::cuda::heap_options o;
+  o.spill = toga::spill_policy::when_device_full;
+  try {
+    toga::cuda::heap h(64 * MiB, o);
+    ADD_FAILURE() << "spill accepted on a fixed heap";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("spill"), std::string::npos) << e.what();
+  }
+  o.spill = toga::spill_policy::never;
+  o.growth_service = true;
+  try {
+    toga::cuda::heap h(64 * MiB, o);
+    ADD_FAILURE() << "growth_service accepted on a fixed heap";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("growth_service"), std::string::npos) << e.what();
   }
 }

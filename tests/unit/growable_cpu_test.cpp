@@ -435,6 +435,51 @@ std::string budget_retry_scenario() {
   return v;
 }
 
+//! The host tier: granules the device budget refuses spill to the host; after the budget is raised
+//! more granules come from the device; after freeing everything, a trim down to the device
+//! granules must unmap exactly the host ones (host granules sit at the top of the range).
+template <toga::growth_bug B>
+std::string host_tier_scenario() {
+  toga::memory_ledger ledger([](const char*) -> const char* { return nullptr; });
+  std::string v;
+  toga::growth_options o = opts(16 * MiB, 256 * KiB);
+  o.spill = toga::spill_policy::when_device_full;
+  toga::cpu::basic_growable_heap<B> h(o, 1, 0, toga::cpu::cpu_accounting{&ledger, 0});
+  const std::uint64_t metadata = ledger.budget(toga::memory_backend::cpu, 0).used;
+  ledger.set_budget(toga::memory_backend::cpu, 0, metadata + 2 * 256 * KiB);
+  std::vector<void*> blocks(32, nullptr);
+  const auto round = [&](unsigned first) {
+    for (int launch = 0; launch < 6; ++launch) {
+      toga::cpu::launch(16, 16, 1, [&] {  // each thread its own slot
+        void*& p = blocks[first + P::thread_id()];
+        if (!p) p = h.view().allocate(64 * KiB);
+      });
+      std::uint64_t missing = 0;
+      for (unsigned i = first; i < first + 16; ++i) missing += blocks[i] == nullptr;
+      if (missing == 0) return true;
+      if (h.grow_if_needed() == 0) return false;
+    }
+    return false;
+  };
+  if (!round(0)) v += "the first 16 blocks were not served (spill); ";
+  if (h.counters().host_mapped_bytes == 0) v += "nothing spilled to the host tier under a budget of 2 granules; ";
+  ledger.set_budget(toga::memory_backend::cpu, 0, metadata + 64 * 256 * KiB);
+  if (!round(16)) v += "the next 16 blocks were not served (device); ";
+  toga::cpu::launch(32, 16, 1, [&] {
+    void*& p = blocks[P::block_id() * P::block_dim() + P::thread_id()];
+    if (p) h.view().deallocate(p);
+    p = nullptr;
+  });
+  const toga::growth_counters c = h.counters();
+  const std::uint64_t host = c.host_mapped_bytes, device = c.mapped_bytes - host;
+  const std::uint64_t trimmed = h.trim_to(device);
+  if (trimmed != host || h.counters().host_mapped_bytes != 0)
+    v += "a trim to the device granules' " + std::to_string(device) + " B unmapped " + std::to_string(trimmed) + " B and left " +
+         std::to_string(h.counters().host_mapped_bytes) + " B of host granules (of " + std::to_string(host) + "); ";
+  if (ledger.budget(toga::memory_backend::cpu, 0).used > ledger.budget(toga::memory_backend::cpu, 0).budget) v += "over the budget; ";
+  return v;
+}
+
 template <toga::growth_bug B>
 std::string all_scenarios() {
   std::string v;
@@ -445,6 +490,7 @@ std::string all_scenarios() {
   if (const std::string r = large_block_scenario<B>(); !r.empty()) v += "[large block] " + r;
   if (const std::string r = threshold_scenario<B>(); !r.empty()) v += "[threshold] " + r;
   if (const std::string r = budget_retry_scenario<B>(); !r.empty()) v += "[budget retry] " + r;
+  if (const std::string r = host_tier_scenario<B>(); !r.empty()) v += "[host tier] " + r;
   return v;
 }
 
@@ -458,6 +504,8 @@ TEST(GrowthPolicy, PlantedBugsAreCaught) {
       {"plan_ignores_alignment", all_scenarios<toga::growth_bug::plan_ignores_alignment>()},
       {"threshold_releases_all", all_scenarios<toga::growth_bug::threshold_releases_all>()},
       {"charge_kept_on_failed_map", all_scenarios<toga::growth_bug::charge_kept_on_failed_map>()},
+      {"host_placed_in_plan", all_scenarios<toga::growth_bug::host_placed_in_plan>()},
+      {"host_charged_as_device", all_scenarios<toga::growth_bug::host_charged_as_device>()},
   };
   for (const auto& [name, violations] : kills) {
     std::printf("[ mutant   ] growth.%s: %s\n", name, violations.empty() ? "SURVIVED" : ("killed: " + violations).c_str());

@@ -185,3 +185,93 @@ TEST(GrowthService, BadWaitBoundsAreRefusedByName) {
   o.service = false;
   EXPECT_NO_THROW(growable_heap h(o));
 }
+
+// ---- the host tier (growth_options::spill; design.md §12.7) ----
+
+namespace {
+toga::growth_options spill_opts(std::uint64_t max, std::uint64_t granule, bool service) {
+  toga::growth_options o = service_opts(max, granule);
+  o.service = service;
+  o.spill = toga::spill_policy::when_device_full;
+  return o;
+}
+// The retry protocol without the service: launch, grow, launch again until nothing fails.
+unsigned alloc_with_growth(growable_heap& h, std::vector<void*>& out, unsigned threads, unsigned per, std::size_t bytes) {
+  unsigned failed = 0;
+  for (int launch = 0; launch < 8; ++launch) {
+    failed = alloc_all(h, out, threads, per, bytes);
+    if (failed == 0) return 0;
+    (void)free_all(h, out, threads, per, bytes);
+    if (h.grow_if_needed() == 0) break;
+  }
+  return failed;
+}
+}  // namespace
+
+TEST(HostTier, GranulesTheBudgetRefusesComeFromTheHostAndTrimGivesThemBackFirst) {
+  for (const bool service : {true, false}) {
+    SCOPED_TRACE(service ? "with the growth service" : "by the retry protocol");
+    toga::memory_ledger ledger;
+    const std::uint64_t g = 2 * MiB;
+    growable_heap probe(spill_opts(128 * MiB, g, false), 4, 0, toga::cpu::cpu_accounting{&ledger, 1});
+    const std::uint64_t metadata = ledger.budget(toga::memory_backend::cpu, 1).used;  // what a heap records before any granule
+    // device 0's budget: the metadata and 4 granules (8 MiB); the workload asks for 32 MiB of 64 KiB blocks
+    ledger.set_budget(toga::memory_backend::cpu, 0, metadata + 4 * g);
+    growable_heap h(spill_opts(128 * MiB, g, service), 4, 0, toga::cpu::cpu_accounting{&ledger, 0});
+    const unsigned threads = 16, per = 32;
+    std::vector<void*> out(threads * per, nullptr);
+    const unsigned failed = service ? alloc_all(h, out, threads, per, 64 * KiB) : alloc_with_growth(h, out, threads, per, 64 * KiB);
+    EXPECT_EQ(failed, 0u) << "the granules beyond the budget come from the host tier";
+    const toga::growth_counters c = h.counters();
+    const toga::budget_state b = ledger.budget(toga::memory_backend::cpu, 0);
+    EXPECT_LE(b.used, b.budget) << "the device tier stays within its budget";
+    EXPECT_EQ(b.used, metadata + (c.mapped_bytes - c.host_mapped_bytes)) << "the ledger charges exactly the device granules";
+    EXPECT_EQ(b.host_bytes, c.host_mapped_bytes) << "and records the host granules beside them";
+    EXPECT_GE(c.host_mapped_bytes, 32 * MiB - 4 * g);
+    EXPECT_EQ(c.spilled_granules * g, c.host_mapped_bytes);
+    EXPECT_GT(c.budget_refusals, 0u);
+    EXPECT_EQ(c.growth_failures, 0u);
+    EXPECT_EQ(h.granules().host_granules() * g, c.host_mapped_bytes);
+    EXPECT_FALSE(h.check().has_value()) << *h.check();
+    EXPECT_EQ(free_all(h, out, threads, per, 64 * KiB), 0u) << "every block's words intact, on either tier";
+    // trim after freeing everything: the host granules go first (they sit at the top of the range)
+    const std::uint64_t device_mapped = c.mapped_bytes - c.host_mapped_bytes;
+    EXPECT_EQ(h.trim_to(device_mapped), c.host_mapped_bytes);
+    EXPECT_EQ(h.counters().host_mapped_bytes, 0u) << "a trim down to the device granules unmaps every host granule";
+    EXPECT_EQ(h.mapped_bytes(), device_mapped);
+    EXPECT_EQ(ledger.budget(toga::memory_backend::cpu, 0).host_bytes, 0u);
+    EXPECT_EQ(h.trim_to(0), device_mapped);
+    EXPECT_EQ(h.mapped_bytes(), 0u);
+    EXPECT_EQ(h.granules().provider().live_handles, 0);
+    EXPECT_EQ(ledger.budget(toga::memory_backend::cpu, 0).used, metadata);
+    EXPECT_FALSE(h.check().has_value());
+  }
+}
+
+TEST(HostTier, ADeviceThatRefusesEveryGranuleGrowsOnTheHost) {
+  growable_heap h(spill_opts(64 * MiB, 2 * MiB, true));
+  h.granules().refuse_tier(toga::memory_tier::device, true);  // the driver has no device memory left
+  const unsigned threads = 16, per = 64;
+  std::vector<void*> out(threads * per, nullptr);
+  EXPECT_EQ(alloc_all(h, out, threads, per, 4096, true), 0u);
+  const toga::growth_counters c = h.counters();
+  EXPECT_GT(c.mapped_bytes, 0u);
+  EXPECT_EQ(c.host_mapped_bytes, c.mapped_bytes);
+  EXPECT_EQ(free_all(h, out, threads, per, 4096, true), 0u);
+  EXPECT_FALSE(h.check().has_value());
+}
+
+TEST(HostTier, WithoutSpillTheSameRefusalsAreGrowthFailures) {
+  toga::memory_ledger ledger;
+  toga::growth_options o = spill_opts(64 * MiB, 2 * MiB, true);
+  o.spill = toga::spill_policy::never;
+  growable_heap h(o, 4, 0, toga::cpu::cpu_accounting{&ledger, 0});
+  h.granules().refuse_tier(toga::memory_tier::device, true);
+  const unsigned threads = 8, per = 8;
+  std::vector<void*> out(threads * per, nullptr);
+  EXPECT_EQ(alloc_all(h, out, threads, per, 4096), threads * per) << "nothing can be mapped: every request fails, none hangs";
+  const toga::growth_counters c = h.counters();
+  EXPECT_EQ(c.host_mapped_bytes, 0u);
+  EXPECT_GT(c.growth_failures, 0u);
+  EXPECT_EQ(c.service_gave_up, threads * per);
+}

@@ -153,13 +153,33 @@ struct vmm_provider {
     (void)driver().get_error_string(r, &text);
     return std::string(name ? name : "CUDA driver error") + " (" + (text ? text : "?") + ")";
   }
-  CUmemAllocationProp prop() const {
+  CUmemAllocationProp prop(toga::memory_tier tier = toga::memory_tier::device) const {
     CUmemAllocationProp p{};
     p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = device;
+    if (tier == toga::memory_tier::host) {
+      p.location.type = CU_MEM_LOCATION_TYPE_HOST;  // (the id is ignored for host allocations)
+      p.location.id = 0;
+    } else {
+      p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      p.location.id = device;
+    }
     return p;
   }
+  //! Host allocations need a driver that makes them (cuMemCreate with a host location, CUDA 12.2+
+  //! drivers on Linux) and a granularity that divides toga's granules.
+  bool supports(toga::memory_tier tier, std::string& why) const {
+    if (tier == toga::memory_tier::device) return true;
+    const CUmemAllocationProp p = prop(tier);
+    size_t g = 0;
+    const CUresult r = driver().mem_get_allocation_granularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (r != CUDA_SUCCESS) {
+      why = "cuMemGetAllocationGranularity for host memory: " + describe(r);
+      return false;
+    }
+    host_gran = g;
+    return true;
+  }
+  mutable std::uint64_t host_gran = 0;  // (supports(host) fills it)
   std::uint64_t granularity() const { return gran; }
   char* reserve(std::uint64_t bytes, std::uint64_t alignment, std::string& err) {
     CUdeviceptr p = 0;
@@ -171,8 +191,8 @@ struct vmm_provider {
     return reinterpret_cast<char*>(p);
   }
   void unreserve(char* base, std::uint64_t bytes) noexcept { (void)driver().mem_address_free(reinterpret_cast<CUdeviceptr>(base), bytes); }
-  bool create(std::uint64_t bytes, handle_type& h, std::string& err) {
-    const CUmemAllocationProp p = prop();
+  bool create(std::uint64_t bytes, handle_type& h, std::string& err, toga::memory_tier tier = toga::memory_tier::device) {
+    const CUmemAllocationProp p = prop(tier);
     const CUresult r = driver().mem_create(&h, bytes, &p, 0);
     if (r != CUDA_SUCCESS) err = "cuMemCreate: " + describe(r);
     return r == CUDA_SUCCESS;
@@ -229,7 +249,10 @@ struct growth_impl {
           if (v.size() > room) v.resize(room);
           return v;
         },
-        [&](std::uint64_t i) { return ctl.map_one(i); }, [&](std::uint64_t i) { return i * ctl.granule_bytes(); });
+        [&](std::uint64_t i) {
+          const std::uint64_t j = ctl.map_one(i);
+          return j == decltype(ctl)::no_granule ? toga::no_offset : j * ctl.granule_bytes();
+        }, [&](std::uint64_t i) { return i * ctl.granule_bytes(); });
     if (r.answered) {
       ++ctl.mutable_counters().service_rounds;
       if (r.mapped == 0) ++ctl.mutable_counters().service_refusals;
@@ -313,6 +336,12 @@ toga::heap_layout make_layout(const heap_options& o, unsigned levels, int device
 }  // namespace
 
 heap::heap(std::uint64_t bytes, heap_options options) : options_(options) {
+  if (options.spill != toga::spill_policy::never)
+    throw std::invalid_argument("toga::cuda::heap: spill " + std::string(toga::to_string(options.spill)) +
+                                " was given for a fixed heap, which maps no granules; make a growable heap (heap(heap_options) with max_bytes) or leave spill at never");
+  if (options.growth_service)
+    throw std::invalid_argument("toga::cuda::heap: growth_service was asked for a fixed heap, which never grows; make a growable heap "
+                                "(heap(heap_options) with max_bytes) or leave growth_service off");
   if (bytes == 0 || bytes > toga::heap_layout::max_heap_bytes)
     throw std::invalid_argument("toga::cuda::heap: size " + std::to_string(bytes) + " B is not in [1, " +
                                 std::to_string(toga::heap_layout::max_heap_bytes) + "] (128 GiB); ask for a smaller heap");
@@ -370,8 +399,8 @@ heap::heap(heap_options options) : options_(options) {
   if (options_.device < 0) TOGA_CUDA_TRY(cudaGetDevice(&options_.device));
   device_ = options_.device;
   device_guard guard(device_);
-  const toga::growth_options go{options_.max_bytes,       options_.initial_bytes,  options_.headroom_bytes, options_.release_threshold,
-                                options_.granule_bytes,   options_.growth_service, options_.growth_wait_us};
+  const toga::growth_options go{options_.max_bytes,     options_.initial_bytes,  options_.headroom_bytes, options_.release_threshold,
+                                options_.granule_bytes, options_.growth_service, options_.growth_wait_us, options_.spill};
   const std::uint64_t capacity = toga::growth_capacity(go, toga::heap_layout::max_heap_bytes);
   TOGA_CUDA_TRY(cudaFree(nullptr));  // the primary context, which the driver calls below use
   {
@@ -391,6 +420,15 @@ heap::heap(heap_options options) : options_(options) {
     provider.gran = g;
   }
   const std::uint64_t granule = toga::growth_granule_bytes(go, capacity, provider.granularity());
+  if (go.spill != toga::spill_policy::never) {
+    std::string why;
+    if (!provider.supports(toga::memory_tier::host, why))
+      throw std::invalid_argument("toga::cuda::heap: spill " + std::string(toga::to_string(go.spill)) + " needs host memory from the VMM API on device " +
+                                  std::to_string(device_) + ", which this driver refuses (" + why + "); use spill_policy::never");
+    if (provider.host_gran == 0 || granule % provider.host_gran != 0)
+      throw std::invalid_argument("toga::cuda::heap: granule_bytes " + std::to_string(granule) + " is not a multiple of the host tier's VMM granularity (" +
+                                  std::to_string(provider.host_gran) + " B); choose a granule size that is, or spill_policy::never");
+  }
   layout_ = make_layout(options_, toga::heap_layout::levels_for(capacity), device_);
   open_account("growable, " + toga::format_bytes(capacity) + " range");
   try {
@@ -677,6 +715,9 @@ heap_attributes heap::attributes() const {
     a.trims = c.trims;
     a.trimmed_bytes = c.trimmed_bytes;
     a.growth_budget_refusals = c.budget_refusals;
+    a.mapped_host_mem_current = c.host_mapped_bytes;
+    a.mapped_host_mem_high = c.host_mapped_high_bytes;
+    a.spilled_granules = c.spilled_granules;
     if (growth_->mailbox) {
       auto lk = growth_->hold();
       toga::growth_mailbox& m = *growth_->mailbox;
@@ -690,6 +731,13 @@ heap_attributes heap::attributes() const {
     }
   }
   return a;
+}
+
+toga::memory_tier heap::tier_of(const void* p) const noexcept {
+  if (!growth_ || !meta_ || !view_.contains(p)) return toga::memory_tier::device;
+  const auto& m = growth_->ctl.granules();
+  const std::uint64_t i = static_cast<std::uint64_t>(static_cast<const char*>(p) - m.base()) / m.granule_bytes();
+  return i < m.granules() && m.is_mapped(i) ? m.tier_of(i) : toga::memory_tier::device;
 }
 
 std::uint64_t heap::mapped_bytes() const noexcept {

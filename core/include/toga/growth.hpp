@@ -26,7 +26,9 @@
 //!  * `char* reserve(std::uint64_t bytes, std::uint64_t alignment, std::string& error)`
 //!    (an address range with no access; nullptr and a message on failure),
 //!  * `void unreserve(char* base, std::uint64_t bytes) noexcept`,
-//!  * `bool create(std::uint64_t bytes, handle_type& h, std::string& error)`,
+//!  * `bool create(std::uint64_t bytes, handle_type& h, std::string& error, memory_tier tier)`
+//!    (memory of the device, or host memory the device can access: the host tier),
+//!  * `bool supports(memory_tier tier, std::string& why)` (whether create can make that tier),
 //!  * `bool map(char* at, std::uint64_t bytes, const handle_type& h, std::string& error)`,
 //!  * `bool set_access(char* at, std::uint64_t bytes, std::string& error)`,
 //!  * `void unmap(char* at, std::uint64_t bytes) noexcept` (back to reserved, no access; also
@@ -59,6 +61,13 @@
 
 namespace toga {
 
+//! When a growable heap backs a granule with host memory (the host tier, design.md §12.7).
+enum class spill_policy : std::uint8_t {
+  never = 0,             //!< device memory only: a granule the device cannot back is a growth failure
+  when_device_full = 1,  //!< a granule the driver or the device budget refuses is backed by host memory
+};
+inline const char* to_string(spill_policy p) noexcept { return p == spill_policy::never ? "never" : "when_device_full"; }
+
 //! The options of a growable heap. Sizes in bytes.
 struct growth_options {
   //! The reserved address range and the heap's capacity (rounded up to a power of two, at most
@@ -87,6 +96,8 @@ struct growth_options {
   bool service = false;
   //! The longest a request waits for the service, in microseconds: 1 .. 60,000,000 (60 s).
   std::uint64_t service_wait_us = 1'000'000;
+  //! When a granule is backed by host memory instead (design.md §12.7, the host tier).
+  spill_policy spill = spill_policy::never;
 };
 
 //! The longest service_wait_us toga accepts (60 s).
@@ -101,6 +112,8 @@ enum class growth_bug : unsigned {
   plan_ignores_alignment,  //!< a block larger than a granule gets the lowest unmapped granules, not an aligned run
   threshold_releases_all,  //!< the release threshold trims to 0 instead of to the threshold
   charge_kept_on_failed_map,  //!< a granule whose mapping failed stays charged to the budget (charged again when retried)
+  host_placed_in_plan,        //!< a host-tier granule takes the planned (low) granule, not the top: trims give device granules back first
+  host_charged_as_device,     //!< a host-tier granule is charged to the device budget (which then refuses it)
 };
 
 //! The provider calls that map a granule, in their order; failures can be injected at each.
@@ -126,6 +139,10 @@ struct growth_counters {
   std::uint64_t trimmed_bytes = 0;      //!< bytes given back by them
   std::uint64_t demand_requests = 0;    //!< failed requests that growth could serve (nullptr, then grow)
   std::uint64_t budget_refusals = 0;    //!< granules the device budget refused (toga/budget.hpp; also in growth_failures)
+  // ---- tiers (growth_options::spill) ----
+  std::uint64_t host_mapped_bytes = 0;       //!< bytes of mapped_bytes backed by host memory now
+  std::uint64_t host_mapped_high_bytes = 0;  //!< their highest value
+  std::uint64_t spilled_granules = 0;        //!< granules the device could not back that went to the host tier
   // ---- the growth service (growth_options::service; 0 without it) ----
   std::uint64_t service_rounds = 0;     //!< rounds that answered waiting requests
   std::uint64_t service_refusals = 0;   //!< rounds that could map nothing (the waiters got nullptr)
@@ -191,7 +208,7 @@ class granule_map {
   }
   granule_map(granule_map&& o) noexcept
       : provider_(std::move(o.provider_)), granule_(o.granule_), slots_(std::move(o.slots_)), base_(std::exchange(o.base_, nullptr)),
-        mapped_(o.mapped_), inject_(o.inject_), calls_(o.calls_), error_(std::move(o.error_)) {}
+        mapped_(o.mapped_), host_(o.host_), refused_tier_(o.refused_tier_), inject_(o.inject_), calls_(o.calls_), error_(std::move(o.error_)) {}
   granule_map& operator=(granule_map&&) = delete;
   granule_map(const granule_map&) = delete;
   granule_map& operator=(const granule_map&) = delete;
@@ -213,12 +230,19 @@ class granule_map {
   //! Maps granule i (create, map, set access). True when all three succeeded; otherwise the
   //! calls that did succeed are undone (unmap, release), the granule stays unmapped, last_error()
   //! says which call failed and why, and false is returned. True at once if already mapped.
-  bool map(std::uint64_t i) {
+  bool map(std::uint64_t i, memory_tier tier = memory_tier::device) {
     slot& s = slots_[i];
     if (s.mapped) return true;
     char* at = base_ + i * granule_;
     handle_type h{};
-    if (!call(growth_step::create, [&](std::string& e) { return provider_.create(granule_, h, e); })) return false;
+    if (!call(growth_step::create, [&](std::string& e) {
+          if (refused_tier_[static_cast<unsigned>(tier)]) {
+            e = std::string("injected: the ") + to_string(tier) + " tier refuses every granule";
+            return false;
+          }
+          return provider_.create(granule_, h, e, tier);
+        }))
+      return false;
     if (!call(growth_step::map, [&](std::string& e) { return provider_.map(at, granule_, h, e); })) {
       provider_.unmap(at, granule_);  // a failed map may have changed the range: back to reserved
       if constexpr (Bug != growth_bug::rollback_leaks_handle) provider_.release(h);
@@ -238,9 +262,18 @@ class granule_map {
     if constexpr (Bug == growth_bug::counted_before_access) return true;
     s.handle = h;
     s.mapped = true;
+    s.tier = tier;
     ++mapped_;
+    host_ += tier == memory_tier::host;
     return true;
   }
+  //! The tier backing granule i (meaningful while it is mapped).
+  memory_tier tier_of(std::uint64_t i) const noexcept { return slots_[i].tier; }
+  //! Granules mapped now in the host tier.
+  std::uint64_t host_granules() const noexcept { return host_; }
+  //! Tests: every create of `tier` fails from now on (a device that is full, a driver without host
+  //! allocations), or no longer does.
+  void refuse_tier(memory_tier tier, bool refuse) noexcept { refused_tier_[static_cast<unsigned>(tier)] = refuse; }
   //! Unmaps and releases granule i (nothing if it is not mapped). Never throws.
   void unmap(std::uint64_t i) noexcept {
     slot& s = slots_[i];
@@ -249,6 +282,8 @@ class granule_map {
     provider_.release(s.handle);
     s.mapped = false;
     --mapped_;
+    host_ -= s.tier == memory_tier::host;
+    s.tier = memory_tier::device;
   }
 
   //! Tests: the k-th call (1-based, counted from now) of `step` fails as if the provider had
@@ -262,6 +297,7 @@ class granule_map {
   struct slot {
     handle_type handle{};
     bool mapped = false;
+    memory_tier tier = memory_tier::device;
   };
   template <class F>
   bool call(growth_step step, F&& f) {
@@ -282,7 +318,8 @@ class granule_map {
   std::uint64_t granule_;
   std::vector<slot> slots_;
   char* base_ = nullptr;
-  std::uint64_t mapped_ = 0;
+  std::uint64_t mapped_ = 0, host_ = 0;
+  std::array<bool, 2> refused_tier_{};
   std::array<std::uint64_t, growth_step_count> inject_{};
   std::array<std::uint64_t, growth_step_count> calls_{};
   std::string error_;
@@ -345,7 +382,7 @@ class growth_controller {
         usable_((o.max_bytes + granule_bytes - 1) / granule_bytes), charged_(capacity / granule_bytes, 0) {}
   growth_controller(growth_controller&& o) noexcept
       : options_(o.options_), map_(std::move(o.map_)), usable_(o.usable_), counters_(o.counters_), account_(std::move(o.account_)),
-        charged_(std::exchange(o.charged_, {})), last_refusal_(std::move(o.last_refusal_)) {}
+        charged_(std::exchange(o.charged_, {})), last_refusal_(std::move(o.last_refusal_)), planned_run_(o.planned_run_) {}
   growth_controller& operator=(growth_controller&&) = delete;
   //! Releases the budget records of the granules still mapped (the granule map unmaps them).
   ~growth_controller() {
@@ -378,7 +415,10 @@ class growth_controller {
   std::uint64_t granule_bytes() const noexcept { return map_.granule_bytes(); }
   std::uint64_t mapped_bytes() const noexcept { return map_.mapped_granules() * map_.granule_bytes(); }
   //! Sets mapped_high_bytes to mapped_bytes.
-  void reset_high_water() noexcept { counters_.mapped_high_bytes = mapped_bytes(); }
+  void reset_high_water() noexcept {
+    counters_.mapped_high_bytes = mapped_bytes();
+    counters_.host_mapped_high_bytes = map_.host_granules() * map_.granule_bytes();
+  }
   //! The heap was reset: every count starts again (the mapped memory stays).
   void reset_counters() noexcept {
     counters_ = growth_counters{};
@@ -419,35 +459,60 @@ class growth_controller {
     std::vector<std::uint64_t> out;
     if (requests == 0) return out;
     for (const std::uint64_t i : plan(bytes, order, chunks)) {
-      if (!map_one(i)) break;
-      out.push_back(i * map_.granule_bytes());
+      const std::uint64_t j = map_one(i);
+      if (j == no_granule) break;
+      out.push_back(j * map_.granule_bytes());
     }
     return out;
   }
+  //! map_one's failure.
+  static constexpr std::uint64_t no_granule = ~std::uint64_t{0};
   //! grow's two halves, for the growth service (toga/growth_service.hpp), which publishes each
   //! granule as soon as it is mapped: the granules a growth for this demand maps (counted as a
   //! growth request), ...
   std::vector<std::uint64_t> plan(std::uint64_t bytes, unsigned order, std::uint64_t chunks) {
     bytes += chunks * geom::chunk_bytes;  // every arena that failed for want of a chunk gets one
     ++counters_.growth_requests;
+    planned_run_ = order < 63 - geom::page_shift && (geom::page_bytes << order) > map_.granule_bytes();
     return plan_growth<Bug>(bytes, order, options_.headroom_bytes, map_.granule_bytes(), usable_,
                             [this](std::uint64_t j) { return map_.is_mapped(j); });
   }
-  //! ... and mapping one of them: charged to the budget, then mapped; false (counted in
-  //! growth_failures, budget_refusals) when either refuses, and nothing stays charged or mapped.
-  bool map_one(std::uint64_t i) {
-    if (!charge(i)) {
+  //! ... and mapping one of them: charged to the device budget, then mapped. When the budget or
+  //! the driver refuses and growth_options::spill allows it, the granule is backed by host memory
+  //! instead (the host tier), placed at the highest unmapped granule unless the plan is an aligned
+  //! run for a large block: host granules gather at the top of the range, where trims (which
+  //! withdraw from the top) give them back first. Returns the granule mapped (i, or where the host
+  //! granule went), or no_granule (counted in growth_failures; budget_refusals counts the device
+  //! budget's refusals, spilled or not) with nothing left charged or mapped.
+  std::uint64_t map_one(std::uint64_t i) {
+    if (map_.is_mapped(i)) {  // a host granule of this growth went there: the lowest unmapped one instead
+      if (planned_run_) return no_granule;
+      std::uint64_t k = 0;
+      while (k < usable_ && map_.is_mapped(k)) ++k;
+      if (k == usable_) return no_granule;
+      i = k;
+    }
+    if (charge(i, memory_tier::device)) {
+      if (map_granule(i, memory_tier::device)) return mapped_one(i);
+    } else {
       ++counters_.budget_refusals;
-      ++counters_.growth_failures;
-      return false;
     }
-    if (!map_granule(i)) {
-      ++counters_.growth_failures;
-      return false;
+    if (options_.spill == spill_policy::when_device_full) {
+      std::uint64_t j = i;
+      if (!planned_run_ && Bug != growth_bug::host_placed_in_plan)
+        for (std::uint64_t k = usable_; k-- > i;)
+          if (!map_.is_mapped(k)) {
+            j = k;
+            break;
+          }
+      constexpr memory_tier charged_tier = Bug == growth_bug::host_charged_as_device ? memory_tier::device : memory_tier::host;
+      if (charge(j, charged_tier) && map_granule(j, memory_tier::host)) {
+        ++counters_.spilled_granules;
+        return mapped_one(j);
+      }
     }
-    counters_.grown_bytes += map_.granule_bytes();
-    note_mapped();
-    return true;
+    ++counters_.growth_failures;
+    return no_granule;
   }
   //! The service's counters (the heap adds them up; growth_counters' service_* fields).
   growth_counters& mutable_counters() noexcept { return counters_; }
@@ -483,17 +548,22 @@ class growth_controller {
   //! Records granule i in the account before it is mapped; false (last_refusal() says why) when
   //! the budget refuses it. A failed mapping releases its record (map_granule), so a granule
   //! retried later is charged once.
-  bool charge(std::uint64_t i) {
+  bool charge(std::uint64_t i, memory_tier tier = memory_tier::device) {
     last_refusal_.clear();
     if (map_.is_mapped(i)) return true;  // mapped and charged already (map() then does nothing)
-    const std::uint64_t id = account_.charge(memory_tier::device, "granule", map_.granule_bytes(), &last_refusal_);
+    const std::uint64_t id = account_.charge(tier, "granule", map_.granule_bytes(), &last_refusal_);
     if (id == 0) return false;
     charged_[i] = id;
     return true;
   }
+  std::uint64_t mapped_one(std::uint64_t i) {
+    counters_.grown_bytes += map_.granule_bytes();
+    note_mapped();
+    return i;
+  }
   //! Maps granule i (charged); a failed mapping releases the charge.
-  bool map_granule(std::uint64_t i) {
-    if (map_.map(i)) {
+  bool map_granule(std::uint64_t i, memory_tier tier = memory_tier::device) {
+    if (map_.map(i, tier)) {
       account_.set_address(charged_[i], map_.base() + i * map_.granule_bytes());
       return true;
     }
@@ -504,6 +574,8 @@ class growth_controller {
   void note_mapped() noexcept {
     counters_.mapped_bytes = mapped_bytes();
     if (counters_.mapped_bytes > counters_.mapped_high_bytes) counters_.mapped_high_bytes = counters_.mapped_bytes;
+    counters_.host_mapped_bytes = map_.host_granules() * map_.granule_bytes();
+    if (counters_.host_mapped_bytes > counters_.host_mapped_high_bytes) counters_.host_mapped_high_bytes = counters_.host_mapped_bytes;
   }
 
   growth_options options_;
@@ -513,6 +585,7 @@ class growth_controller {
   ledger_account account_{};
   std::vector<std::uint64_t> charged_;  // per granule: its budget record (0: none)
   std::string last_refusal_;
+  bool planned_run_ = false;  // the last plan was an aligned run for a block larger than a granule
 };
 
 //! The host's side of the mailbox's atomics (service_round's P on a host thread): std::atomic_ref,

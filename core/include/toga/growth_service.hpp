@@ -108,11 +108,15 @@ struct service_cursor {
   std::uint64_t bytes = 0, chunks = 0;
 };
 
+//! A service map callback's failure.
+inline constexpr std::uint64_t no_offset = ~std::uint64_t{0};
+
 //! One round of the service (see the file comment). `plan(requests, bytes, order, chunks, room)`
 //! returns the granule indices to map (a std::vector<std::uint64_t> or any range), at most
-//! `room`; `map(i)` maps granule i and returns whether it succeeded (a failed granule ends the
-//! round's mapping; it is the backend's to roll back and count); `offset(i)` is granule i's heap
-//! offset. P supplies the atomics (the host's: toga::cpu::platform, or the simulator's).
+//! `room`; `map(i)` maps granule i (or another in its place: the host tier's) and returns the heap
+//! offset of the granule it mapped, or `no_offset` when it could not (that ends the round's
+//! mapping; it is the backend's to roll back and count); `offset(i)` is granule i's heap offset
+//! (used by a planted bug only). P supplies the atomics (the host's, or the simulator's).
 template <class P, service_bug Bug = service_bug::none, class Plan, class Map, class Offset>
 service_round_result service_round(growth_mailbox* m, service_cursor& cur, Plan&& plan, Map&& map, Offset&& offset) {
   service_round_result r;
@@ -139,10 +143,11 @@ service_round_result service_round(growth_mailbox* m, service_cursor& cur, Plan&
       P::store(&m->granule[published % growth_mailbox::ring], offset(i), relaxed, system_scope);
       P::store(&m->published, ++published, release, system_scope);
       ++r.mapped;
-      if (!map(i)) break;
+      if (map(i) == no_offset) break;
     } else {
-      if (!map(i)) break;
-      P::store(&m->granule[published % growth_mailbox::ring], offset(i), relaxed, system_scope);
+      const std::uint64_t off = map(i);
+      if (off == no_offset) break;
+      P::store(&m->granule[published % growth_mailbox::ring], off, relaxed, system_scope);
       P::store(&m->published, ++published, release, system_scope);
       ++r.mapped;
     }

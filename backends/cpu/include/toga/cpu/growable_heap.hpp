@@ -61,7 +61,9 @@ class memfd_provider {
     return reinterpret_cast<char*>(start);
   }
   void unreserve(char* base, std::uint64_t bytes) noexcept { munmap(base, bytes); }
-  bool create(std::uint64_t bytes, handle_type& h, std::string& err) {
+  //! Both tiers are Linux memory here (the host tier is told apart only by the heap's counts).
+  bool supports(memory_tier, std::string&) const { return true; }
+  bool create(std::uint64_t bytes, handle_type& h, std::string& err, memory_tier = memory_tier::device) {
     h = memfd_create("toga-granule", MFD_CLOEXEC);
     if (h < 0) {
       err = std::string("memfd_create: ") + std::strerror(errno);
@@ -273,7 +275,10 @@ class basic_growable_heap {
           if (v.size() > room) v.resize(room);
           return v;
         },
-        [&](std::uint64_t i) { return ctl_.map_one(i); }, [&](std::uint64_t i) { return i * ctl_.granule_bytes(); });
+        [&](std::uint64_t i) {
+          const std::uint64_t j = ctl_.map_one(i);
+          return j == decltype(ctl_)::no_granule ? toga::no_offset : j * ctl_.granule_bytes();
+        }, [&](std::uint64_t i) { return i * ctl_.granule_bytes(); });
     if (r.answered) {
       ++ctl_.mutable_counters().service_rounds;
       if (r.mapped == 0) ++ctl_.mutable_counters().service_refusals;

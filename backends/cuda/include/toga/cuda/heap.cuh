@@ -141,6 +141,11 @@ struct heap_options {
   bool growth_service = false;
   //! The longest a request waits for the growth service, in microseconds: 1 .. 60,000,000.
   std::uint64_t growth_wait_us = 1'000'000;
+  //! The host tier (docs/usage.md §9.2): `when_device_full` backs a granule that the driver or the
+  //! device budget refuses with host memory (cuMemCreate with a host location, mapped into the
+  //! same range: kernels see no difference but its bandwidth). `never` (default). Growable heaps
+  //! only; std::invalid_argument where the driver cannot make host VMM allocations.
+  toga::spill_policy spill = toga::spill_policy::never;
 };
 
 using device_allocator = toga::allocator<platform>;
@@ -291,6 +296,10 @@ struct heap_attributes {
   std::uint64_t trims = 0;               //!< trims that gave memory back or tried to (trim_to, the threshold)
   std::uint64_t trimmed_bytes = 0;       //!< bytes they unmapped
   std::uint64_t growth_budget_refusals = 0;  //!< granules the device budget refused (set_device_budget; also in growth_failures)
+  // ---- the host tier (heap_options::spill) ----
+  std::uint64_t mapped_host_mem_current = 0;  //!< of mapped_mem_current, bytes backed by host memory
+  std::uint64_t mapped_host_mem_high = 0;     //!< its high-water mark
+  std::uint64_t spilled_granules = 0;         //!< granules the device could not back that went to the host tier
   // ---- the growth service (heap_options::growth_service; 0 without it) ----
   bool growth_service = false;           //!< a service thread maps granules while kernels run
   std::uint64_t service_rounds = 0;      //!< rounds that answered waiting requests
@@ -397,6 +406,10 @@ class heap {
   bool growable() const noexcept { return growth_ != nullptr; }
   //! Bytes mapped now (whole granules); capacity() for a fixed heap.
   std::uint64_t mapped_bytes() const noexcept;
+  //! Which tier backs the memory at `p` (docs/usage.md §9.2): `host` for a host-tier granule of a
+  //! growable heap with spill, `device` otherwise (also for addresses outside the heap). Host
+  //! call; the answer holds until the next trim.
+  toga::memory_tier tier_of(const void* p) const noexcept;
   //! Maps what kernels asked for and did not get since the last call (their requests at their
   //! served sizes, a quarter more, headroom_bytes; the largest block as one aligned run) and
   //! adopts it into the heap with a small kernel; then applies the release threshold if there
