@@ -242,6 +242,8 @@ struct growth_impl {
       if (cudaSetDevice(device) != cudaSuccess) return false;
       current = device;
     }
+    const std::uint64_t round_t0 = toga::steady_ns();
+    std::uint64_t map_ns = 0;
     const toga::service_round_result r = toga::service_round<toga::host_atomics>(
         mailbox, cursor,
         [&](std::uint64_t, std::uint64_t bytes, unsigned order, std::uint64_t chunks, std::uint64_t room) {
@@ -250,10 +252,14 @@ struct growth_impl {
           return v;
         },
         [&](std::uint64_t i) {
+          const std::uint64_t t0 = toga::steady_ns();
           const std::uint64_t j = ctl.map_one(i);
+          map_ns += toga::steady_ns() - t0;
           return j == decltype(ctl)::no_granule ? toga::no_offset : j * ctl.granule_bytes();
         }, [&](std::uint64_t i) { return i * ctl.granule_bytes(); });
     if (r.answered) {
+      ctl.mutable_counters().service_round_ns += toga::steady_ns() - round_t0;
+      ctl.mutable_counters().service_map_ns += map_ns;
       ++ctl.mutable_counters().service_rounds;
       if (r.mapped == 0) ++ctl.mutable_counters().service_refusals;
     }
@@ -724,6 +730,8 @@ heap_attributes heap::attributes() const {
       a.growth_service = true;
       a.service_rounds = growth_->ctl.counters().service_rounds;
       a.service_refusals = growth_->ctl.counters().service_refusals;
+      a.service_round_ns = growth_->ctl.counters().service_round_ns;
+      a.service_map_ns = growth_->ctl.counters().service_map_ns;
       a.service_waits = toga::host_atomics::load(&m.waits, toga::relaxed, toga::system_scope);
       a.service_served = toga::host_atomics::load(&m.served, toga::relaxed, toga::system_scope);
       a.service_timeouts = toga::host_atomics::load(&m.timeouts, toga::relaxed, toga::system_scope);

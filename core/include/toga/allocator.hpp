@@ -516,8 +516,11 @@ struct allocator {
       }
       std::uint64_t ticket = 0;
       if (g.is_leader()) ticket = W::post(m, g.size, total, static_cast<unsigned>(max_order), chunk_arena);
-      ticket = g.broadcast(ticket);
-      const auto o = W::wait(m, [&](std::uint64_t off) { return adopt_granule(off); }, deadline, ticket);
+      (void)ticket;  // (the leader's: only the leader waits)
+      // the leader waits and adopts for the group (one poller per warp: the waits read host memory)
+      std::uint32_t ow = 0;
+      if (g.is_leader()) ow = static_cast<std::uint32_t>(W::wait(m, [&](std::uint64_t off) { return adopt_granule(off); }, deadline, ticket));
+      const auto o = static_cast<typename W::outcome>(g.broadcast(ow));
       if (o != W::outcome::retry) {
         P::fetch_add(o == W::outcome::timeout ? &m->timeouts : &m->refusals, std::uint64_t{1}, relaxed, system_scope);
         return nullptr;

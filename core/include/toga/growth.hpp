@@ -150,7 +150,15 @@ struct growth_counters {
   std::uint64_t service_served = 0;     //!< ... and got a block
   std::uint64_t service_timeouts = 0;   //!< ... and gave up at service_wait_us
   std::uint64_t service_gave_up = 0;    //!< ... and gave up because a round refused or the service stopped
+  std::uint64_t service_round_ns = 0;   //!< time the service spent in rounds that answered (steady clock)
+  std::uint64_t service_map_ns = 0;     //!< ... of it in mapping granules (charge, create, map, set access)
 };
+
+//! Nanoseconds of std::chrono::steady_clock (the service's own timing).
+inline std::uint64_t steady_ns() noexcept {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
 
 //! The granule size for `o` on a provider of `granularity` bytes, after validating `o`;
 //! std::invalid_argument (naming the option and what to do) if anything is out of range.

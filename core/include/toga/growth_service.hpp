@@ -211,7 +211,7 @@ struct growth_waiter {
   }
 
   //! Why a wait ended.
-  enum class outcome { retry, refused, timeout, stopped };
+  enum class outcome : std::uint32_t { retry, refused, timeout, stopped };
 
   //! After a failed attempt posted `ticket` (post's result): waits until the service answered it,
   //! adopts what it published. `retry`: try the request again (and, if it fails, post and wait

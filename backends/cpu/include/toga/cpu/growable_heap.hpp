@@ -268,6 +268,8 @@ class basic_growable_heap {
   }
   // One round of the growth service (toga/growth_service.hpp), under the service's lock.
   bool service_round_once() {
+    const std::uint64_t round_t0 = toga::steady_ns();
+    std::uint64_t map_ns = 0;
     const service_round_result r = service_round<host_atomics>(
         mailbox_.get(), cursor_,
         [&](std::uint64_t, std::uint64_t bytes, unsigned order, std::uint64_t chunks, std::uint64_t room) {
@@ -276,10 +278,14 @@ class basic_growable_heap {
           return v;
         },
         [&](std::uint64_t i) {
+          const std::uint64_t t0 = toga::steady_ns();
           const std::uint64_t j = ctl_.map_one(i);
+          map_ns += toga::steady_ns() - t0;
           return j == decltype(ctl_)::no_granule ? toga::no_offset : j * ctl_.granule_bytes();
         }, [&](std::uint64_t i) { return i * ctl_.granule_bytes(); });
     if (r.answered) {
+      ctl_.mutable_counters().service_round_ns += toga::steady_ns() - round_t0;
+      ctl_.mutable_counters().service_map_ns += map_ns;
       ++ctl_.mutable_counters().service_rounds;
       if (r.mapped == 0) ++ctl_.mutable_counters().service_refusals;
     }
