@@ -235,35 +235,14 @@ struct growth_impl {
     if (scratch) (void)cudaFree(scratch);
     if (mailbox) (void)cudaFreeHost(mailbox);
   }
-  // One round of the service (toga/growth_service.hpp), on the service's thread, under its lock.
+  // One round of the service (growth_controller::serve), on the service's thread, under its lock.
   bool round() {
     static thread_local int current = -1;
     if (current != device) {  // the driver calls need the device's primary context on this thread
       if (cudaSetDevice(device) != cudaSuccess) return false;
       current = device;
     }
-    const std::uint64_t round_t0 = toga::steady_ns();
-    std::uint64_t map_ns = 0;
-    const toga::service_round_result r = toga::service_round<toga::host_atomics>(
-        mailbox, cursor,
-        [&](std::uint64_t, std::uint64_t bytes, unsigned order, std::uint64_t chunks, std::uint64_t room) {
-          std::vector<std::uint64_t> v = ctl.plan(bytes, order, chunks);
-          if (v.size() > room) v.resize(room);
-          return v;
-        },
-        [&](std::uint64_t i) {
-          const std::uint64_t t0 = toga::steady_ns();
-          const std::uint64_t j = ctl.map_one(i);
-          map_ns += toga::steady_ns() - t0;
-          return j == decltype(ctl)::no_granule ? toga::no_offset : j * ctl.granule_bytes();
-        }, [&](std::uint64_t i) { return i * ctl.granule_bytes(); });
-    if (r.answered) {
-      ctl.mutable_counters().service_round_ns += toga::steady_ns() - round_t0;
-      ctl.mutable_counters().service_map_ns += map_ns;
-      ++ctl.mutable_counters().service_rounds;
-      if (r.mapped == 0) ++ctl.mutable_counters().service_refusals;
-    }
-    return r.answered;
+    return ctl.serve(mailbox, cursor);
   }
   // The service's lock, when it runs: the heap's host calls never run beside a round.
   std::unique_lock<std::mutex> hold() { return service.running() ? service.lock() : std::unique_lock<std::mutex>(); }

@@ -333,6 +333,19 @@ class granule_map {
   std::string error_;
 };
 
+//! The host's side of the mailbox's atomics (service_round's P on a host thread): std::atomic_ref,
+//! so the words may be in mapped pinned memory that a GPU writes. Loads and stores only.
+struct host_atomics {
+  template <class T, memory_order O, scope S>
+  static T load(T* p, order_tag<O>, scope_tag<S>) noexcept {
+    return std::atomic_ref<T>(*p).load(O == memory_order::relaxed ? std::memory_order_relaxed : std::memory_order_acquire);
+  }
+  template <class T, memory_order O, scope S>
+  static void store(T* p, T v, order_tag<O>, scope_tag<S>) noexcept {
+    std::atomic_ref<T>(*p).store(v, O == memory_order::relaxed ? std::memory_order_relaxed : std::memory_order_release);
+  }
+};
+
 //! The granules (indices, ascending) a growth maps for a recorded demand of `demand_bytes`
 //! (failed requests, each at its served size) whose largest block was 4 KiB x 2^`demand_order`:
 //! `demand_bytes` + a quarter of it + `headroom_bytes`, rounded up to granules (at least one);
@@ -522,8 +535,35 @@ class growth_controller {
     ++counters_.growth_failures;
     return no_granule;
   }
-  //! The service's counters (the heap adds them up; growth_counters' service_* fields).
-  growth_counters& mutable_counters() noexcept { return counters_; }
+  //! One round of a growth service (toga/growth_service.hpp) over this controller: plan for what
+  //! was posted, map granule by granule (publishing each), count the round, its time and its
+  //! mapping time, and whether it refused. Returns whether it answered anything. Under the
+  //! service's lock (the service thread, one round at a time).
+  bool serve(growth_mailbox* m, service_cursor& cursor) {
+    const std::uint64_t t0 = steady_ns();
+    std::uint64_t map_ns = 0;
+    const service_round_result r = service_round<host_atomics>(
+        m, cursor,
+        [&](std::uint64_t, std::uint64_t bytes, unsigned order, std::uint64_t chunks, std::uint64_t room) {
+          std::vector<std::uint64_t> v = plan(bytes, order, chunks);
+          if (v.size() > room) v.resize(room);
+          return v;
+        },
+        [&](std::uint64_t i) {
+          const std::uint64_t m0 = steady_ns();
+          const std::uint64_t j = map_one(i);
+          map_ns += steady_ns() - m0;
+          return j == no_granule ? no_offset : j * map_.granule_bytes();
+        },
+        [&](std::uint64_t i) { return i * map_.granule_bytes(); });
+    if (r.answered) {
+      counters_.service_round_ns += steady_ns() - t0;
+      counters_.service_map_ns += map_ns;
+      ++counters_.service_rounds;
+      counters_.service_refusals += r.mapped == 0;
+    }
+    return r.answered;
+  }
 
   //! Whether a synchronising call should trim for the release threshold, and to what
   //! (`keep_bytes`: the threshold rounded up to granules): only when more is mapped than that, and
@@ -594,19 +634,6 @@ class growth_controller {
   std::vector<std::uint64_t> charged_;  // per granule: its budget record (0: none)
   std::string last_refusal_;
   bool planned_run_ = false;  // the last plan was an aligned run for a block larger than a granule
-};
-
-//! The host's side of the mailbox's atomics (service_round's P on a host thread): std::atomic_ref,
-//! so the words may be in mapped pinned memory that a GPU writes. Loads and stores only.
-struct host_atomics {
-  template <class T, memory_order O, scope S>
-  static T load(T* p, order_tag<O>, scope_tag<S>) noexcept {
-    return std::atomic_ref<T>(*p).load(O == memory_order::relaxed ? std::memory_order_relaxed : std::memory_order_acquire);
-  }
-  template <class T, memory_order O, scope S>
-  static void store(T* p, T v, order_tag<O>, scope_tag<S>) noexcept {
-    std::atomic_ref<T>(*p).store(v, O == memory_order::relaxed ? std::memory_order_relaxed : std::memory_order_release);
-  }
 };
 
 //! The growth service's thread (host): calls `round()` (one service_round of the heap, which

@@ -150,7 +150,7 @@ class basic_growable_heap {
         if (ctl_.last_refusal().empty()) throw;
         throw toga::bad_alloc(std::string("toga::cpu::growable_heap: ") + e.what());
       }
-      if (o.service) service_.start([this] { return service_round_once(); }, mailbox_.get());
+      if (o.service) service_.start([this] { return ctl_.serve(mailbox_.get(), cursor_); }, mailbox_.get());
     } catch (...) {
       ctl_.unmap_all();
       ctl_.account().release_all();
@@ -265,31 +265,6 @@ class basic_growable_heap {
       (void)growth_waiter<platform>::adopt_published(mailbox_.get(), [&](std::uint64_t off) { return view_.adopt_granule(off); },
                                                      ~std::uint64_t{0});
     });
-  }
-  // One round of the growth service (toga/growth_service.hpp), under the service's lock.
-  bool service_round_once() {
-    const std::uint64_t round_t0 = toga::steady_ns();
-    std::uint64_t map_ns = 0;
-    const service_round_result r = service_round<host_atomics>(
-        mailbox_.get(), cursor_,
-        [&](std::uint64_t, std::uint64_t bytes, unsigned order, std::uint64_t chunks, std::uint64_t room) {
-          std::vector<std::uint64_t> v = ctl_.plan(bytes, order, chunks);
-          if (v.size() > room) v.resize(room);
-          return v;
-        },
-        [&](std::uint64_t i) {
-          const std::uint64_t t0 = toga::steady_ns();
-          const std::uint64_t j = ctl_.map_one(i);
-          map_ns += toga::steady_ns() - t0;
-          return j == decltype(ctl_)::no_granule ? toga::no_offset : j * ctl_.granule_bytes();
-        }, [&](std::uint64_t i) { return i * ctl_.granule_bytes(); });
-    if (r.answered) {
-      ctl_.mutable_counters().service_round_ns += toga::steady_ns() - round_t0;
-      ctl_.mutable_counters().service_map_ns += map_ns;
-      ++ctl_.mutable_counters().service_rounds;
-      if (r.mapped == 0) ++ctl_.mutable_counters().service_refusals;
-    }
-    return r.answered;
   }
   template <class F>
   static void on_one_thread(F&& f) {
