@@ -184,6 +184,43 @@ TEST(GrowthService, BadWaitBoundsAreRefusedByName) {
   toga::growth_options o = service_opts(64 * MiB, 2 * MiB, 0, 0);
   o.service = false;
   EXPECT_NO_THROW(growable_heap h(o));
+  toga::growth_options a = service_opts(64 * MiB, 2 * MiB);
+  a.service_ahead_percent = toga::max_service_ahead_percent + 1;
+  try {
+    growable_heap h(a);
+    ADD_FAILURE() << "service_ahead_percent " << a.service_ahead_percent << " accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("service_ahead_percent"), std::string::npos) << e.what();
+  }
+}
+
+// service_ahead_percent (design.md §12.6): with doubling, filling a heap from empty takes a few
+// rounds, not one per granule, and maps at most twice what the blocks need (plus the demand's
+// quarter); with 0, each round maps only what was posted.
+TEST(GrowthService, RoundsMapAheadOfDemandGeometrically) {
+  std::uint64_t rounds[2] = {0, 0}, mapped[2] = {0, 0};
+  for (const std::uint64_t pct : {std::uint64_t{0}, std::uint64_t{100}}) {
+    SCOPED_TRACE("service_ahead_percent " + std::to_string(pct));
+    toga::growth_options o = service_opts(512 * MiB, 2 * MiB);
+    o.service_ahead_percent = pct;
+    growable_heap h(o);
+    // one thread at a time asks for a 64 KiB block, 1,024 times (64 MiB): each failure is a round
+    const unsigned threads = 1, per = 1024;
+    std::vector<void*> out(threads * per, nullptr);
+    EXPECT_EQ(alloc_all(h, out, threads, per, 64 * KiB), 0u);
+    const toga::growth_counters c = h.counters();
+    rounds[pct != 0] = c.service_rounds;
+    mapped[pct != 0] = c.mapped_bytes;
+    EXPECT_FALSE(h.check().has_value()) << *h.check();
+    EXPECT_EQ(free_all(h, out, threads, per, 64 * KiB), 0u);
+    EXPECT_EQ(h.trim_to(0), c.mapped_bytes) << "the part mapped ahead is given back like the rest";
+  }
+  std::printf("64 MiB from empty, one thread: %llu rounds mapping %llu MiB without mapping ahead, %llu rounds mapping %llu MiB with doubling\n",
+              static_cast<unsigned long long>(rounds[0]), static_cast<unsigned long long>(mapped[0] / MiB),
+              static_cast<unsigned long long>(rounds[1]), static_cast<unsigned long long>(mapped[1] / MiB));
+  EXPECT_GE(rounds[0], 32u) << "without mapping ahead, one round per 2 MiB granule";
+  EXPECT_LE(rounds[1], 8u) << "doubling: about log2(32) rounds";
+  EXPECT_LE(mapped[1], 2 * 64 * MiB + 4 * MiB) << "at most twice what was needed";
 }
 
 // ---- the host tier (growth_options::spill; design.md §12.7) ----

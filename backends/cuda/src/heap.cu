@@ -385,7 +385,8 @@ heap::heap(heap_options options) : options_(options) {
   device_ = options_.device;
   device_guard guard(device_);
   const toga::growth_options go{options_.max_bytes,     options_.initial_bytes,  options_.headroom_bytes, options_.release_threshold,
-                                options_.granule_bytes, options_.growth_service, options_.growth_wait_us, options_.spill};
+                                options_.granule_bytes, options_.growth_service, options_.growth_wait_us, options_.spill,
+                                options_.growth_ahead_percent};
   const std::uint64_t capacity = toga::growth_capacity(go, toga::heap_layout::max_heap_bytes);
   TOGA_CUDA_TRY(cudaFree(nullptr));  // the primary context, which the driver calls below use
   {
@@ -711,10 +712,12 @@ heap_attributes heap::attributes() const {
       a.service_refusals = growth_->ctl.counters().service_refusals;
       a.service_round_ns = growth_->ctl.counters().service_round_ns;
       a.service_map_ns = growth_->ctl.counters().service_map_ns;
-      a.service_waits = toga::host_atomics::load(&m.waits, toga::relaxed, toga::system_scope);
-      a.service_served = toga::host_atomics::load(&m.served, toga::relaxed, toga::system_scope);
-      a.service_timeouts = toga::host_atomics::load(&m.timeouts, toga::relaxed, toga::system_scope);
-      a.service_gave_up = toga::host_atomics::load(&m.refusals, toga::relaxed, toga::system_scope);
+      toga::growth_counters t;
+      toga::read_service_tally(m, t);
+      a.service_waits = t.service_waits;
+      a.service_served = t.service_served;
+      a.service_timeouts = t.service_timeouts;
+      a.service_gave_up = t.service_gave_up;
     }
   }
   return a;

@@ -357,12 +357,17 @@ struct allocator {
   TOGA_DEVICE TOGA_FORCEINLINE void* allocate(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     if (bytes > heap_bytes) return fail_too_large();  // before rounding: round_up overflows past 2^63
     const std::uint64_t s = geom::round_up(bytes ? bytes : 1);
-    void* p = s <= geom::ualloc_always_max_bytes ? allocate_small(geom::class_of(s))
-                                                 // one call site off the inline fast path (E10)
-                                                 : out_of_line([&](const allocator& v) { return v.allocate_above_small(s, true); });
-    // growable heaps with a growth service: wait for it (design.md §12.6)
-    if (p == nullptr && small.buddy.grow_granule != 0) p = out_of_line([&](const allocator& v) { return v.allocate_waiting(s, true); });
-    return p;
+    // Growable heaps with a growth service: a failed request waits for growth and tries again
+    // (design.md §12.6). The wait is a call of its own and the retry goes round this one loop,
+    // so the fast path is inlined once and the wait adds no depth to the allocation's calls.
+    for (std::uint64_t deadline = 0;;) {
+      void* p = s <= geom::ualloc_always_max_bytes ? allocate_small(geom::class_of(s))
+                                                   // one call site off the inline fast path (E10)
+                                                   : out_of_line([&](const allocator& v) { return v.allocate_above_small(s, true); });
+      if (p != nullptr || small.buddy.grow_granule == 0) return p;
+      deadline = out_of_line([&](const allocator& v) { return v.wait_for_growth(s, true, deadline); });
+      if (deadline == 0) return nullptr;
+    }
   }
   //! At least `bytes` bytes aligned to `alignment` (a power of two), or nullptr.
   TOGA_DEVICE void* allocate(std::uint64_t bytes, std::uint64_t alignment) const TOGA_NOEXCEPT(P) {
@@ -373,10 +378,13 @@ struct allocator {
     // UAlloc slots are aligned to min(s, 128); beyond 128 only superbin slots (aligned to their
     // size) and TBuddy blocks are aligned enough.
     const bool ualloc_ok = alignment <= geom::bin_header_bytes;
-    void* p = s <= geom::ualloc_always_max_bytes && ualloc_ok ? allocate_small(geom::class_of(s))
-                                                              : out_of_line([&](const allocator& v) { return v.allocate_above_small(s, ualloc_ok); });
-    if (p == nullptr && small.buddy.grow_granule != 0) p = out_of_line([&](const allocator& v) { return v.allocate_waiting(s, ualloc_ok); });
-    return p;
+    for (std::uint64_t deadline = 0;;) {  // (the growth service's retry: see allocate(bytes))
+      void* p = s <= geom::ualloc_always_max_bytes && ualloc_ok ? allocate_small(geom::class_of(s))
+                                                                : out_of_line([&](const allocator& v) { return v.allocate_above_small(s, ualloc_ok); });
+      if (p != nullptr || small.buddy.grow_granule == 0) return p;
+      deadline = out_of_line([&](const allocator& v) { return v.wait_for_growth(s, ualloc_ok, deadline); });
+      if (deadline == 0) return nullptr;
+    }
   }
   //! The bytes a request of `bytes` (aligned to `alignment`, 0 or a power of two) is served with:
   //! a UAlloc class (16 B, 32 B; up to 1 KiB without superbins), a superbin class (64 B ..
@@ -474,63 +482,72 @@ struct allocator {
   }
   // A request of s bytes (rounded) failed on a growable heap. With a growth service (design.md
   // §12.6, toga/growth_service.hpp) and growth able to serve it (granules left to map, no byte
-  // limit refusing), the lanes here post their demand together, wait for the service to answer,
-  // adopt what it published and retry; until served, refused, stopped or out of time. Without a
-  // service: nullptr at once (the failure was recorded as demand for grow_if_needed).
-  TOGA_DEVICE TOGA_NOINLINE void* allocate_waiting(std::uint64_t s, bool ualloc_ok) const TOGA_NOEXCEPT(P) {
+  // limit refusing), the lanes here post their demand together, the group's leader waits for the
+  // service to answer and adopts what it published; then the caller tries the request again
+  // (and, if it fails, calls this again with the deadline returned). Returns the deadline
+  // (P::clock_ns, never 0) to go on with, or 0: give up with nullptr (counted here, once).
+  // `deadline` 0: the request's first wait. Without a service: 0 at once (the failure was
+  // recorded as demand for grow_if_needed).
+  TOGA_DEVICE TOGA_NOINLINE std::uint64_t wait_for_growth(std::uint64_t s, bool ualloc_ok, std::uint64_t deadline) const TOGA_NOEXCEPT(P) {
     growth_state& gs = globals->growth;
     growth_mailbox* m = reinterpret_cast<growth_mailbox*>(P::load(&gs.service, relaxed, device_scope));
-    if (m == nullptr) return nullptr;
+    if (m == nullptr) return 0;
     using W = growth_waiter<P, SB>;
-    const std::uint64_t deadline = P::clock_ns() + P::load(&gs.service_wait_ns, relaxed, device_scope);
+    if (deadline == 0) {
+      deadline = P::clock_ns() + P::load(&gs.service_wait_ns, relaxed, device_scope);
+      deadline += deadline == 0;
+      P::fetch_add(&m->waits, std::uint64_t{1}, relaxed, system_scope);
+    }
     const std::uint64_t served = served_bytes(s, ualloc_ok ? 0 : s);
     const bool small_class = served <= geom::max_class_bytes && (served < geom::sb_min_class_bytes || sb_max_bytes == 0);
     const std::uint64_t block = small_class ? geom::chunk_bytes : served < (std::uint64_t{1} << small.sb_shift) ? (std::uint64_t{1} << small.sb_shift) : served;
     const std::uint32_t order = geom::order_of(block);
     const int arena = small_class ? static_cast<int>(P::sm_id() % small.num_arenas) : -1;
-    P::fetch_add(&m->waits, std::uint64_t{1}, relaxed, system_scope);
     arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
-    for (;;) {
-      // growth cannot serve it: the byte limit refuses, or every granule is mapped and adopted
-      // (count_failed counted nothing for it: counted here, once)
-      const std::uint64_t lim = P::load(&globals->limit.limit, relaxed, device_scope);
-      if (lim != 0 && P::load(&globals->limit.reserved, relaxed, device_scope) + block > lim) {
-        P::fetch_add(&st.failed_limit, std::uint64_t{1}, relaxed, device_scope);
-        return nullptr;
-      }
-      if (P::load(&gs.mapped_granules, relaxed, device_scope) >= P::load(&gs.max_granules, relaxed, device_scope)) {
-        P::fetch_add(&st.failed, std::uint64_t{1}, relaxed, device_scope);
-        return nullptr;
-      }
-      // post as one group per warp (the lanes here now); the leader's ticket for all
-      const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(m)));
-      std::uint64_t total = 0, max_order = 0;
-      int chunk_arena = -1;
-      for (std::uint32_t mm = g.mask; mm; mm &= mm - 1) {  // the group's bytes, largest order, chunk need
-        const int l = static_cast<int>(bits::ctz(mm));
-        total += g.size == 1 ? served : P::shfl(g.mask, served, l);
-        const std::uint32_t ol = g.size == 1 ? order : P::shfl(g.mask, order, l);
-        max_order = ol > max_order ? ol : max_order;
-        const std::uint32_t al = g.size == 1 ? static_cast<std::uint32_t>(arena + 1) : P::shfl(g.mask, static_cast<std::uint32_t>(arena + 1), l);
-        if (al != 0) chunk_arena = static_cast<int>(al) - 1;
-      }
-      std::uint64_t ticket = 0;
-      if (g.is_leader()) ticket = W::post(m, g.size, total, static_cast<unsigned>(max_order), chunk_arena);
-      (void)ticket;  // (the leader's: only the leader waits)
-      // the leader waits and adopts for the group (one poller per warp: the waits read host memory)
-      std::uint32_t ow = 0;
-      if (g.is_leader()) ow = static_cast<std::uint32_t>(W::wait(m, [&](std::uint64_t off) { return adopt_granule(off); }, deadline, ticket));
-      const auto o = static_cast<typename W::outcome>(g.broadcast(ow));
-      if (o != W::outcome::retry) {
-        P::fetch_add(o == W::outcome::timeout ? &m->timeouts : &m->refusals, std::uint64_t{1}, relaxed, system_scope);
-        return nullptr;
-      }
-      void* p = s <= geom::ualloc_always_max_bytes && ualloc_ok ? allocate_small(geom::class_of(s)) : allocate_above_small(s, ualloc_ok);
-      if (p != nullptr) {
-        P::fetch_add(&m->served, std::uint64_t{1}, relaxed, system_scope);
-        return p;
-      }
+    // growth cannot serve it: the byte limit refuses, or every granule is mapped and adopted
+    // (count_failed counted nothing for it: counted here, once)
+    const std::uint64_t lim = P::load(&globals->limit.limit, relaxed, device_scope);
+    if (lim != 0 && P::load(&globals->limit.reserved, relaxed, device_scope) + block > lim) {
+      P::fetch_add(&st.failed_limit, std::uint64_t{1}, relaxed, device_scope);
+      P::fetch_add(&m->exhausted, std::uint64_t{1}, relaxed, system_scope);
+      return 0;
     }
+    if (P::load(&gs.mapped_granules, relaxed, device_scope) >= P::load(&gs.max_granules, relaxed, device_scope)) {
+      P::fetch_add(&st.failed, std::uint64_t{1}, relaxed, device_scope);
+      P::fetch_add(&m->exhausted, std::uint64_t{1}, relaxed, system_scope);
+      return 0;
+    }
+    // post as one group per warp (the lanes here now); the leader's ticket for all
+    const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(m)));
+    std::uint64_t total = 0, max_order = 0;
+    int chunk_arena = -1;
+    for (std::uint32_t mm = g.mask; mm; mm &= mm - 1) {  // the group's bytes, largest order, chunk need
+      const int l = static_cast<int>(bits::ctz(mm));
+      total += g.size == 1 ? served : P::shfl(g.mask, served, l);
+      const std::uint32_t ol = g.size == 1 ? order : P::shfl(g.mask, order, l);
+      max_order = ol > max_order ? ol : max_order;
+      const std::uint32_t al = g.size == 1 ? static_cast<std::uint32_t>(arena + 1) : P::shfl(g.mask, static_cast<std::uint32_t>(arena + 1), l);
+      if (al != 0) chunk_arena = static_cast<int>(al) - 1;
+    }
+    // the leader posts, waits and adopts for the group (one poller per warp: the waits read host memory)
+    std::uint32_t ow = 0;
+    if (g.is_leader()) {
+      const std::uint64_t ticket = W::post(m, g.size, total, static_cast<unsigned>(max_order), chunk_arena);
+      auto o = W::await(m, deadline, ticket);
+      if (o == W::outcome::retry && !adopt_published_granules(m, deadline)) o = W::outcome::timeout;
+      ow = static_cast<std::uint32_t>(o);
+    }
+    const auto o = static_cast<typename W::outcome>(g.broadcast(ow));
+    if (o != W::outcome::retry) {
+      P::fetch_add(o == W::outcome::timeout ? &m->timeouts : &m->refusals, std::uint64_t{1}, relaxed, system_scope);
+      return 0;
+    }
+    return deadline;
+  }
+  // Adopts the granules the growth service published (growth_waiter::adopt_published; a call of
+  // its own: TBuddy's free path under it stays off the waiting path's frame).
+  TOGA_DEVICE TOGA_NOINLINE bool adopt_published_granules(growth_mailbox* m, std::uint64_t deadline) const TOGA_NOEXCEPT(P) {
+    return growth_waiter<P, SB>::adopt_published(m, [&](std::uint64_t off) { return adopt_granule(off); }, deadline);
   }
   // Counts n failed requests that needed a TBuddy block of `block_bytes` (a chunk for UAlloc):
   // refused by the byte limit if charging that block would exceed it now, else exhaustion.
@@ -539,7 +556,7 @@ struct allocator {
   // for at their served size (`bytes` each: a class of 16 B counts 16 B, not the 512 KiB chunk
   // every failing group would otherwise claim), and the order of the block they needed.
   TOGA_DEVICE void count_failed(arena_stats& st, unsigned n, std::uint64_t bytes, std::uint64_t block_bytes) const TOGA_NOEXCEPT(P) {
-    // with a growth service every failure goes on to allocate_waiting, which counts it once
+    // with a growth service every failure goes on to wait_for_growth, which counts it once
     if (small.buddy.grow_granule != 0 && P::load(&globals->growth.service, relaxed, device_scope) != 0) return;
     const std::uint64_t lim = P::load(&globals->limit.limit, relaxed, device_scope);
     const bool by_limit = lim != 0 && P::load(&globals->limit.reserved, relaxed, device_scope) + block_bytes > lim;

@@ -98,7 +98,16 @@ struct growth_options {
   std::uint64_t service_wait_us = 1'000'000;
   //! When a granule is backed by host memory instead (design.md §12.7, the host tier).
   spill_policy spill = spill_policy::never;
+  //! Growth service only: a round that maps anything maps at least this percent of the bytes
+  //! mapped already (geometric growth, like a vector's capacity; 100: doubling), so that a
+  //! kernel that fills a heap from empty waits for a few rounds, not one per granule (design.md
+  //! §12.6). The part beyond the posted demand is device memory only (it never spills) and is
+  //! given back by trims and the release threshold like the rest. 0: the demand only. At most 1,000.
+  std::uint64_t service_ahead_percent = 100;
 };
+
+//! The largest service_ahead_percent toga accepts.
+inline constexpr std::uint64_t max_service_ahead_percent = 1000;
 
 //! The longest service_wait_us toga accepts (60 s).
 inline constexpr std::uint64_t max_service_wait_us = 60'000'000;
@@ -192,6 +201,9 @@ inline std::uint64_t growth_capacity(const growth_options& o, std::uint64_t max_
   if (o.service && (o.service_wait_us == 0 || o.service_wait_us > max_service_wait_us))
     throw std::invalid_argument("toga: service_wait_us " + std::to_string(o.service_wait_us) + " is not in [1, " +
                                 std::to_string(max_service_wait_us) + "] (microseconds a request waits for the growth service)");
+  if (o.service_ahead_percent > max_service_ahead_percent)
+    throw std::invalid_argument("toga: service_ahead_percent " + std::to_string(o.service_ahead_percent) + " is not in [0, " +
+                                std::to_string(max_service_ahead_percent) + "] (percent of the mapped bytes a growth service round maps at least)");
   if (o.initial_bytes > o.max_bytes)
     throw std::invalid_argument("toga: initial_bytes " + std::to_string(o.initial_bytes) + " exceeds max_bytes " + std::to_string(o.max_bytes) +
                                 "; lower initial_bytes or raise max_bytes");
@@ -345,6 +357,18 @@ struct host_atomics {
     std::atomic_ref<T>(*p).store(v, O == memory_order::relaxed ? std::memory_order_relaxed : std::memory_order_release);
   }
 };
+
+//! The device's tally of the requests that waited for the growth service (`waits` and how they
+//! ended), read from the mailbox. Exact at quiescence; while a kernel runs, a request still
+//! waiting counts as served.
+inline void read_service_tally(growth_mailbox& m, growth_counters& c) noexcept {
+  c.service_waits = host_atomics::load(&m.waits, relaxed, system_scope);
+  c.service_timeouts = host_atomics::load(&m.timeouts, relaxed, system_scope);
+  c.service_gave_up = host_atomics::load(&m.refusals, relaxed, system_scope);
+  const std::uint64_t exhausted = host_atomics::load(&m.exhausted, relaxed, system_scope);
+  const std::uint64_t ended = c.service_timeouts + c.service_gave_up + exhausted;
+  c.service_served = c.service_waits > ended ? c.service_waits - ended : 0;
+}
 
 //! The granules (indices, ascending) a growth maps for a recorded demand of `demand_bytes`
 //! (failed requests, each at its served size) whose largest block was 4 KiB x 2^`demand_order`:
@@ -505,7 +529,9 @@ class growth_controller {
   //! withdraw from the top) give them back first. Returns the granule mapped (i, or where the host
   //! granule went), or no_granule (counted in growth_failures; budget_refusals counts the device
   //! budget's refusals, spilled or not) with nothing left charged or mapped.
-  std::uint64_t map_one(std::uint64_t i) {
+  //! `ahead` (the growth service's part beyond the demand): device memory only, and a refusal
+  //! is not counted (nothing asked for that granule yet).
+  std::uint64_t map_one(std::uint64_t i, bool ahead = false) {
     if (map_.is_mapped(i)) {  // a host granule of this growth went there: the lowest unmapped one instead
       if (planned_run_) return no_granule;
       std::uint64_t k = 0;
@@ -515,9 +541,10 @@ class growth_controller {
     }
     if (charge(i, memory_tier::device)) {
       if (map_granule(i, memory_tier::device)) return mapped_one(i);
-    } else {
+    } else if (!ahead) {
       ++counters_.budget_refusals;
     }
+    if (ahead) return no_granule;
     if (options_.spill == spill_policy::when_device_full) {
       std::uint64_t j = i;
       if (!planned_run_ && Bug != growth_bug::host_placed_in_plan)
@@ -542,16 +569,19 @@ class growth_controller {
   bool serve(growth_mailbox* m, service_cursor& cursor) {
     const std::uint64_t t0 = steady_ns();
     std::uint64_t map_ns = 0;
+    std::size_t demand_n = 0, calls = 0;
     const service_round_result r = service_round<host_atomics>(
         m, cursor,
         [&](std::uint64_t, std::uint64_t bytes, unsigned order, std::uint64_t chunks, std::uint64_t room) {
           std::vector<std::uint64_t> v = plan(bytes, order, chunks);
+          demand_n = v.size();
+          if (!v.empty() && !planned_run_) add_ahead(v);
           if (v.size() > room) v.resize(room);
           return v;
         },
         [&](std::uint64_t i) {
           const std::uint64_t m0 = steady_ns();
-          const std::uint64_t j = map_one(i);
+          const std::uint64_t j = map_one(i, calls++ >= demand_n);  // (the part ahead of demand)
           map_ns += steady_ns() - m0;
           return j == no_granule ? no_offset : j * map_.granule_bytes();
         },
@@ -563,6 +593,14 @@ class growth_controller {
       counters_.service_refusals += r.mapped == 0;
     }
     return r.answered;
+  }
+
+  //! The growth service's geometric minimum (growth_options::service_ahead_percent): adds the
+  //! lowest unmapped granules not in `v` until `v` holds that percent of the mapped granules.
+  void add_ahead(std::vector<std::uint64_t>& v) const {
+    const std::uint64_t want = map_.mapped_granules() * options_.service_ahead_percent / 100;
+    for (std::uint64_t k = 0; k < usable_ && v.size() < want; ++k)
+      if (!map_.is_mapped(k) && std::find(v.begin(), v.end(), k) == v.end()) v.push_back(k);
   }
 
   //! Whether a synchronising call should trim for the release threshold, and to what

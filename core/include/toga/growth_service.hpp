@@ -20,11 +20,13 @@
 //!  * A round (service, `service_round`): reads posted_requests P (acquire); if it is above
 //!    `answered`, maps granules for what was posted since the last round (the backend's plan:
 //!    growth_controller::plan, at most the ring's free entries), writes each granule's offset in
-//!    the ring *after* mapping it, then `published` (release); a round that maps nothing (the
-//!    driver, the budget or the range refused) stores P in `refused`; then `round` and finally
+//!    the ring *after* mapping it, then `published` (release); a round whose mapping failed before
+//!    it mapped anything (the driver or the budget refused) stores P in `refused` (a plan with
+//!    nothing left to map is no refusal: granules an earlier round published may serve the
+//!    waiters, who give up as exhausted once every granule is adopted); then `round` and finally
 //!    `answered` = P (release). A waiter that sees `answered` >= its ticket therefore sees every
 //!    granule that round published, and whether it refused.
-//!  * Waiting (device, `wait`): the lanes whose request failed post together (one group per
+//!  * Waiting (device, `await`): the lanes whose request failed post together (one group per
 //!    warp) and get a ticket, posted_requests after their addition; they spin (backoff) until
 //!    `answered` >= ticket, adopt, and retry the request, posting again if it fails. No wake-up
 //!    is lost: the ticket is compared with a monotonic count, never with a "changed since"
@@ -76,7 +78,7 @@ struct alignas(64) growth_mailbox {
   std::uint64_t adopt_lock;       //!< 1 while a thread adopts published granules
   std::uint64_t adopted;          //!< ring entries adopted (written by the lock holder only)
   std::uint64_t waits;            //!< requests that waited for the service (statistics)
-  std::uint64_t served;           //!< ... and then got a block
+  std::uint64_t exhausted;        //!< ... and gave up because growth could not serve it any more (limit, range)
   std::uint64_t timeouts;         //!< ... and gave up at the deadline (nullptr)
   std::uint64_t refusals;         //!< ... and gave up because the service could map nothing (nullptr)
   std::uint64_t pad0[6];
@@ -137,8 +139,11 @@ service_round_result service_round(growth_mailbox* m, service_cursor& cur, Plan&
   const std::uint64_t adopted = P::load(&m->adopted, acquire, system_scope);
   const std::uint64_t room = growth_mailbox::ring - (published - adopted);
   if (room == 0) return r;  // the waiters have not adopted the last granules yet: answer later
+  bool attempted = false;  // a plan with nothing to map (every granule mapped) refuses nothing:
+                           // the waiters adopt what was published and give up once all is adopted
   for (const std::uint64_t i : plan(r.requests, r.bytes, r.order, r.chunks, room)) {
     if (r.mapped == room) break;
+    attempted = true;
     if constexpr (Bug == service_bug::published_before_mapped) {
       P::store(&m->granule[published % growth_mailbox::ring], offset(i), relaxed, system_scope);
       P::store(&m->published, ++published, release, system_scope);
@@ -152,7 +157,7 @@ service_round_result service_round(growth_mailbox* m, service_cursor& cur, Plan&
       ++r.mapped;
     }
   }
-  if (r.mapped == 0 && Bug != service_bug::refusal_not_published) P::store(&m->refused, posted, relaxed, system_scope);
+  if (r.mapped == 0 && attempted && Bug != service_bug::refusal_not_published) P::store(&m->refused, posted, relaxed, system_scope);
   P::store(&m->round, round + 1, relaxed, system_scope);
   P::store(&m->answered, posted, release, system_scope);
   r.answered = true;
@@ -213,11 +218,10 @@ struct growth_waiter {
   //! Why a wait ended.
   enum class outcome : std::uint32_t { retry, refused, timeout, stopped };
 
-  //! After a failed attempt posted `ticket` (post's result): waits until the service answered it,
-  //! adopts what it published. `retry`: try the request again (and, if it fails, post and wait
-  //! again); the others: give up with nullptr.
-  template <class Adopt>
-  static TOGA_DEVICE outcome wait(growth_mailbox* m, Adopt&& adopt, std::uint64_t deadline, std::uint64_t ticket) TOGA_NOEXCEPT(P) {
+  //! After a failed attempt posted `ticket` (post's result): waits until the service answered it.
+  //! `retry`: adopt what it published (adopt_published) and try the request again (if it fails,
+  //! post and wait again); the others: give up with nullptr.
+  static TOGA_DEVICE outcome await(growth_mailbox* m, std::uint64_t deadline, std::uint64_t ticket) TOGA_NOEXCEPT(P) {
     if constexpr (Bug == service_bug::lost_wakeup) {
       const std::uint64_t r0 = P::load(&m->round, acquire, system_scope);  // read after posting: a round may have answered already
       for (unsigned attempt = 0; P::load(&m->round, acquire, system_scope) == r0; ++attempt) {
@@ -233,7 +237,6 @@ struct growth_waiter {
       }
     }
     if (P::load(&m->refused, relaxed, system_scope) >= ticket) return outcome::refused;
-    if (!adopt_published(m, adopt, deadline)) return outcome::timeout;
     return outcome::retry;
   }
 };

@@ -177,11 +177,7 @@ class basic_growable_heap {
     auto g = hold();
     growth_counters c = ctl_.counters();
     if (mailbox_) {
-      growth_mailbox& m = *mailbox_;
-      c.service_waits = host_atomics::load(&m.waits, relaxed, system_scope);
-      c.service_served = host_atomics::load(&m.served, relaxed, system_scope);
-      c.service_timeouts = host_atomics::load(&m.timeouts, relaxed, system_scope);
-      c.service_gave_up = host_atomics::load(&m.refusals, relaxed, system_scope);
+      read_service_tally(*mailbox_, c);
     }
     return c;
   }

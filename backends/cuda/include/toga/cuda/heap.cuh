@@ -146,6 +146,11 @@ struct heap_options {
   //! same range: kernels see no difference but its bandwidth). `never` (default). Growable heaps
   //! only; std::invalid_argument where the driver cannot make host VMM allocations.
   toga::spill_policy spill = toga::spill_policy::never;
+  //! With growth_service: a round of the service maps at least this percent of the bytes mapped
+  //! already (geometric growth; 100: doubling; 0: only what the waiting requests posted), so that
+  //! a kernel filling a heap from empty waits a few rounds, not one per granule. The part ahead of
+  //! demand is device memory only and is given back by trims like the rest. 0 .. 1,000.
+  std::uint64_t growth_ahead_percent = 100;
 };
 
 using device_allocator = toga::allocator<platform>;
