@@ -4,7 +4,8 @@
 // with mixed=1) from a heap that starts with nothing mapped, so that their requests wait for the
 // service, adopt what it publishes and retry while other lanes allocate, adopt and free. The
 // service maps at most `budget` granules (-1: every one) and refuses after that, as a driver or a
-// device budget would; its "driver call" is a scheduling point between choosing a granule and the
+// device budget would; with ahead=N each round maps at least N % of the granules mapped (the
+// growth controller's geometric minimum); its "driver call" is a scheduling point between choosing a granule and the
 // granule having memory (a ghost bit per granule). After the workers finish, the service lane
 // adopts what nobody adopted (the host's synchronising call), then the workers' blocks are freed.
 //
@@ -49,6 +50,7 @@ struct service_inst final : instance {
   std::uint64_t size, granule_bytes = 0, granules = 0, hb = 0;
   bool mixed;
   std::int64_t budget;
+  std::uint64_t ahead;  // percent of the mapped granules a round maps at least (growth_options::service_ahead_percent)
   heap_layout layout;
   std::unique_ptr<char, unmapper> heap;
   std::vector<std::uint64_t> meta;
@@ -69,6 +71,7 @@ struct service_inst final : instance {
         size(static_cast<std::uint64_t>(p.get("size", 4096))),
         mixed(p.get("mixed", 0) != 0),
         budget(p.get("budget", -1)),
+        ahead(static_cast<std::uint64_t>(p.get("ahead", 0))),
         blocks(lanes) {
     const std::uint64_t heap_bytes = static_cast<std::uint64_t>(p.get("heap_kib", 1024)) * 1024;
     layout = heap_layout::make<P>(heap_layout::levels_for(heap_bytes), w.config().sms, static_cast<int>(p.get("sb_shift", -1)));
@@ -101,6 +104,10 @@ struct service_inst final : instance {
     const auto plan = [&](std::uint64_t, std::uint64_t bytes, unsigned order, std::uint64_t chunks, std::uint64_t room) {
       std::vector<std::uint64_t> v = plan_growth(bytes + chunks * geom::chunk_bytes, order, 0, granule_bytes, granules,
                                                  [&](std::uint64_t i) { return static_cast<bool>(mapped[i]); });
+      // mapping ahead of demand (growth_controller::add_ahead): the lowest other unmapped granules
+      const bool run = order < 63 - geom::page_shift && (geom::page_bytes << order) > granule_bytes;
+      for (std::uint64_t k = 0; !run && !v.empty() && k < granules && v.size() < mapped_count * ahead / 100; ++k)
+        if (!mapped[k] && std::find(v.begin(), v.end(), k) == v.end()) v.push_back(k);
       if (v.size() > room) v.resize(room);
       return v;
     };
@@ -193,7 +200,7 @@ void register_service_scenarios() {
       {"grow-service",
        "growable heap with a growth service: the last lane maps granules (at most `budget`) while the others' requests wait, "
        "adopt and retry; params warps=2 threads=2 sms=1 ops=2 size=4096 mixed=0 heap_kib=1024 granule_kib=256 budget=-1 "
-       "wait_us=10000000 bug=0 (1 granule published before it is mapped, 2 adopter lock not atomic, 3 lost wake-up, 4 a "
+       "wait_us=10000000 ahead=0 bug=0 (1 granule published before it is mapped, 2 adopter lock not atomic, 3 lost wake-up, 4 a "
        "refusal not published)",
        expectation::pass,
        [](const params& p) {
@@ -212,6 +219,7 @@ void register_service_scenarios() {
        drawn({"budget", -1, 100'000, -1, "granules the service maps before refusing (-1: all)"}, 0, 4, draw_kind::uniform, true),
        drawn_from({"wait_us", 1, 60'000'000, 10'000'000, "how long a request waits for the service (us; 100 ns per scheduling point)"},
                   {1, 50, 2'000}, true),
+       drawn_from({"ahead", 0, 1'000, 0, "percent of the mapped granules a round maps at least (service_ahead_percent)"}, {0, 100, 300}),
        {"sb_shift", -1, geom::sb_max_shift, -1, "log2 of the superbin bytes (0: none; -1: toga's choice)"},
        {"bug", 0, 4, 0, "planted bug"}});
   sc.shape_limit = [](const params& p) -> std::optional<std::string> {

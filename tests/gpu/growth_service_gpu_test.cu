@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include <utility>
 
 #include "gpu_test_support.cuh"
 #include "toga/cuda/heap.cuh"
@@ -111,10 +112,13 @@ toga::cuda::heap_options service_options(std::uint64_t max_bytes, std::uint64_t 
 TEST(GrowthService, EightGiBOfFourKiBBlocksInOneLaunchFromEmpty) {
   TOGA_TEST_REQUIRE_GPU();
   if (free_device_bytes() < 20 * GiB) GTEST_SKIP() << "needs 20 GiB free";
-  for (const std::uint64_t headroom : {std::uint64_t{0}, 2 * GiB}) {
-  SCOPED_TRACE("headroom " + std::to_string(headroom / MiB) + " MiB");
+  // (growth_ahead_percent 0: each round maps only what was posted since the last; 100: doubling)
+  const std::pair<std::uint64_t, std::uint64_t> configs[] = {{0, 0}, {100, 0}, {100, 2 * GiB}};
+  for (const auto& [ahead, headroom] : configs) {
+  SCOPED_TRACE("ahead " + std::to_string(ahead) + " %, headroom " + std::to_string(headroom / MiB) + " MiB");
   toga::cuda::heap_options o = service_options(16 * GiB);
   o.headroom_bytes = headroom;
+  o.growth_ahead_percent = ahead;
   toga::cuda::heap h(o);
   ASSERT_EQ(h.mapped_bytes(), 0u);
   const std::uint64_t n = 2u << 20;  // 2^21 x 4 KiB = 8 GiB
@@ -144,9 +148,9 @@ TEST(GrowthService, EightGiBOfFourKiBBlocksInOneLaunchFromEmpty) {
   }
   std::sort(warm.begin(), warm.end());
   a = h.attributes();
-  std::printf("[ figure ] 2^21 x 4 KiB from an empty heap with the service, headroom %llu MiB: %.3f ms; on the mapped heap: %.3f ms "
+  std::printf("[ figure ] 2^21 x 4 KiB from an empty heap with the service, ahead %llu %%, headroom %llu MiB: %.3f ms; on the mapped heap: %.3f ms "
               "(median of 5); %.2fx; mapped %llu MiB in %llu granules, %llu rounds (%.3f ms in rounds, %.3f ms mapping), %llu waits\n",
-              static_cast<unsigned long long>(headroom / MiB), grow_ms, warm[2], grow_ms / warm[2],
+              static_cast<unsigned long long>(ahead), static_cast<unsigned long long>(headroom / MiB), grow_ms, warm[2], grow_ms / warm[2],
               static_cast<unsigned long long>(a.mapped_mem_current / MiB), static_cast<unsigned long long>(a.mapped_mem_current / a.granule_bytes),
               static_cast<unsigned long long>(a.service_rounds), a.service_round_ns / 1e6, a.service_map_ns / 1e6,
               static_cast<unsigned long long>(a.service_waits));
