@@ -357,17 +357,11 @@ struct allocator {
   TOGA_DEVICE TOGA_FORCEINLINE void* allocate(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
     if (bytes > heap_bytes) return fail_too_large();  // before rounding: round_up overflows past 2^63
     const std::uint64_t s = geom::round_up(bytes ? bytes : 1);
-    // Growable heaps with a growth service: a failed request waits for growth and tries again
-    // (design.md §12.6). The wait is a call of its own and the retry goes round this one loop,
-    // so the fast path is inlined once and the wait adds no depth to the allocation's calls.
-    for (std::uint64_t deadline = 0;;) {
-      void* p = s <= geom::ualloc_always_max_bytes ? allocate_small(geom::class_of(s))
-                                                   // one call site off the inline fast path (E10)
-                                                   : out_of_line([&](const allocator& v) { return v.allocate_above_small(s, true); });
-      if (p != nullptr || small.buddy.grow_granule == 0) return p;
-      deadline = out_of_line([&](const allocator& v) { return v.wait_for_growth(s, true, deadline); });
-      if (deadline == 0) return nullptr;
-    }
+    // (growable heaps with a growth service: a request that fails waits for growth and tries
+    // again, out of line from the failure's branch: allocate_waiting, design.md §12.6)
+    return s <= geom::ualloc_always_max_bytes ? allocate_small(geom::class_of(s), true)
+                                              // one call site off the inline fast path (E10)
+                                              : out_of_line([&](const allocator& v) { return v.allocate_above_small(s, true); });
   }
   //! At least `bytes` bytes aligned to `alignment` (a power of two), or nullptr.
   TOGA_DEVICE void* allocate(std::uint64_t bytes, std::uint64_t alignment) const TOGA_NOEXCEPT(P) {
@@ -378,13 +372,8 @@ struct allocator {
     // UAlloc slots are aligned to min(s, 128); beyond 128 only superbin slots (aligned to their
     // size) and TBuddy blocks are aligned enough.
     const bool ualloc_ok = alignment <= geom::bin_header_bytes;
-    for (std::uint64_t deadline = 0;;) {  // (the growth service's retry: see allocate(bytes))
-      void* p = s <= geom::ualloc_always_max_bytes && ualloc_ok ? allocate_small(geom::class_of(s))
-                                                                : out_of_line([&](const allocator& v) { return v.allocate_above_small(s, ualloc_ok); });
-      if (p != nullptr || small.buddy.grow_granule == 0) return p;
-      deadline = out_of_line([&](const allocator& v) { return v.wait_for_growth(s, ualloc_ok, deadline); });
-      if (deadline == 0) return nullptr;
-    }
+    return s <= geom::ualloc_always_max_bytes && ualloc_ok ? allocate_small(geom::class_of(s), true)
+                                                          : out_of_line([&](const allocator& v) { return v.allocate_above_small(s, ualloc_ok); });
   }
   //! The bytes a request of `bytes` (aligned to `alignment`, 0 or a power of two) is served with:
   //! a UAlloc class (16 B, 32 B; up to 1 KiB without superbins), a superbin class (64 B ..
@@ -479,6 +468,17 @@ struct allocator {
   TOGA_DEVICE void* fail_too_large() const TOGA_NOEXCEPT(P) {
     P::fetch_add(&small.arenas[P::sm_id() % small.num_arenas].stats.failed_too_large, std::uint64_t{1}, relaxed, device_scope);
     return nullptr;
+  }
+  // A request of s bytes (rounded; `ualloc_ok` as for allocate_above_small) failed on a growable
+  // heap: with a growth service, wait for growth and try again until served or given up
+  // (wait_for_growth); without one, nullptr at once.
+  TOGA_DEVICE TOGA_NOINLINE void* allocate_waiting(std::uint64_t s, bool ualloc_ok) const TOGA_NOEXCEPT(P) {
+    for (std::uint64_t deadline = 0;;) {
+      deadline = wait_for_growth(s, ualloc_ok, deadline);
+      if (deadline == 0) return nullptr;
+      void* p = s <= geom::ualloc_always_max_bytes && ualloc_ok ? allocate_small(geom::class_of(s)) : allocate_above_small_once(s, ualloc_ok);
+      if (p != nullptr) return p;
+    }
   }
   // A request of s bytes (rounded) failed on a growable heap. With a growth service (design.md
   // §12.6, toga/growth_service.hpp) and growth able to serve it (granules left to map, no byte
@@ -577,7 +577,8 @@ struct allocator {
     P::fetch_add(by_limit ? &st.failed_limit : &st.failed, std::uint64_t{n}, relaxed, device_scope);
   }
   // A UAlloc class for the lanes that ask for it now, as one group keyed by (arena, class).
-  TOGA_DEVICE TOGA_FORCEINLINE void* allocate_small(unsigned c) const TOGA_NOEXCEPT(P) {
+  // `wait`: on a growable heap, a failed request goes on to allocate_waiting (the growth service).
+  TOGA_DEVICE TOGA_FORCEINLINE void* allocate_small(unsigned c, bool wait = false) const TOGA_NOEXCEPT(P) {
     const unsigned a = P::sm_id() % small.num_arenas;
     // Key: the (arena, class) of this heap [DECISION design.md §8.1: the semaphore's identity, not its
     // batch size]: the arena's address (8 B aligned at least; classes < 8) with the class in its
@@ -586,14 +587,22 @@ struct allocator {
     const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&small.arenas[a]) | c));
     const std::uint64_t off = small.allocate_group(a, c, g);
     count_group_alloc(g, off != no_block, small.arenas[a].stats, geom::class_bytes(c), geom::chunk_bytes);
-    return off == no_block ? nullptr : small.base + off;
+    if (off != no_block) return small.base + off;
+    if (wait && small.buddy.grow_granule != 0) return out_of_line([&](const allocator& v) { return v.allocate_waiting(geom::class_bytes(c), true); });
+    return nullptr;
   }
   // A superbin class for the lanes that ask for it now, as one group keyed by (arena, class) of the
   // superbin arenas: the same path as allocate_small over the superbin geometry (E6, design.md §11.2).
   // s > 32 B (or a large alignment): a superbin class (64 B .. sb_max_bytes), UAlloc's 64 B ..
   // 1 KiB classes on heaps without superbins (when 128 B alignment is enough: `ualloc_ok`), or a
   // TBuddy block.
+  // Then, on a growable heap, allocate_waiting if it failed.
   TOGA_DEVICE TOGA_NOINLINE void* allocate_above_small(std::uint64_t s, bool ualloc_ok) const TOGA_NOEXCEPT(P) {
+    void* p = allocate_above_small_once(s, ualloc_ok);
+    if (p == nullptr && small.buddy.grow_granule != 0) p = allocate_waiting(s, ualloc_ok);
+    return p;
+  }
+  TOGA_DEVICE TOGA_NOINLINE void* allocate_above_small_once(std::uint64_t s, bool ualloc_ok) const TOGA_NOEXCEPT(P) {
     if (s >= geom::sb_min_class_bytes && s <= sb_max_bytes) return allocate_super(geom::sb_class_of(s), ualloc_ok);
     if (ualloc_ok && s <= geom::max_class_bytes) return allocate_small(geom::class_of(s));
     return allocate_large(s);
