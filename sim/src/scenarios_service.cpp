@@ -101,11 +101,13 @@ struct service_inst final : instance {
 
   // The service: rounds until every worker finished, then the host's adoption at quiescence.
   void service() {
-    bool run = false;  // the last plan was an aligned run for a block larger than a granule
     const auto plan = [&](std::uint64_t, std::uint64_t bytes, unsigned order, std::uint64_t chunks, std::uint64_t room) {
       std::vector<std::uint64_t> v = plan_growth(bytes + chunks * geom::chunk_bytes, order, 0, granule_bytes, granules,
                                                  [&](std::uint64_t i) { return static_cast<bool>(mapped[i]); });
-      run = order < 63 - geom::page_shift && (geom::page_bytes << order) > granule_bytes;
+      // mapping ahead of demand (growth_controller::add_ahead): the lowest other unmapped granules
+      const bool run = order < 63 - geom::page_shift && (geom::page_bytes << order) > granule_bytes;
+      for (std::uint64_t k = 0; !run && !v.empty() && k < granules && v.size() < mapped_count * ahead / 100; ++k)
+        if (!mapped[k] && std::find(v.begin(), v.end(), k) == v.end()) v.push_back(k);
       if (v.size() > room) v.resize(room);
       return v;
     };
@@ -118,19 +120,7 @@ struct service_inst final : instance {
     };
     const auto offset = [&](std::uint64_t i) { return i * granule_bytes; };
     for (unsigned attempt = 0; P::load(&finished, acquire, device_scope) < workers;) {
-      const std::uint64_t before = mapped_count;
-      const service_round_result r = service_round<P, Bug>(&mailbox, cursor, plan, map, offset);
-      if (r.answered) {
-        // mapping ahead of demand, after the answer (growth_controller::serve): the lowest unmapped granules
-        const std::uint64_t want = before * ahead / 100;
-        std::uint64_t k = 0;
-        if (r.mapped != 0 && !run && want > r.mapped)
-          (void)publish_ahead<P>(&mailbox, want - r.mapped, [&]() -> std::uint64_t {
-            while (k < granules && mapped[k]) ++k;
-            return k == granules ? no_offset : map(k);
-          });
-        continue;
-      }
+      if (service_round<P, Bug>(&mailbox, cursor, plan, map, offset).answered) continue;
       P::backoff(attempt++);
     }
     // the host's synchronising call, at quiescence: adopt what no waiter adopted

@@ -718,7 +718,6 @@ heap_attributes heap::attributes() const {
       a.service_served = t.service_served;
       a.service_timeouts = t.service_timeouts;
       a.service_gave_up = t.service_gave_up;
-      a.service_exhausted = t.service_exhausted;
     }
   }
   return a;

@@ -497,9 +497,6 @@ struct allocator {
       deadline = P::clock_ns() + P::load(&gs.service_wait_ns, relaxed, device_scope);
       deadline += deadline == 0;
       P::fetch_add(&m->waits, std::uint64_t{1}, relaxed, system_scope);
-    } else if (P::clock_ns() > deadline) {  // a retry failed after the deadline: no new post
-      P::fetch_add(&m->timeouts, std::uint64_t{1}, relaxed, system_scope);
-      return 0;
     }
     const std::uint64_t served = served_bytes(s, ualloc_ok ? 0 : s);
     const bool small_class = served <= geom::max_class_bytes && (served < geom::sb_min_class_bytes || sb_max_bytes == 0);
@@ -535,16 +532,9 @@ struct allocator {
     // the leader posts, waits and adopts for the group (one poller per warp: the waits read host memory)
     std::uint32_t ow = 0;
     if (g.is_leader()) {
-      // (`refused` >= the ticket may be a later round's refusal: granules published since the
-      // post may still serve the group, so it adopts and retries instead of giving up)
-      const std::uint64_t published0 = P::load(&m->published, relaxed, system_scope);
       const std::uint64_t ticket = W::post(m, g.size, total, static_cast<unsigned>(max_order), chunk_arena);
       auto o = W::await(m, deadline, ticket);
-      if (o == W::outcome::refused && P::load(&m->published, acquire, system_scope) > published0) o = W::outcome::retry;
       if (o == W::outcome::retry && !adopt_published_granules(m, deadline)) o = W::outcome::timeout;
-      // a waiter that gives up still adopts what it can take at once, so that published granules
-      // never sit in a full ring that stops the service from answering
-      if (o == W::outcome::timeout) (void)adopt_published_granules(m, 0);
       ow = static_cast<std::uint32_t>(o);
     }
     const auto o = static_cast<typename W::outcome>(g.broadcast(ow));

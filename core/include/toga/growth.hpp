@@ -159,7 +159,6 @@ struct growth_counters {
   std::uint64_t service_served = 0;     //!< ... and got a block
   std::uint64_t service_timeouts = 0;   //!< ... and gave up at service_wait_us
   std::uint64_t service_gave_up = 0;    //!< ... and gave up because a round refused or the service stopped
-  std::uint64_t service_exhausted = 0;  //!< ... and gave up because growth could not serve them any more (every granule mapped, the byte limit)
   std::uint64_t service_round_ns = 0;   //!< time the service spent in rounds that answered (steady clock)
   std::uint64_t service_map_ns = 0;     //!< ... of it in mapping granules (charge, create, map, set access)
 };
@@ -366,8 +365,8 @@ inline void read_service_tally(growth_mailbox& m, growth_counters& c) noexcept {
   c.service_waits = host_atomics::load(&m.waits, relaxed, system_scope);
   c.service_timeouts = host_atomics::load(&m.timeouts, relaxed, system_scope);
   c.service_gave_up = host_atomics::load(&m.refusals, relaxed, system_scope);
-  c.service_exhausted = host_atomics::load(&m.exhausted, relaxed, system_scope);
-  const std::uint64_t ended = c.service_timeouts + c.service_gave_up + c.service_exhausted;
+  const std::uint64_t exhausted = host_atomics::load(&m.exhausted, relaxed, system_scope);
+  const std::uint64_t ended = c.service_timeouts + c.service_gave_up + exhausted;
   c.service_served = c.service_waits > ended ? c.service_waits - ended : 0;
 }
 
@@ -570,43 +569,38 @@ class growth_controller {
   bool serve(growth_mailbox* m, service_cursor& cursor) {
     const std::uint64_t t0 = steady_ns();
     std::uint64_t map_ns = 0;
-    const std::uint64_t before = map_.mapped_granules();
+    std::size_t demand_n = 0, calls = 0;
     const service_round_result r = service_round<host_atomics>(
         m, cursor,
         [&](std::uint64_t, std::uint64_t bytes, unsigned order, std::uint64_t chunks, std::uint64_t room) {
           std::vector<std::uint64_t> v = plan(bytes, order, chunks);
+          demand_n = v.size();
+          if (!v.empty() && !planned_run_) add_ahead(v);
           if (v.size() > room) v.resize(room);
           return v;
         },
         [&](std::uint64_t i) {
           const std::uint64_t m0 = steady_ns();
-          const std::uint64_t j = map_one(i);
+          const std::uint64_t j = map_one(i, calls++ >= demand_n);  // (the part ahead of demand)
           map_ns += steady_ns() - m0;
           return j == no_granule ? no_offset : j * map_.granule_bytes();
         },
         [&](std::uint64_t i) { return i * map_.granule_bytes(); });
     if (r.answered) {
-      // mapping ahead (service_ahead_percent), after the answer: the waiters need not wait for it
-      const std::uint64_t want = before * options_.service_ahead_percent / 100;
-      if (r.mapped != 0 && !planned_run_ && want > r.mapped) {
-        const std::string refusal = last_refusal_;  // (a refusal of the part ahead is nobody's)
-        std::uint64_t k = 0;
-        (void)publish_ahead<host_atomics>(m, want - r.mapped, [&]() -> std::uint64_t {
-          while (k < usable_ && map_.is_mapped(k)) ++k;
-          if (k == usable_) return no_offset;
-          const std::uint64_t m0 = steady_ns();
-          const std::uint64_t j = map_one(k, true);
-          map_ns += steady_ns() - m0;
-          return j == no_granule ? no_offset : j * map_.granule_bytes();
-        });
-        last_refusal_ = refusal;
-      }
       counters_.service_round_ns += steady_ns() - t0;
       counters_.service_map_ns += map_ns;
       ++counters_.service_rounds;
-      counters_.service_refusals += r.refused;
+      counters_.service_refusals += r.mapped == 0;
     }
     return r.answered;
+  }
+
+  //! The growth service's geometric minimum (growth_options::service_ahead_percent): adds the
+  //! lowest unmapped granules not in `v` until `v` holds that percent of the mapped granules.
+  void add_ahead(std::vector<std::uint64_t>& v) const {
+    const std::uint64_t want = map_.mapped_granules() * options_.service_ahead_percent / 100;
+    for (std::uint64_t k = 0; k < usable_ && v.size() < want; ++k)
+      if (!map_.is_mapped(k) && std::find(v.begin(), v.end(), k) == v.end()) v.push_back(k);
   }
 
   //! Whether a synchronising call should trim for the release threshold, and to what

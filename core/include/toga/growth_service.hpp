@@ -25,10 +25,7 @@
 //!    nothing left to map is no refusal: granules an earlier round published may serve the
 //!    waiters, who give up as exhausted once every granule is adopted); then `round` and finally
 //!    `answered` = P (release). A waiter that sees `answered` >= its ticket therefore sees every
-//!    granule that round published. `refused` >= its ticket says that its round *or a later
-//!    one* refused: the waiter gives up only if nothing was published since it posted (otherwise
-//!    it adopts and retries). Granules mapped ahead of demand are published after the answer
-//!    (`publish_ahead`), so that the waiters need not wait for them.
+//!    granule that round published, and whether it refused.
 //!  * Waiting (device, `await`): the lanes whose request failed post together (one group per
 //!    warp) and get a ticket, posted_requests after their addition; they spin (backoff) until
 //!    `answered` >= ticket, adopt, and retry the request, posting again if it fails. No wake-up
@@ -106,7 +103,6 @@ struct service_round_result {
   unsigned order = 0;          //!< largest order posted in the round
   std::uint64_t chunks = 0;    //!< arenas that needed a chunk
   std::uint64_t mapped = 0;    //!< granules mapped and published
-  bool refused = false;        //!< the round's mapping failed before it mapped anything (stored in `refused`)
 };
 
 //! The service's own memory of what it has consumed (host side, one per mailbox).
@@ -137,12 +133,12 @@ service_round_result service_round(growth_mailbox* m, service_cursor& cur, Plan&
   r.bytes = bytes - cur.bytes;
   r.chunks = chunks - cur.chunks;
   r.order = (ow >> 8) == round ? static_cast<unsigned>(ow & 0xff) : 0u;
+  cur.bytes = bytes;
+  cur.chunks = chunks;
   std::uint64_t published = P::load(&m->published, relaxed, system_scope);
   const std::uint64_t adopted = P::load(&m->adopted, acquire, system_scope);
   const std::uint64_t room = growth_mailbox::ring - (published - adopted);
   if (room == 0) return r;  // the waiters have not adopted the last granules yet: answer later
-  cur.bytes = bytes;  // (consumed only by a round that answers)
-  cur.chunks = chunks;
   bool attempted = false;  // a plan with nothing to map (every granule mapped) refuses nothing:
                            // the waiters adopt what was published and give up once all is adopted
   for (const std::uint64_t i : plan(r.requests, r.bytes, r.order, r.chunks, room)) {
@@ -161,30 +157,11 @@ service_round_result service_round(growth_mailbox* m, service_cursor& cur, Plan&
       ++r.mapped;
     }
   }
-  r.refused = r.mapped == 0 && attempted;
-  if (r.refused && Bug != service_bug::refusal_not_published) P::store(&m->refused, posted, relaxed, system_scope);
+  if (r.mapped == 0 && attempted && Bug != service_bug::refusal_not_published) P::store(&m->refused, posted, relaxed, system_scope);
   P::store(&m->round, round + 1, relaxed, system_scope);
   P::store(&m->answered, posted, release, system_scope);
   r.answered = true;
   return r;
-}
-
-//! After a round answered: publishes up to `most` more granules (growth_options::
-//! service_ahead_percent: memory mapped ahead of demand), at most the ring's free entries, without
-//! answering anything (waiters adopt every published entry when they adopt). `next()` maps one
-//! more granule and returns its heap offset, or no_offset to stop. Returns how many it published.
-template <class P, class Next>
-std::uint64_t publish_ahead(growth_mailbox* m, std::uint64_t most, Next&& next) {
-  std::uint64_t published = P::load(&m->published, relaxed, system_scope);
-  const std::uint64_t room = growth_mailbox::ring - (published - P::load(&m->adopted, acquire, system_scope));
-  std::uint64_t n = 0;
-  for (; n < most && n < room; ++n) {
-    const std::uint64_t off = next();
-    if (off == no_offset) break;
-    P::store(&m->granule[published % growth_mailbox::ring], off, relaxed, system_scope);
-    P::store(&m->published, ++published, release, system_scope);
-  }
-  return n;
 }
 
 //! The device side of the protocol (see the file comment), for toga::allocator.

@@ -313,7 +313,6 @@ struct heap_attributes {
   std::uint64_t service_served = 0;      //!< ... and then got a block
   std::uint64_t service_timeouts = 0;    //!< ... and gave up after growth_wait_us (nullptr)
   std::uint64_t service_gave_up = 0;     //!< ... and gave up because a round refused or the service stopped (nullptr)
-  std::uint64_t service_exhausted = 0;   //!< ... and gave up because growth could not serve them any more (every granule mapped, the byte limit; nullptr)
   std::uint64_t service_round_ns = 0;    //!< time the service spent in rounds that answered
   std::uint64_t service_map_ns = 0;      //!< ... of it in mapping granules (the VMM calls and the budget)
 };
