@@ -167,11 +167,6 @@ service_round_result service_round(growth_mailbox* m, service_cursor& cur, Plan&
 //! The device side of the protocol (see the file comment), for toga::allocator.
 template <class P, service_bug Bug = service_bug::none>
 struct growth_waiter {
-  //! A waiter loads the mailbox's host words at most once per poll_ns (nanoseconds of
-  //! P::clock_ns; a service round takes tens of microseconds, and a waiter that polls faster
-  //! only adds bus traffic).
-  static constexpr std::uint64_t poll_ns = 2'000;
-
   //! Posts n failed requests of `bytes` in all (at their served sizes) that needed a block of 4 KiB
   //! x 2^order; `chunk_arena` >= 0: the arena needs a chunk of its own. One thread per group.
   //! Returns the group's ticket: posted_requests after its own addition.
@@ -193,13 +188,7 @@ struct growth_waiter {
   template <class Adopt>
   static TOGA_DEVICE bool adopt_published(growth_mailbox* m, Adopt&& adopt, std::uint64_t deadline) TOGA_NOEXCEPT(P) {
     const std::uint64_t want = P::load(&m->published, acquire, system_scope);
-    for (std::uint64_t next = 0, attempt = 0;; ++attempt) {
-      const std::uint64_t now = P::clock_ns();
-      if (now < next) {  // (polls host memory at most once per poll_ns, as await)
-        P::backoff(static_cast<unsigned>(attempt));
-        continue;
-      }
-      next = now + poll_ns;
+    for (unsigned attempt = 0;; ++attempt) {
       if (P::load(&m->adopted, acquire, system_scope) >= want) return true;
       bool locked;
       if constexpr (Bug == service_bug::adopt_lock_not_atomic) {
@@ -219,11 +208,10 @@ struct growth_waiter {
           P::store(&m->adopted, a + 1, release, system_scope);
         }
         P::store(&m->adopt_lock, std::uint64_t{0}, release, system_scope);
-        next = 0;  // (see at once whether every entry it waits for is adopted)
         continue;
       }
-      if (now > deadline) return false;
-      P::backoff(static_cast<unsigned>(attempt));
+      if (P::clock_ns() > deadline) return false;
+      P::backoff(attempt);
     }
   }
 
@@ -242,17 +230,10 @@ struct growth_waiter {
         P::backoff(attempt);
       }
     } else {
-      // one load of host memory per poll_ns: thousands of waiting warps polling at the backoff's
-      // pace flood the bus that the service's mapping calls and the adopter also need
-      for (std::uint64_t next = 0, attempt = 0;; ++attempt) {
-        const std::uint64_t now = P::clock_ns();
-        if (now >= next) {
-          if (P::load(&m->answered, acquire, system_scope) >= ticket) break;
-          if (P::load(&m->stopped, relaxed, system_scope) != 0) return outcome::stopped;
-          if (now > deadline) return outcome::timeout;
-          next = now + poll_ns;
-        }
-        P::backoff(static_cast<unsigned>(attempt));
+      for (unsigned attempt = 0; P::load(&m->answered, acquire, system_scope) < ticket; ++attempt) {
+        if (P::load(&m->stopped, relaxed, system_scope) != 0) return outcome::stopped;
+        if (P::clock_ns() > deadline) return outcome::timeout;
+        P::backoff(attempt);
       }
     }
     if (P::load(&m->refused, relaxed, system_scope) >= ticket) return outcome::refused;
