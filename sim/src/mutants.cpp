@@ -374,12 +374,23 @@ std::vector<mutant> build() {
       mb("service.adopt-lock-not-atomic", "atomicity", "grow-service", P{{"bug", 2}, {"warps", 3}, {"threads", 4}, {"ops", 3}},
          "the adopters' try-lock is a load and a store: two threads adopt one published granule")
           .note("one preemption between the load and the store suffices; shrinking stopped at 42 (2026-11-28)"),
-      mb("service.lost-wakeup", "liveness", "grow-service", P{{"bug", 3}, {"warps", 3}, {"threads", 4}, {"ops", 3}},
+      mb("service.lost-wakeup", "liveness", "grow-service", P{{"bug", 3}, {"warps", 2}, {"threads", 2}, {"ops", 3}},
          "a waiter waits for the service's round to change from a value read after it posted: a round that "
          "answered in between is missed and the waiter never wakes")
-          .depth(0),
+          .with(stall)
+          .note("since the relay (2026-11-28) the answer must cross a courier, a round and a courier while the waiter is "
+                "between its post and its read: the shape 3x4 lanes x 3 ops with the portfolio needed 35,916 schedules; "
+                "2x2 lanes x 3 ops with stalls 879"),
       mb("service.refusal-not-published", "liveness", "grow-service", P{{"bug", 4}, {"budget", 1}, {"size", 65536}, {"ops", 4}},
          "a round that could map nothing does not say so: the waiters retry for memory that will not come")
+          .depth(0),
+      mb("service.relay-mirror-relaxed", "memory-order", "grow-service", P{{"bug", 5}, {"warps", 3}, {"threads", 4}, {"ops", 3}},
+         "the courier reads the service's `answered` and mirrors `published` into device memory without acquire/release: "
+         "an adopter reads a ring entry older than the offset the service wrote")
+          .weak(),
+      mb("service.relay-only-with-news", "liveness", "grow-service", P{{"bug", 6}},
+         "the courier relays only when there is new demand to forward: the service's answer to the last demand is never "
+         "mirrored into device memory and its waiters never wake")
           .depth(0),
   };
   return c;

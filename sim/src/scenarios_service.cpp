@@ -18,7 +18,10 @@
 // wakes is a `livelock` verdict (the run's step bound).
 // bug: 1 a granule published before it is mapped, 2 the adopter's lock not atomic (a granule
 // adopted twice: the core's TOGA_REQUIRE), 3 a lost wake-up (waiting for the round to change from
-// a value read after posting), 4 a refusing round that does not say so.
+// a value read after posting), 4 a refusing round that does not say so, 5 the courier reads the
+// service's `answered` and mirrors `published` without acquire/release (weak memory: an adopter
+// reads a ring entry older than the one the service wrote), 6 the courier relays only when there
+// is new demand to forward (the answer to the last demand is never mirrored: a lost wake-up).
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -124,7 +127,8 @@ struct service_inst final : instance {
       P::backoff(attempt++);
     }
     // the host's synchronising call, at quiescence: adopt what no waiter adopted
-    (void)growth_waiter<P, Bug>::adopt_published(&mailbox, [&](std::uint64_t off) { return a.adopt_granule(off); }, ~std::uint64_t{0});
+    (void)growth_waiter<P, Bug>::adopt_published(&a.globals->growth.relay, &mailbox, P::load(&mailbox.published, acquire, system_scope),
+                                                 [&](std::uint64_t off) { return a.adopt_granule(off); }, ~std::uint64_t{0});
     P::store(&all_freed, 1u, release, device_scope);
   }
 
@@ -167,7 +171,7 @@ struct service_inst final : instance {
 
   std::optional<std::string> check_final() override {
     if (!violation.empty()) return violation;
-    const std::uint64_t timeouts = mailbox.timeouts, refusals = mailbox.refusals;
+    const std::uint64_t timeouts = a.globals->growth.relay.timeouts, refusals = a.globals->growth.relay.refusals;
     const heap_statistics st = collect_statistics(a);
     if (nulls != timeouts + refusals + st.failed)
       return "S3 the lanes saw " + str(nulls) + " nullptr; the heap counts " + str(timeouts) + " timeouts + " + str(refusals) +
@@ -189,6 +193,8 @@ std::unique_ptr<instance> make_service(world& w, const params& p) {
     case 2: return std::make_unique<service_inst<service_bug::adopt_lock_not_atomic>>(w, p);
     case 3: return std::make_unique<service_inst<service_bug::lost_wakeup>>(w, p);
     case 4: return std::make_unique<service_inst<service_bug::refusal_not_published>>(w, p);
+    case 5: return std::make_unique<service_inst<service_bug::relay_mirror_relaxed>>(w, p);
+    case 6: return std::make_unique<service_inst<service_bug::relay_only_with_news>>(w, p);
     default: return std::make_unique<service_inst<service_bug::none>>(w, p);
   }
 }
@@ -201,7 +207,7 @@ void register_service_scenarios() {
        "growable heap with a growth service: the last lane maps granules (at most `budget`) while the others' requests wait, "
        "adopt and retry; params warps=2 threads=2 sms=1 ops=2 size=4096 mixed=0 heap_kib=1024 granule_kib=256 budget=-1 "
        "wait_us=10000000 ahead=0 bug=0 (1 granule published before it is mapped, 2 adopter lock not atomic, 3 lost wake-up, 4 a "
-       "refusal not published)",
+       "refusal not published, 5 the courier's mirror without acquire/release, 6 the courier relays only new demand)",
        expectation::pass,
        [](const params& p) {
          return launch_config{static_cast<unsigned>(p.get("sms", 1)), static_cast<unsigned>(p.get("warps", 2)),
@@ -221,7 +227,7 @@ void register_service_scenarios() {
                   {1, 50, 2'000}, true),
        drawn_from({"ahead", 0, 1'000, 0, "percent of the mapped granules a round maps at least (service_ahead_percent)"}, {0, 100, 300}),
        {"sb_shift", -1, geom::sb_max_shift, -1, "log2 of the superbin bytes (0: none; -1: toga's choice)"},
-       {"bug", 0, 4, 0, "planted bug"}});
+       {"bug", 0, 6, 0, "planted bug"}});
   sc.shape_limit = [](const params& p) -> std::optional<std::string> {
     const std::int64_t lanes = p.get("sms", 1) * p.get("warps", 2) * p.get("threads", 2);
     if (lanes < 2) return "one lane: no worker beside the service";

@@ -55,15 +55,19 @@ TEST(GrowService, PlantedBugsDieWithTheirReplayCommand) {
   struct planted {
     const char* name;
     std::vector<std::pair<const char*, std::int64_t>> params;
+    bool weak = false;  // killed only under weak memory (a missing acquire/release)
+    ts::strategy_kind strategy = ts::strategy_kind::portfolio;
   };
   const planted bugs[] = {
       {"published_before_mapped", {{"bug", 1}, {"budget", 1}}},
       {"adopt_lock_not_atomic", {{"bug", 2}, {"warps", 3}, {"threads", 4}, {"ops", 3}}},
-      {"lost_wakeup", {{"bug", 3}, {"warps", 3}, {"threads", 4}, {"ops", 3}}},
+      {"lost_wakeup", {{"bug", 3}, {"warps", 2}, {"threads", 2}, {"ops", 3}}, false, ts::strategy_kind::stall},
       {"refusal_not_published", {{"bug", 4}, {"budget", 1}, {"size", 65536}, {"ops", 4}}},
+      {"relay_mirror_relaxed", {{"bug", 5}, {"warps", 3}, {"threads", 4}, {"ops", 3}}, true},
+      {"relay_only_with_news", {{"bug", 6}}},
   };
   for (const planted& b : bugs) {
-    const auto s = explore_service(b.params, 10'000, false, false);
+    const auto s = explore_service(b.params, 10'000, b.weak, false, b.strategy);
     ASSERT_TRUE(s.first_failure) << "planted bug service." << b.name << " survived 10,000 schedules";
     std::printf("[ mutant   ] service.%s: killed at schedule %llu: %s\n  replay: %s\n", b.name,
                 static_cast<unsigned long long>(s.first_failure->index), s.first_failure->result.message.c_str(),
@@ -71,8 +75,8 @@ TEST(GrowService, PlantedBugsDieWithTheirReplayCommand) {
     EXPECT_TRUE(s.first_failure->deterministic);
   }
   // random shapes alone find each of them too
-  for (std::int64_t bug = 1; bug <= 4; ++bug) {
-    const auto s = explore_service({{"bug", bug}}, 10'000, false, true, ts::strategy_kind::random);
+  for (std::int64_t bug = 1; bug <= 6; ++bug) {
+    const auto s = explore_service({{"bug", bug}}, 10'000, bug == 5, true, ts::strategy_kind::random);
     EXPECT_TRUE(s.first_failure) << "planted bug " << bug << " survived 10,000 random shapes";
     if (s.first_failure) std::printf("[ mutant   ] service bug %lld, random shapes: killed at schedule %llu\n", static_cast<long long>(bug),
                                      static_cast<unsigned long long>(s.first_failure->index));

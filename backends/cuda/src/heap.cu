@@ -31,7 +31,9 @@ __global__ void init_growable_kernel(device_allocator a, std::uint64_t limit, un
 }
 // One thread per granule: adoption is safe while others adopt, allocate and free (design.md §12.1).
 __global__ void adopt_published_kernel(device_allocator a, toga::growth_mailbox* m) {  // quiescent: what no waiter adopted
-  (void)toga::growth_waiter<platform>::adopt_published(m, [&](std::uint64_t off) { return a.adopt_granule(off); }, ~std::uint64_t{0});
+  const std::uint64_t want = platform::load(&m->published, toga::acquire, toga::system_scope);
+  (void)toga::growth_waiter<platform>::adopt_published(&a.globals->growth.relay, m, want, [&](std::uint64_t off) { return a.adopt_granule(off); },
+                                                       ~std::uint64_t{0});
 }
 __global__ void adopt_kernel(device_allocator a, const std::uint64_t* offsets, std::uint64_t n, unsigned long long* refused) {
   const std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
@@ -706,14 +708,13 @@ heap_attributes heap::attributes() const {
     a.spilled_granules = c.spilled_granules;
     if (growth_->mailbox) {
       auto lk = growth_->hold();
-      toga::growth_mailbox& m = *growth_->mailbox;
       a.growth_service = true;
       a.service_rounds = growth_->ctl.counters().service_rounds;
       a.service_refusals = growth_->ctl.counters().service_refusals;
       a.service_round_ns = growth_->ctl.counters().service_round_ns;
       a.service_map_ns = growth_->ctl.counters().service_map_ns;
       toga::growth_counters t;
-      toga::read_service_tally(m, t);
+      toga::read_service_tally(r.view.globals->growth.relay, t);
       a.service_waits = t.service_waits;
       a.service_served = t.service_served;
       a.service_timeouts = t.service_timeouts;

@@ -74,6 +74,9 @@ struct growth_state {
   //! demand. Set by the backend after init_growable, cleared before the mailbox goes away.
   std::uint64_t service;
   std::uint64_t service_wait_ns;  //!< how long such a request waits at most (nanoseconds)
+  //! The waiting requests' words (toga/growth_service.hpp): posted demand, the courier's and the
+  //! adopters' locks, mirrors of the service's words, the waits' statistics.
+  growth_relay relay;
   std::uint64_t demand_requests;  //!< failed requests that growth could serve (unmapped granules remained)
   std::uint64_t demand_bytes;     //!< their bytes, each at its served size (size class or TBuddy block)
   std::uint64_t demand_max_order; //!< the largest order of 4 KiB pages among them
@@ -496,7 +499,7 @@ struct allocator {
     if (deadline == 0) {
       deadline = P::clock_ns() + P::load(&gs.service_wait_ns, relaxed, device_scope);
       deadline += deadline == 0;
-      P::fetch_add(&m->waits, std::uint64_t{1}, relaxed, system_scope);
+      P::fetch_add(&gs.relay.waits, std::uint64_t{1}, relaxed, device_scope);
     }
     const std::uint64_t served = served_bytes(s, ualloc_ok ? 0 : s);
     const bool small_class = served <= geom::max_class_bytes && (served < geom::sb_min_class_bytes || sb_max_bytes == 0);
@@ -509,12 +512,12 @@ struct allocator {
     const std::uint64_t lim = P::load(&globals->limit.limit, relaxed, device_scope);
     if (lim != 0 && P::load(&globals->limit.reserved, relaxed, device_scope) + block > lim) {
       P::fetch_add(&st.failed_limit, std::uint64_t{1}, relaxed, device_scope);
-      P::fetch_add(&m->exhausted, std::uint64_t{1}, relaxed, system_scope);
+      P::fetch_add(&gs.relay.exhausted, std::uint64_t{1}, relaxed, device_scope);
       return 0;
     }
     if (P::load(&gs.mapped_granules, relaxed, device_scope) >= P::load(&gs.max_granules, relaxed, device_scope)) {
       P::fetch_add(&st.failed, std::uint64_t{1}, relaxed, device_scope);
-      P::fetch_add(&m->exhausted, std::uint64_t{1}, relaxed, system_scope);
+      P::fetch_add(&gs.relay.exhausted, std::uint64_t{1}, relaxed, device_scope);
       return 0;
     }
     // post as one group per warp (the lanes here now); the leader's ticket for all
@@ -529,25 +532,37 @@ struct allocator {
       const std::uint32_t al = g.size == 1 ? static_cast<std::uint32_t>(arena + 1) : P::shfl(g.mask, static_cast<std::uint32_t>(arena + 1), l);
       if (al != 0) chunk_arena = static_cast<int>(al) - 1;
     }
-    // the leader posts, waits and adopts for the group (one poller per warp: the waits read host memory)
+    // the leader posts, waits and adopts for the group (one poller per warp; one courier at a
+    // time reads the host's words)
     std::uint32_t ow = 0;
     if (g.is_leader()) {
-      const std::uint64_t ticket = W::post(m, g.size, total, static_cast<unsigned>(max_order), chunk_arena);
-      auto o = W::await(m, deadline, ticket);
-      if (o == W::outcome::retry && !adopt_published_granules(m, deadline)) o = W::outcome::timeout;
+      const std::uint64_t ticket = W::post(&gs.relay, g.size, total, static_cast<unsigned>(max_order), chunk_arena);
+      auto o = await_growth(m, deadline, ticket);
+      if (o == W::outcome::retry && !adopt_published_granules(m, P::load(&gs.relay.published, acquire, device_scope), deadline))
+        o = W::outcome::timeout;
       ow = static_cast<std::uint32_t>(o);
     }
     const auto o = static_cast<typename W::outcome>(g.broadcast(ow));
     if (o != W::outcome::retry) {
-      P::fetch_add(o == W::outcome::timeout ? &m->timeouts : &m->refusals, std::uint64_t{1}, relaxed, system_scope);
+      P::fetch_add(o == W::outcome::timeout ? &gs.relay.timeouts : &gs.relay.refusals, std::uint64_t{1}, relaxed, device_scope);
       return 0;
     }
     return deadline;
   }
   // Adopts the granules the growth service published (growth_waiter::adopt_published; a call of
   // its own: TBuddy's free path under it stays off the waiting path's frame).
-  TOGA_DEVICE TOGA_NOINLINE bool adopt_published_granules(growth_mailbox* m, std::uint64_t deadline) const TOGA_NOEXCEPT(P) {
-    return growth_waiter<P, SB>::adopt_published(m, [&](std::uint64_t off) { return adopt_granule(off); }, deadline);
+  TOGA_DEVICE TOGA_NOINLINE bool adopt_published_granules(growth_mailbox* m, std::uint64_t want, std::uint64_t deadline) const TOGA_NOEXCEPT(P) {
+    return growth_waiter<P, SB>::adopt_published(&globals->growth.relay, m, want,
+                                                 [&](std::uint64_t off) { return adopt_granule_out_of_line(off); }, deadline);
+  }
+  // adopt_granule in a call of its own (the waiting path's frames stay shallow)
+  TOGA_DEVICE TOGA_NOINLINE bool adopt_granule_out_of_line(std::uint64_t off) const TOGA_NOEXCEPT(P) { return adopt_granule(off); }
+  // Waits for the growth service to answer `ticket`, relaying when no other waiter does
+  // (growth_waiter::await; the courier's adoption calls adopt_published_granules' callee).
+  TOGA_DEVICE TOGA_NOINLINE typename growth_waiter<P, SB>::outcome await_growth(growth_mailbox* m, std::uint64_t deadline,
+                                                                               std::uint64_t ticket) const TOGA_NOEXCEPT(P) {
+    return growth_waiter<P, SB>::await(&globals->growth.relay, m, deadline, ticket,
+                                       [&](std::uint64_t off) { return adopt_granule_out_of_line(off); });
   }
   // Counts n failed requests that needed a TBuddy block of `block_bytes` (a chunk for UAlloc):
   // refused by the byte limit if charging that block would exceed it now, else exhaustion.

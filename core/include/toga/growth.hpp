@@ -359,9 +359,9 @@ struct host_atomics {
 };
 
 //! The device's tally of the requests that waited for the growth service (`waits` and how they
-//! ended), read from the mailbox. Exact at quiescence; while a kernel runs, a request still
-//! waiting counts as served.
-inline void read_service_tally(growth_mailbox& m, growth_counters& c) noexcept {
+//! ended), read from the relay (a growable heap's growth_state; on a GPU, a host copy of it).
+//! Exact at quiescence; while a kernel runs, a request still waiting counts as served.
+inline void read_service_tally(growth_relay& m, growth_counters& c) noexcept {
   c.service_waits = host_atomics::load(&m.waits, relaxed, system_scope);
   c.service_timeouts = host_atomics::load(&m.timeouts, relaxed, system_scope);
   c.service_gave_up = host_atomics::load(&m.refusals, relaxed, system_scope);

@@ -5,44 +5,60 @@
 //!
 //! Without the service a growable heap's request that finds no memory returns nullptr and
 //! records its demand; the host grows between launches (grow_if_needed) and the kernel author
-//! relaunches. With it, such a request *waits*: it posts its demand in the `growth_mailbox` (host
-//! visible memory: mapped pinned memory on a GPU), the service maps granules for it and
+//! relaunches. With it, such a request *waits*: it posts its demand (in device memory, relayed to the `growth_mailbox`:
+//! host visible memory, mapped pinned memory on a GPU), the service maps granules for it and
 //! publishes their offsets in the mailbox, and one waiting thread adopts them into the buddy tree
 //! (allocator::adopt_granule; no kernel launch, which could never start while every SM is busy
 //! waiting); then the waiters retry. The wait is bounded (heap_options::growth_wait_us): on
 //! timeout the request returns nullptr, as without the service.
 //!
-//! The protocol, word by word (every word 64-bit, system scope):
-//!  * Posting (device, `post`): the leader of a failed group adds its requests, bytes (at their
-//!    served size), its block's order tagged with the service's round (a stale order is ignored)
-//!    and, once per arena and round, a chunk (512 KiB) for arenas whose small classes need one.
-//!    posted_requests is added last, with release.
-//!  * A round (service, `service_round`): reads posted_requests P (acquire); if it is above
-//!    `answered`, maps granules for what was posted since the last round (the backend's plan:
-//!    growth_controller::plan, at most the ring's free entries), writes each granule's offset in
-//!    the ring *after* mapping it, then `published` (release); a round whose mapping failed before
-//!    it mapped anything (the driver or the budget refused) stores P in `refused` (a plan with
-//!    nothing left to map is no refusal: granules an earlier round published may serve the
+//! The protocol, word by word (every word 64-bit). Two records: the *mailbox* (host visible
+//! memory, system scope: mapped pinned memory on a GPU) holds what the service and the device
+//! tell each other; the *relay* (`growth_relay`, device memory: the heap's growth_state) holds
+//! what the waiting requests share among themselves, so that thousands of waiting warps touch
+//! only device memory and one of them at a time (the *courier*) talks to the host. (The first
+//! version had every waiting warp post with system-scope atomics on the mailbox and poll it:
+//! the PCIe traffic made each round cost about 10 ms of the kernel, docs/benchmarks.md.)
+//!  * Posting (device, `post`, relay only): the leader of a failed group adds its requests, bytes
+//!    (at their served size), its block's order tagged with the service's round as last relayed
+//!    (a stale order is ignored) and, once per arena and round, a chunk (512 KiB) for arenas whose
+//!    small classes need one; posted_requests last, with release. The group's ticket is
+//!    posted_requests after its addition.
+//!  * Relaying (device, `relay`): a waiter that takes the relay's courier lock (a try-lock) copies
+//!    the relay's posted words into the mailbox when posted_requests changed since it last did
+//!    (bytes, order, chunks, then posted_requests with release), then reads the mailbox's
+//!    `answered` (acquire) and the service's other words and mirrors them into the relay
+//!    (refused, round, stopped, published with release, answered last with release), and
+//!    releases the lock; if the service published granules nobody adopted, it tries to adopt them
+//!    (so a ring full of granules whose waiters gave up cannot stop the service).
+//!  * A round (service, `service_round`): reads the mailbox's posted_requests P (acquire); if it is
+//!    above `answered`, maps granules for what was posted since the last round (the backend's
+//!    plan: growth_controller::plan, at most the ring's free entries), writes each granule's offset
+//!    in the ring *after* mapping it, then `published` (release); a round whose mapping failed
+//!    before it mapped anything (the driver or the budget refused) stores P in `refused` (a plan
+//!    with nothing left to map is no refusal: granules an earlier round published may serve the
 //!    waiters, who give up as exhausted once every granule is adopted); then `round` and finally
-//!    `answered` = P (release). A waiter that sees `answered` >= its ticket therefore sees every
-//!    granule that round published, and whether it refused.
-//!  * Waiting (device, `await`): the lanes whose request failed post together (one group per
-//!    warp) and get a ticket, posted_requests after their addition; they spin (backoff) until
-//!    `answered` >= ticket, adopt, and retry the request, posting again if it fails. No wake-up
-//!    is lost: the ticket is compared with a monotonic count, never with a "changed since"
-//!    value read after posting. A waiter gives up with nullptr when the round that answered its
-//!    ticket refused, when the service has stopped, when every granule is mapped, or at the
-//!    deadline.
-//!  * Adopting (device, `adopt_published`): one thread at a time (a try-lock, `adopt_lock`) adopts
-//!    the entries from `adopted` to `published` in order and then stores `adopted` (release); the
-//!    others wait for `adopted` to reach what they saw published. The service writes ring entry
-//!    p only while p < adopted + ring, so an entry is never overwritten before it was adopted.
-//!    Adopting a granule twice is an invariant violation (TOGA_REQUIRE).
+//!    `answered` = P (release). A courier that sees `answered` >= a ticket therefore sees every
+//!    granule that round published and whether it refused, and so does a waiter that sees the
+//!    relay's mirror of `answered` >= its ticket.
+//!  * Waiting (device, `await`): the group's leader spins (relaying when the courier lock is free;
+//!    backing off after each look) until the relay's `answered` >= its ticket, adopts, and the lanes retry,
+//!    posting again if they fail. No wake-up is lost: the ticket is compared with a monotonic
+//!    count, never with a "changed since" value read after posting. A waiter gives up with
+//!    nullptr when the round that answered its ticket refused, when the service has stopped, when
+//!    every granule is mapped, or at the deadline.
+//!  * Adopting (device, `adopt_published`): one thread at a time (the relay's try-lock
+//!    `adopt_lock`) adopts the ring entries from `adopted` up to what its caller saw published,
+//!    in order, storing the relay's `adopted` (release) after each and the mailbox's `adopted`
+//!    (release, the service's room) at the end; the others wait for `adopted` to reach what they
+//!    saw published. The service writes ring entry p only while p < adopted + ring, so an entry
+//!    is never overwritten before it was adopted. Adopting a granule twice is an invariant
+//!    violation (TOGA_REQUIRE).
 //!
-//! Device code only does atomics on the words the device owns (posted_*, adopt_lock, adopted,
-//! the statistics) and loads of the service's words; the host only loads the device's words and
-//! stores its own. So no word needs an atomic read-modify-write from both sides (on a PCIe
-//! system the GPU's atomics on mapped memory are atomic between GPU threads only).
+//! No mailbox word is written by both sides: the device writes posted_* and adopted (one writer
+//! at a time: the courier, the adopter), the host the rest; so no word needs an atomic
+//! read-modify-write from both sides (on a PCIe system the GPU's atomics on mapped memory are
+//! atomic between GPU threads only), and the device does no read-modify-write on host memory.
 //!
 //! Units: bytes; times in nanoseconds (P::clock_ns). Thread-safety: device functions from any
 //! number of threads; `service_round` from one host thread at a time.
@@ -63,25 +79,23 @@ enum class service_bug : unsigned {
   adopt_lock_not_atomic,    //!< the adopter's try-lock is a load and a store: two adopters take one granule
   lost_wakeup,              //!< the waiter waits for `round` to change from a value read after posting
   refusal_not_published,    //!< a round that maps nothing does not say so: waiters wait for memory that will not come
+  relay_mirror_relaxed,     //!< the courier reads `answered` and mirrors `published` without acquire/release: an
+                            //!< adopter can read a ring entry older than the offset the service wrote
+  relay_only_with_news,     //!< the courier relays only when there is new demand to forward: the service's answer to
+                            //!< the last demand is never mirrored (a lost wake-up of the relay)
 };
 
-//! The words shared by the waiting requests and the growth service (see the file comment).
-//! Zero it before use. 64 B aligned; about 1.6 KiB.
+//! The words the device and the growth service tell each other (see the file comment). Host
+//! visible memory; zero it before use. 64 B aligned; about 0.7 KiB.
 struct alignas(64) growth_mailbox {
-  static constexpr unsigned ring = 64;          //!< published granules not yet adopted, at most
-  static constexpr unsigned arena_words = 128;  //!< arenas beyond 128 share words (chunk demand counted less)
-  // ---- written by the device (kernels) ----
-  std::uint64_t posted_requests;  //!< failed requests posted for the service (monotonic)
+  static constexpr unsigned ring = 64;  //!< published granules not yet adopted, at most
+  // ---- written by the device (the courier; `adopted` by the adopter) ----
+  std::uint64_t posted_requests;  //!< failed requests posted for the service (monotonic; the relay's, as last relayed)
   std::uint64_t posted_bytes;     //!< their bytes, each at its served size (monotonic)
   std::uint64_t posted_order;     //!< (round << 8) | the largest order of 4 KiB pages posted in that round
   std::uint64_t posted_chunks;    //!< arenas that needed a chunk of their own, once per round (monotonic)
-  std::uint64_t adopt_lock;       //!< 1 while a thread adopts published granules
-  std::uint64_t adopted;          //!< ring entries adopted (written by the lock holder only)
-  std::uint64_t waits;            //!< requests that waited for the service (statistics)
-  std::uint64_t exhausted;        //!< ... and gave up because growth could not serve it any more (limit, range)
-  std::uint64_t timeouts;         //!< ... and gave up at the deadline (nullptr)
-  std::uint64_t refusals;         //!< ... and gave up because the service could map nothing (nullptr)
-  std::uint64_t pad0[6];
+  std::uint64_t adopted;          //!< ring entries adopted
+  std::uint64_t pad0[3];
   // ---- written by the service (host) ----
   std::uint64_t round;      //!< rounds finished
   std::uint64_t answered;   //!< posted_requests as read by the last finished round
@@ -89,10 +103,32 @@ struct alignas(64) growth_mailbox {
   std::uint64_t published;  //!< ring entries written
   std::uint64_t stopped;    //!< 1 once the service stopped: waiters give up at once
   std::uint64_t pad1[3];
-  // ---- device ----
-  std::uint64_t arena_round[arena_words];  //!< per arena: 1 + the round its chunk demand was posted in
-  // ---- service ----
   std::uint64_t granule[ring];  //!< heap offsets of published granules, entry p at p % ring
+};
+
+//! The waiting requests' own words (see the file comment): device memory (a growable heap's
+//! growth_state), device scope. Zero it with the heap's metadata. About 1.3 KiB.
+struct growth_relay {
+  static constexpr unsigned arena_words = 128;  //!< arenas beyond 128 share words (chunk demand counted less)
+  // ---- posted by the waiters ----
+  std::uint64_t posted_requests;  //!< failed requests posted (monotonic; tickets are its values)
+  std::uint64_t posted_bytes;     //!< their bytes, each at its served size (monotonic)
+  std::uint64_t posted_order;     //!< (round << 8) | the largest order of 4 KiB pages posted in that round
+  std::uint64_t posted_chunks;    //!< arenas that needed a chunk of their own, once per round (monotonic)
+  std::uint64_t forwarded;        //!< posted_requests as the courier last copied it into the mailbox
+  std::uint64_t courier;          //!< 1 while a waiter relays (try-lock)
+  std::uint64_t adopt_lock;       //!< 1 while a thread adopts published granules (try-lock)
+  std::uint64_t adopted;          //!< ring entries adopted (written by the adopt_lock holder only)
+  // ---- statistics (read at quiescence) ----
+  std::uint64_t waits;      //!< requests that waited for the service
+  std::uint64_t exhausted;  //!< ... and gave up because growth could not serve it any more (limit, range)
+  std::uint64_t timeouts;   //!< ... and gave up at the deadline (nullptr)
+  std::uint64_t refusals;   //!< ... and gave up because the service could map nothing (nullptr)
+  std::uint64_t pad0[4];
+  // ---- the service's words as the courier last read them (mirrors) ----
+  std::uint64_t round, answered, refused, published, stopped;
+  std::uint64_t pad1[3];
+  std::uint64_t arena_round[arena_words];  //!< per arena: 1 + the round its chunk demand was posted in
 };
 
 //! What one service round saw and did (host statistics).
@@ -168,75 +204,137 @@ service_round_result service_round(growth_mailbox* m, service_cursor& cur, Plan&
 template <class P, service_bug Bug = service_bug::none>
 struct growth_waiter {
   //! Posts n failed requests of `bytes` in all (at their served sizes) that needed a block of 4 KiB
-  //! x 2^order; `chunk_arena` >= 0: the arena needs a chunk of its own. One thread per group.
-  //! Returns the group's ticket: posted_requests after its own addition.
-  static TOGA_DEVICE std::uint64_t post(growth_mailbox* m, unsigned n, std::uint64_t bytes, unsigned order, int chunk_arena) TOGA_NOEXCEPT(P) {
-    const std::uint64_t round = P::load(&m->round, relaxed, system_scope);
-    P::fetch_add(&m->posted_bytes, bytes, relaxed, system_scope);
-    P::fetch_max(&m->posted_order, (round << 8) | order, relaxed, system_scope);
+  //! x 2^order; `chunk_arena` >= 0: the arena needs a chunk of its own. One thread per group;
+  //! device memory only. Returns the group's ticket: posted_requests after its own addition.
+  static TOGA_DEVICE std::uint64_t post(growth_relay* r, unsigned n, std::uint64_t bytes, unsigned order, int chunk_arena) TOGA_NOEXCEPT(P) {
+    const std::uint64_t round = P::load(&r->round, relaxed, device_scope);
+    P::fetch_add(&r->posted_bytes, bytes, relaxed, device_scope);
+    P::fetch_max(&r->posted_order, (round << 8) | order, relaxed, device_scope);
     if (chunk_arena >= 0) {
-      std::uint64_t* w = &m->arena_round[static_cast<unsigned>(chunk_arena) % growth_mailbox::arena_words];
-      if (P::fetch_max(w, round + 1, relaxed, system_scope) < round + 1) P::fetch_add(&m->posted_chunks, std::uint64_t{1}, relaxed, system_scope);
+      std::uint64_t* w = &r->arena_round[static_cast<unsigned>(chunk_arena) % growth_relay::arena_words];
+      if (P::fetch_max(w, round + 1, relaxed, device_scope) < round + 1) P::fetch_add(&r->posted_chunks, std::uint64_t{1}, relaxed, device_scope);
     }
-    // last: a round that reads it sees the rest
-    return P::fetch_add(&m->posted_requests, std::uint64_t{n}, release, system_scope) + n;
+    // last: a courier that reads it sees the rest
+    return P::fetch_add(&r->posted_requests, std::uint64_t{n}, release, device_scope) + n;
   }
 
-  //! Adopts every granule published so far (one thread at a time; `adopt(offset)` returns false
-  //! if the granule was adopted already, a violated invariant) and waits until every entry
-  //! published when it started is adopted, or the deadline passes (false).
+  //! One attempt to adopt the ring entries from `adopted` up to `upto` (which the caller saw
+  //! published, with acquire): false if another thread holds the adopt lock. `adopt(offset)`
+  //! returns false if the granule was adopted already, a violated invariant.
   template <class Adopt>
-  static TOGA_DEVICE bool adopt_published(growth_mailbox* m, Adopt&& adopt, std::uint64_t deadline) TOGA_NOEXCEPT(P) {
-    const std::uint64_t want = P::load(&m->published, acquire, system_scope);
+  static TOGA_DEVICE bool try_adopt(growth_relay* r, growth_mailbox* m, std::uint64_t upto, Adopt&& adopt) TOGA_NOEXCEPT(P) {
+    bool locked;
+    if constexpr (Bug == service_bug::adopt_lock_not_atomic) {
+      locked = P::load(&r->adopt_lock, relaxed, device_scope) == 0;
+      if (locked) P::store(&r->adopt_lock, std::uint64_t{1}, relaxed, device_scope);
+      P::fence(acquire, device_scope);
+    } else {
+      std::uint64_t expected = 0;
+      locked = P::load(&r->adopt_lock, relaxed, device_scope) == 0 &&
+               P::compare_exchange(&r->adopt_lock, expected, std::uint64_t{1}, acquire, device_scope);
+    }
+    if (!locked) return false;
+    std::uint64_t a = P::load(&r->adopted, relaxed, device_scope);
+    const std::uint64_t a0 = a;
+    for (; a < upto; ++a) {
+      const std::uint64_t off = P::load(&m->granule[a % growth_mailbox::ring], relaxed, system_scope);
+      TOGA_REQUIRE(P, adopt(off), "growth service: a published granule was adopted twice");
+      P::store(&r->adopted, a + 1, release, device_scope);
+    }
+    if (a != a0) P::store(&m->adopted, a, release, system_scope);  // the service's room: after the entries were read
+    P::store(&r->adopt_lock, std::uint64_t{0}, release, device_scope);
+    return true;
+  }
+
+  //! Adopts every granule published up to `want` (one thread at a time) and waits until they are
+  //! all adopted, or the deadline passes (false). `want`: the relay's `published` (waiters) or the
+  //! mailbox's (at quiescence), read with acquire.
+  template <class Adopt>
+  static TOGA_DEVICE bool adopt_published(growth_relay* r, growth_mailbox* m, std::uint64_t want, Adopt&& adopt,
+                                          std::uint64_t deadline) TOGA_NOEXCEPT(P) {
     for (unsigned attempt = 0;; ++attempt) {
-      if (P::load(&m->adopted, acquire, system_scope) >= want) return true;
-      bool locked;
-      if constexpr (Bug == service_bug::adopt_lock_not_atomic) {
-        locked = P::load(&m->adopt_lock, relaxed, system_scope) == 0;
-        if (locked) P::store(&m->adopt_lock, std::uint64_t{1}, relaxed, system_scope);
-        P::fence(acquire, system_scope);
-      } else {
-        std::uint64_t expected = 0;
-        locked = P::compare_exchange(&m->adopt_lock, expected, std::uint64_t{1}, acquire, system_scope);
-      }
-      if (locked) {
-        std::uint64_t a = P::load(&m->adopted, relaxed, system_scope);
-        const std::uint64_t n = P::load(&m->published, acquire, system_scope);
-        for (; a < n; ++a) {
-          const std::uint64_t off = P::load(&m->granule[a % growth_mailbox::ring], relaxed, system_scope);
-          TOGA_REQUIRE(P, adopt(off), "growth service: a published granule was adopted twice");
-          P::store(&m->adopted, a + 1, release, system_scope);
-        }
-        P::store(&m->adopt_lock, std::uint64_t{0}, release, system_scope);
-        continue;
-      }
+      if (P::load(&r->adopted, acquire, device_scope) >= want) return true;
+      if (try_adopt(r, m, want, adopt)) continue;
       if (P::clock_ns() > deadline) return false;
       P::backoff(attempt);
     }
   }
 
+  //! The courier (see the file comment): if no other waiter relays, copies what was posted into
+  //! the mailbox and the service's words into the relay, then adopts what the service published
+  //! and nobody adopted. Returns whether it relayed.
+  template <class Adopt>
+  static TOGA_DEVICE bool relay(growth_relay* r, growth_mailbox* m, Adopt&& adopt) TOGA_NOEXCEPT(P) {
+    std::uint64_t expected = 0;
+    if (P::load(&r->courier, relaxed, device_scope) != 0 ||
+        !P::compare_exchange(&r->courier, expected, std::uint64_t{1}, acquire, device_scope))
+      return false;
+    const std::uint64_t posted = P::load(&r->posted_requests, acquire, device_scope);
+    if constexpr (Bug == service_bug::relay_only_with_news) {
+      if (posted == P::load(&r->forwarded, relaxed, device_scope)) {
+        P::store(&r->courier, std::uint64_t{0}, release, device_scope);
+        return false;
+      }
+    }
+    if (posted != P::load(&r->forwarded, relaxed, device_scope)) {
+      P::store(&m->posted_bytes, P::load(&r->posted_bytes, relaxed, device_scope), relaxed, system_scope);
+      P::store(&m->posted_order, P::load(&r->posted_order, relaxed, device_scope), relaxed, system_scope);
+      P::store(&m->posted_chunks, P::load(&r->posted_chunks, relaxed, device_scope), relaxed, system_scope);
+      P::store(&m->posted_requests, posted, release, system_scope);  // last: the round that reads it sees the rest
+      P::store(&r->forwarded, posted, relaxed, device_scope);
+    }
+    constexpr bool weak = Bug == service_bug::relay_mirror_relaxed;
+    std::uint64_t answered, published;
+    if constexpr (weak) {
+      answered = P::load(&m->answered, relaxed, system_scope);
+    } else {
+      answered = P::load(&m->answered, acquire, system_scope);
+    }
+    P::store(&r->refused, P::load(&m->refused, relaxed, system_scope), relaxed, device_scope);
+    P::store(&r->round, P::load(&m->round, relaxed, system_scope), relaxed, device_scope);
+    P::store(&r->stopped, P::load(&m->stopped, relaxed, system_scope), relaxed, device_scope);
+    if constexpr (weak) {
+      published = P::load(&m->published, relaxed, system_scope);
+      P::store(&r->published, published, relaxed, device_scope);
+      P::store(&r->answered, answered, relaxed, device_scope);
+    } else {
+      published = P::load(&m->published, acquire, system_scope);
+      P::store(&r->published, published, release, device_scope);
+      P::store(&r->answered, answered, release, device_scope);
+    }
+    P::store(&r->courier, std::uint64_t{0}, release, device_scope);
+    // granules published and not adopted (their waiters may have given up): adopt them now
+    if (P::load(&r->adopted, relaxed, device_scope) < published) (void)try_adopt(r, m, published, adopt);
+    return true;
+  }
+
   //! Why a wait ended.
   enum class outcome : std::uint32_t { retry, refused, timeout, stopped };
 
-  //! After a failed attempt posted `ticket` (post's result): waits until the service answered it.
-  //! `retry`: adopt what it published (adopt_published) and try the request again (if it fails,
-  //! post and wait again); the others: give up with nullptr.
-  static TOGA_DEVICE outcome await(growth_mailbox* m, std::uint64_t deadline, std::uint64_t ticket) TOGA_NOEXCEPT(P) {
+  //! After a failed attempt posted `ticket` (post's result): waits (relaying when it can) until
+  //! the service answered it. `retry`: adopt what it published (adopt_published up to the relay's
+  //! `published`) and try the request again (if it fails, post and wait again); the others: give
+  //! up with nullptr.
+  template <class Adopt>
+  static TOGA_DEVICE outcome await(growth_relay* r, growth_mailbox* m, std::uint64_t deadline, std::uint64_t ticket,
+                                   Adopt&& adopt) TOGA_NOEXCEPT(P) {
     if constexpr (Bug == service_bug::lost_wakeup) {
-      const std::uint64_t r0 = P::load(&m->round, acquire, system_scope);  // read after posting: a round may have answered already
-      for (unsigned attempt = 0; P::load(&m->round, acquire, system_scope) == r0; ++attempt) {
-        if (P::load(&m->stopped, relaxed, system_scope) != 0) return outcome::stopped;
+      const std::uint64_t r0 = P::load(&r->round, acquire, device_scope);  // read after posting: a round may have answered already
+      for (unsigned attempt = 0; P::load(&r->round, acquire, device_scope) == r0; ++attempt) {
+        if (P::load(&r->stopped, relaxed, device_scope) != 0) return outcome::stopped;
         if (P::clock_ns() > deadline) return outcome::timeout;
+        (void)relay(r, m, adopt);
         P::backoff(attempt);
       }
     } else {
-      for (unsigned attempt = 0; P::load(&m->answered, acquire, system_scope) < ticket; ++attempt) {
-        if (P::load(&m->stopped, relaxed, system_scope) != 0) return outcome::stopped;
+      for (unsigned attempt = 0; P::load(&r->answered, acquire, device_scope) < ticket; ++attempt) {
+        if (P::load(&r->stopped, relaxed, device_scope) != 0) return outcome::stopped;
         if (P::clock_ns() > deadline) return outcome::timeout;
+        (void)relay(r, m, adopt);
         P::backoff(attempt);
       }
     }
-    if (P::load(&m->refused, relaxed, system_scope) >= ticket) return outcome::refused;
+    if (P::load(&r->refused, relaxed, device_scope) >= ticket) return outcome::refused;
     return outcome::retry;
   }
 };

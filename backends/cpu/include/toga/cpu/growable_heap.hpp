@@ -177,7 +177,7 @@ class basic_growable_heap {
     auto g = hold();
     growth_counters c = ctl_.counters();
     if (mailbox_) {
-      read_service_tally(*mailbox_, c);
+      read_service_tally(view_.globals->growth.relay, c);
     }
     return c;
   }
@@ -258,8 +258,9 @@ class basic_growable_heap {
   void adopt_published() {
     if (!mailbox_) return;
     on_one_thread([&] {
-      (void)growth_waiter<platform>::adopt_published(mailbox_.get(), [&](std::uint64_t off) { return view_.adopt_granule(off); },
-                                                     ~std::uint64_t{0});
+      growth_mailbox* m = mailbox_.get();
+      (void)growth_waiter<platform>::adopt_published(&view_.globals->growth.relay, m, host_atomics::load(&m->published, acquire, system_scope),
+                                                     [&](std::uint64_t off) { return view_.adopt_granule(off); }, ~std::uint64_t{0});
     });
   }
   template <class F>
