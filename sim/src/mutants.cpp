@@ -392,6 +392,10 @@ std::vector<mutant> build() {
          "the courier relays only when there is new demand to forward: the service's answer to the last demand is never "
          "mirrored into device memory and its waiters never wake")
           .depth(0),
+      mb("service.adoption-overlap-ignored", "logic", "grow-service",
+         P{{"bug", 7}, {"ahead", 300}, {"granule_kib", 1024}, {"heap_kib", 4096}, {"ops", 2}, {"size", 4096}, {"threads", 8}, {"warps", 2}},
+         "a request whose failed attempt an adoption overlapped does not try again: it posts demand already served and, once "
+         "every granule is mapped, gives up as exhausted with the heap nearly empty (S5)"),
   };
   return c;
 }

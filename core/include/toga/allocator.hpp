@@ -305,8 +305,11 @@ struct allocator {
   //! and free. False if it was not unmapped (already adopted).
   TOGA_DEVICE bool adopt_granule(std::uint64_t off) const TOGA_NOEXCEPT(P) {
     if (small.buddy.grow_granule == 0 || !small.buddy.adopt(off, static_cast<unsigned>(small.buddy.grow_granule - 1))) return false;
-    P::fetch_add(&globals->growth.mapped_granules, std::uint64_t{1}, relaxed, device_scope);
-    P::fetch_add(&globals->growth.adopted, std::uint64_t{1}, relaxed, device_scope);
+    // adopted before mapped_granules, both release: a request that sees the granule counted in
+    // mapped_granules (acquire) also sees it in adopted, and one that sees it in adopted sees it
+    // in the tree (allocate_waiting's `gen`)
+    P::fetch_add(&globals->growth.adopted, std::uint64_t{1}, release, device_scope);
+    P::fetch_add(&globals->growth.mapped_granules, std::uint64_t{1}, release, device_scope);
     return true;
   }
   //! Growable heaps, at quiescence only (one thread, nothing else in the heap): reclaims UAlloc's
@@ -475,12 +478,21 @@ struct allocator {
   // A request of s bytes (rounded; `ualloc_ok` as for allocate_above_small) failed on a growable
   // heap: with a growth service, wait for growth and try again until served or given up
   // (wait_for_growth); without one, nullptr at once.
+  // Each attempt here starts after reading the adoptions so far (`gen`): a failure that an
+  // adoption overlapped proves nothing (the memory it needed may have come meanwhile), so the
+  // request tries again instead of posting demand or giving up as exhausted. Without it, when
+  // the waiters adopt while others allocate, lanes that failed just before an adoption posted
+  // demand already served (the service mapped the whole range for half its worth of blocks) and,
+  // once every granule was mapped, gave up with memory free (H200, 2026-11-28; the simulator's
+  // S5).
   TOGA_DEVICE TOGA_NOINLINE void* allocate_waiting(std::uint64_t s, bool ualloc_ok) const TOGA_NOEXCEPT(P) {
+    if (P::load(&globals->growth.service, relaxed, device_scope) == 0) return nullptr;  // demand recorded (count_failed)
     for (std::uint64_t deadline = 0;;) {
-      deadline = wait_for_growth(s, ualloc_ok, deadline);
-      if (deadline == 0) return nullptr;
+      const std::uint64_t gen = P::load(&globals->growth.adopted, acquire, device_scope);
       void* p = s <= geom::ualloc_always_max_bytes && ualloc_ok ? allocate_small(geom::class_of(s)) : allocate_above_small_once(s, ualloc_ok);
       if (p != nullptr) return p;
+      deadline = wait_for_growth(s, ualloc_ok, deadline, gen);
+      if (deadline == 0) return nullptr;
     }
   }
   // A request of s bytes (rounded) failed on a growable heap. With a growth service (design.md
@@ -489,9 +501,11 @@ struct allocator {
   // service to answer and adopts what it published; then the caller tries the request again
   // (and, if it fails, calls this again with the deadline returned). Returns the deadline
   // (P::clock_ns, never 0) to go on with, or 0: give up with nullptr (counted here, once).
-  // `deadline` 0: the request's first wait. Without a service: 0 at once (the failure was
-  // recorded as demand for grow_if_needed).
-  TOGA_DEVICE TOGA_NOINLINE std::uint64_t wait_for_growth(std::uint64_t s, bool ualloc_ok, std::uint64_t deadline) const TOGA_NOEXCEPT(P) {
+  // `deadline` 0: the request's first wait. `gen`: growth_state::adopted before the failed
+  // attempt; if a granule was adopted since, the request tries again at once (no post). Without
+  // a service: 0 at once (the failure was recorded as demand for grow_if_needed).
+  TOGA_DEVICE TOGA_NOINLINE std::uint64_t wait_for_growth(std::uint64_t s, bool ualloc_ok, std::uint64_t deadline,
+                                                          std::uint64_t gen) const TOGA_NOEXCEPT(P) {
     growth_state& gs = globals->growth;
     growth_mailbox* m = reinterpret_cast<growth_mailbox*>(P::load(&gs.service, relaxed, device_scope));
     if (m == nullptr) return 0;
@@ -515,7 +529,11 @@ struct allocator {
       P::fetch_add(&gs.relay.exhausted, std::uint64_t{1}, relaxed, device_scope);
       return 0;
     }
-    if (P::load(&gs.mapped_granules, relaxed, device_scope) >= P::load(&gs.max_granules, relaxed, device_scope)) {
+    // every granule mapped (read first, with acquire: then `adopted` below counts each of them)
+    const bool full = P::load(&gs.mapped_granules, acquire, device_scope) >= P::load(&gs.max_granules, relaxed, device_scope);
+    if (SB != service_bug::adoption_overlap_ignored && P::load(&gs.adopted, acquire, device_scope) != gen)
+      return deadline;  // an adoption overlapped the failed attempt: try again (no post, not exhausted)
+    if (full) {
       P::fetch_add(&st.failed, std::uint64_t{1}, relaxed, device_scope);
       P::fetch_add(&gs.relay.exhausted, std::uint64_t{1}, relaxed, device_scope);
       return 0;

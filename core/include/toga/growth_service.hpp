@@ -83,6 +83,8 @@ enum class service_bug : unsigned {
                             //!< adopter can read a ring entry older than the offset the service wrote
   relay_only_with_news,     //!< the courier relays only when there is new demand to forward: the service's answer to
                             //!< the last demand is never mirrored (a lost wake-up of the relay)
+  adoption_overlap_ignored, //!< a request whose failed attempt an adoption overlapped posts and, with every granule
+                            //!< mapped, gives up as exhausted (allocator::wait_for_growth's `gen`)
 };
 
 //! The words the device and the growth service tell each other (see the file comment). Host
