@@ -396,6 +396,11 @@ std::vector<mutant> build() {
          P{{"bug", 7}, {"ahead", 300}, {"granule_kib", 1024}, {"heap_kib", 4096}, {"ops", 2}, {"size", 4096}, {"threads", 8}, {"warps", 2}},
          "a request whose failed attempt an adoption overlapped does not try again: it posts demand already served and, once "
          "every granule is mapped, gives up as exhausted with the heap nearly empty (S5)"),
+      mb("service.refusal-ignores-adoptions", "logic", "grow-service",
+         P{{"bug", 8}, {"budget", 2}, {"granule_kib", 1024}, {"heap_kib", 4096}, {"ops", 2}, {"size", 512}, {"threads", 4}, {"warps", 3}},
+         "a refused waiter gives up without adopting what earlier rounds published and trying it: nullptr with the mapped "
+         "memory nearly unused (S5)")
+          .depth(0),
   };
   return c;
 }

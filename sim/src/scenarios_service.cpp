@@ -14,8 +14,9 @@
 // at its deadline (wait_us; the default is beyond any schedule's length, so with it nullptr means
 // a refusal or a full range); S3 at quiescence every nullptr is counted once (mailbox timeouts +
 // refusals, heap failures), and the granules adopted are exactly those the service mapped; S4
-// every block's pattern intact at its free; S5 no request gives up as exhausted while the heap
-// holds every lane's requests 4 times over plus a superbin and a chunk per SM and class; the
+// every block's pattern intact at its free; S5 no request gives up (exhausted or refused) while
+// the mapped granules hold every lane's requests 4 times over plus a superbin and a chunk per SM
+// and class; the
 // heap walk with no live block. A waiter that never
 // wakes is a `livelock` verdict (the run's step bound).
 // bug: 1 a granule published before it is mapped, 2 the adopter's lock not atomic (a granule
@@ -25,7 +26,8 @@
 // reads a ring entry older than the one the service wrote), 6 the courier relays only when there
 // is new demand to forward (the answer to the last demand is never mirrored: a lost wake-up), 7 a
 // request whose failed attempt an adoption overlapped posts anyway and, with every granule
-// mapped, gives up as exhausted (S5).
+// mapped, gives up as exhausted (S5), 8 a refused waiter gives up without adopting and trying
+// what earlier rounds published (S5).
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -154,9 +156,11 @@ struct service_inst final : instance {
         for (unsigned l = 0; l + 1 < lanes; ++l)
           for (unsigned j = 0; j < ops; ++j) demand += size_of(l, j);
         const std::uint64_t spare = std::uint64_t{sms} * 3 * ((std::uint64_t{1} << layout.sb_shift) + geom::chunk_bytes);
-        if (!refused && full && wait >= 1'000'000'000 && 4 * demand + spare <= hb && violation.empty())
-          violation = "S5 lane " + str(me) + " got nullptr for " + str(bytes) + " B as exhausted, though the " + str(hb) +
-                      " B heap is 4x the " + str(demand) + " B all lanes ask for (and a superbin and chunk per SM and class more); TBuddy hands out " +
+        const std::uint64_t mapped_now = mapped_count * granule_bytes;  // (every granule when the range is full)
+        if ((refused || full) && wait >= 1'000'000'000 && 4 * demand + spare <= mapped_now && violation.empty())
+          violation = "S5 lane " + str(me) + " got nullptr for " + str(bytes) + " B (" + (full ? "exhausted" : "refused") + "), though the " +
+                      str(mapped_now) + " B mapped are 4x the " + str(demand) +
+                      " B all lanes ask for (and a superbin and chunk per SM and class more); TBuddy hands out " +
                       str(collect_statistics(a).buddy_bytes) + " B, superbins of " + str(std::uint64_t{1} << layout.sb_shift) + " B";
         if (!refused && !full && wait >= 1'000'000'000 && violation.empty())
           violation = "S2 lane " + str(me) + " got nullptr for " + str(bytes) + " B though the service never refused, " +
@@ -211,6 +215,7 @@ std::unique_ptr<instance> make_service(world& w, const params& p) {
     case 5: return std::make_unique<service_inst<service_bug::relay_mirror_relaxed>>(w, p);
     case 6: return std::make_unique<service_inst<service_bug::relay_only_with_news>>(w, p);
     case 7: return std::make_unique<service_inst<service_bug::adoption_overlap_ignored>>(w, p);
+    case 8: return std::make_unique<service_inst<service_bug::refusal_ignores_adoptions>>(w, p);
     default: return std::make_unique<service_inst<service_bug::none>>(w, p);
   }
 }
@@ -223,7 +228,7 @@ void register_service_scenarios() {
        "growable heap with a growth service: the last lane maps granules (at most `budget`) while the others' requests wait, "
        "adopt and retry; params warps=2 threads=2 sms=1 ops=2 size=4096 mixed=0 heap_kib=1024 granule_kib=256 budget=-1 "
        "wait_us=10000000 ahead=0 bug=0 (1 granule published before it is mapped, 2 adopter lock not atomic, 3 lost wake-up, 4 a "
-       "refusal not published, 5 the courier's mirror without acquire/release, 6 the courier relays only new demand, 7 a failure an adoption overlapped gives up as exhausted)",
+       "refusal not published, 5 the courier's mirror without acquire/release, 6 the courier relays only new demand, 7 a failure an adoption overlapped gives up as exhausted, 8 a refused waiter does not try what was published)",
        expectation::pass,
        [](const params& p) {
          return launch_config{static_cast<unsigned>(p.get("sms", 1)), static_cast<unsigned>(p.get("warps", 2)),
@@ -243,7 +248,7 @@ void register_service_scenarios() {
                   {1, 50, 2'000}, true),
        drawn_from({"ahead", 0, 1'000, 0, "percent of the mapped granules a round maps at least (service_ahead_percent)"}, {0, 100, 300}),
        {"sb_shift", -1, geom::sb_max_shift, -1, "log2 of the superbin bytes (0: none; -1: toga's choice)"},
-       {"bug", 0, 7, 0, "planted bug"}});
+       {"bug", 0, 8, 0, "planted bug"}});
   sc.shape_limit = [](const params& p) -> std::optional<std::string> {
     const std::int64_t lanes = p.get("sms", 1) * p.get("warps", 2) * p.get("threads", 2);
     if (lanes < 2) return "one lane: no worker beside the service";

@@ -553,14 +553,24 @@ struct allocator {
     // the leader posts, waits and adopts for the group (one poller per warp; one courier at a
     // time reads the host's words)
     std::uint32_t ow = 0;
+    std::uint64_t adopted_seen = 0;
     if (g.is_leader()) {
       const std::uint64_t ticket = W::post(&gs.relay, g.size, total, static_cast<unsigned>(max_order), chunk_arena);
       auto o = await_growth(m, deadline, ticket);
-      if (o == W::outcome::retry && !adopt_published_granules(m, P::load(&gs.relay.published, acquire, device_scope), deadline))
+      // a refusal too adopts what was published: it may be a later round's than the one that
+      // served this ticket, and granules of earlier rounds may serve the group
+      const bool adopt = o == W::outcome::retry || (o == W::outcome::refused && SB != service_bug::refusal_ignores_adoptions);
+      if (adopt && !adopt_published_granules(m, P::load(&gs.relay.published, acquire, device_scope), deadline) && o == W::outcome::retry)
         o = W::outcome::timeout;
       ow = static_cast<std::uint32_t>(o);
+      // the adoptions the leader has seen (every published granule once adopt_published returned)
+      adopted_seen = P::load(&gs.adopted, acquire, device_scope);
     }
     const auto o = static_cast<typename W::outcome>(g.broadcast(ow));
+    // granules adopted since this lane's failed attempt: try them before giving up (the leader's
+    // count, not the lane's own load: a shuffle orders no memory, so the lane could still read
+    // the count it read before its attempt)
+    if (o == W::outcome::refused && SB != service_bug::refusal_ignores_adoptions && g.broadcast(adopted_seen) != gen) return deadline;
     if (o != W::outcome::retry) {
       P::fetch_add(o == W::outcome::timeout ? &gs.relay.timeouts : &gs.relay.refusals, std::uint64_t{1}, relaxed, device_scope);
       return 0;

@@ -575,7 +575,7 @@ class growth_controller {
         [&](std::uint64_t, std::uint64_t bytes, unsigned order, std::uint64_t chunks, std::uint64_t room) {
           std::vector<std::uint64_t> v = plan(bytes, order, chunks);
           demand_n = v.size();
-          if (!v.empty() && !planned_run_) add_ahead(v);
+          if (!v.empty() && !planned_run_) add_ahead(v, room);
           if (v.size() > room) v.resize(room);
           return v;
         },
@@ -597,8 +597,10 @@ class growth_controller {
 
   //! The growth service's geometric minimum (growth_options::service_ahead_percent): adds the
   //! lowest unmapped granules not in `v` until `v` holds that percent of the mapped granules.
-  void add_ahead(std::vector<std::uint64_t>& v) const {
-    const std::uint64_t want = map_.mapped_granules() * options_.service_ahead_percent / 100;
+  //! At most `room` granules in all (what the ring can publish this round), so the search stays
+  //! within the ring's 64 entries (it was quadratic in the percent of the mapped granules).
+  void add_ahead(std::vector<std::uint64_t>& v, std::uint64_t room = ~std::uint64_t{0}) const {
+    const std::uint64_t want = std::min(map_.mapped_granules() * options_.service_ahead_percent / 100, room);
     for (std::uint64_t k = 0; k < usable_ && v.size() < want; ++k)
       if (!map_.is_mapped(k) && std::find(v.begin(), v.end(), k) == v.end()) v.push_back(k);
   }

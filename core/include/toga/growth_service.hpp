@@ -85,6 +85,8 @@ enum class service_bug : unsigned {
                             //!< the last demand is never mirrored (a lost wake-up of the relay)
   adoption_overlap_ignored, //!< a request whose failed attempt an adoption overlapped posts and, with every granule
                             //!< mapped, gives up as exhausted (allocator::wait_for_growth's `gen`)
+  refusal_ignores_adoptions,//!< a refused waiter gives up without adopting what was published and trying it (the
+                            //!< refusal may be a later round's, and earlier rounds' granules may serve it)
 };
 
 //! The words the device and the growth service tell each other (see the file comment). Host
