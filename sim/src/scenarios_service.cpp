@@ -12,8 +12,8 @@
 // Checked: S1 every block lies in granules the service had mapped when the block was handed out;
 // S2 a request got nullptr only when the service had refused, when every granule was mapped, or
 // at its deadline (wait_us; the default is beyond any schedule's length, so with it nullptr means
-// a refusal or a full range); S3 at quiescence every nullptr is counted once (mailbox timeouts +
-// refusals, heap failures), and the granules adopted are exactly those the service mapped; S4
+// a refusal or a full range); S3 at quiescence every nullptr is counted once (the relay's timeouts
+// + refusals, heap failures), and the granules adopted are exactly those the service mapped; S4
 // every block's pattern intact at its free; S5 no request gives up (exhausted or refused) while
 // the mapped granules hold every lane's requests 4 times over plus a superbin and a chunk per SM
 // and class; the

@@ -915,6 +915,9 @@ void heap::reset_high_water() {
 void heap::trim() {
   if (!meta_) throw std::logic_error("toga::cuda::heap::trim: the heap was moved from");
   device_guard guard(device_);
+  // before the service's lock: a kernel of this stream whose requests wait for the service must
+  // finish first (the lock stops the service's rounds; the adoption below would queue behind it)
+  TOGA_CUDA_TRY(cudaStreamSynchronize(options_.stream));
   std::unique_lock<std::mutex> lk;
   if (growth_) lk = growth_->hold();
   adopt_published(growth_.get(), view_, options_.stream);

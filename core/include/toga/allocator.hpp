@@ -61,7 +61,9 @@ inline const char* to_string(heap_error_kind k) {
 }
 
 //! A growable heap's state (issue 14): what is mapped, and the demand that growth would serve.
-//! Counters are relaxed; read them at quiescence.
+//! Counters are relaxed and read at quiescence, except `adopted` and `mapped_granules`, which
+//! adopt_granule adds with release (in that order) and the growth service's waiters read with
+//! acquire while kernels run (allocator::allocate_waiting).
 struct growth_state {
   std::uint64_t mapped_granules;  //!< granules adopted and not withdrawn
   std::uint64_t adopted;          //!< adoptions so far

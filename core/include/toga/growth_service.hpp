@@ -21,8 +21,9 @@
 //! the PCIe traffic made each round cost about 10 ms of the kernel, docs/benchmarks.md.)
 //!  * Posting (device, `post`, relay only): the leader of a failed group adds its requests, bytes
 //!    (at their served size), its block's order tagged with the service's round as last relayed
-//!    (a stale order is ignored) and, once per arena and round, a chunk (512 KiB) for arenas whose
-//!    small classes need one; posted_requests last, with release. The group's ticket is
+//!    (fetch_max: the word grows with the round; a round uses the order if the word changed since
+//!    the last round) and, once per arena and round, a chunk (512 KiB) for arenas whose small
+//!    classes need one; posted_requests last, with release. The group's ticket is
 //!    posted_requests after its addition.
 //!  * Relaying (device, `relay`): a waiter that takes the relay's courier lock (a try-lock) copies
 //!    the relay's posted words into the mailbox when posted_requests changed since it last did
@@ -32,7 +33,8 @@
 //!    releases the lock; if the service published granules nobody adopted, it tries to adopt them
 //!    (so a ring full of granules whose waiters gave up cannot stop the service).
 //!  * A round (service, `service_round`): reads the mailbox's posted_requests P (acquire); if it is
-//!    above `answered`, maps granules for what was posted since the last round (the backend's
+//!    above `answered` and the ring has room (else it answers later, consuming nothing), maps
+//!    granules for what was posted since the last round (the backend's
 //!    plan: growth_controller::plan, at most the ring's free entries), writes each granule's offset
 //!    in the ring *after* mapping it, then `published` (release); a round whose mapping failed
 //!    before it mapped anything (the driver or the budget refused) stores P in `refused` (a plan
@@ -45,8 +47,9 @@
 //!    backing off after each look) until the relay's `answered` >= its ticket, adopts, and the lanes retry,
 //!    posting again if they fail. No wake-up is lost: the ticket is compared with a monotonic
 //!    count, never with a "changed since" value read after posting. A waiter gives up with
-//!    nullptr when the round that answered its ticket refused, when the service has stopped, when
-//!    every granule is mapped, or at the deadline.
+//!    nullptr when a refusal at or after its ticket was seen and no granule was adopted since its
+//!    failed attempt (allocator::wait_for_growth), when the service has stopped, when every
+//!    granule is mapped, or at the deadline.
 //!  * Adopting (device, `adopt_published`): one thread at a time (the relay's try-lock
 //!    `adopt_lock`) adopts the ring entries from `adopted` up to what its caller saw published,
 //!    in order, storing the relay's `adopted` (release) after each and the mailbox's `adopted`
@@ -90,7 +93,7 @@ enum class service_bug : unsigned {
 };
 
 //! The words the device and the growth service tell each other (see the file comment). Host
-//! visible memory; zero it before use. 64 B aligned; about 0.7 KiB.
+//! visible memory; zero it before use. 64 B aligned; 640 B.
 struct alignas(64) growth_mailbox {
   static constexpr unsigned ring = 64;  //!< published granules not yet adopted, at most
   // ---- written by the device (the courier; `adopted` by the adopter) ----
@@ -111,7 +114,7 @@ struct alignas(64) growth_mailbox {
 };
 
 //! The waiting requests' own words (see the file comment): device memory (a growable heap's
-//! growth_state), device scope. Zero it with the heap's metadata. About 1.3 KiB.
+//! growth_state), device scope. Zero it with the heap's metadata. 1,216 B.
 struct growth_relay {
   static constexpr unsigned arena_words = 128;  //!< arenas beyond 128 share words (chunk demand counted less)
   // ---- posted by the waiters ----
@@ -135,6 +138,9 @@ struct growth_relay {
   std::uint64_t arena_round[arena_words];  //!< per arena: 1 + the round its chunk demand was posted in
 };
 
+static_assert(sizeof(growth_mailbox) == 640, "growth_mailbox: the size its comment gives");
+static_assert(sizeof(growth_relay) == 1216, "growth_relay: the size its comment gives");
+
 //! What one service round saw and did (host statistics).
 struct service_round_result {
   bool answered = false;       //!< there was demand and the round answered it
@@ -147,7 +153,7 @@ struct service_round_result {
 
 //! The service's own memory of what it has consumed (host side, one per mailbox).
 struct service_cursor {
-  std::uint64_t bytes = 0, chunks = 0;
+  std::uint64_t bytes = 0, chunks = 0, order_word = 0;
 };
 
 //! A service map callback's failure.
@@ -165,6 +171,12 @@ service_round_result service_round(growth_mailbox* m, service_cursor& cur, Plan&
   const std::uint64_t posted = P::load(&m->posted_requests, acquire, system_scope);
   const std::uint64_t answered = P::load(&m->answered, relaxed, system_scope);
   if (posted == answered) return r;
+  std::uint64_t published = P::load(&m->published, relaxed, system_scope);
+  const std::uint64_t adopted = P::load(&m->adopted, acquire, system_scope);
+  const std::uint64_t room = growth_mailbox::ring - (published - adopted);
+  // the ring is full (nobody adopted the last granules yet): answer later, consuming nothing
+  // (the demand read here would otherwise be lost to the next round)
+  if (room == 0) return r;
   const std::uint64_t round = P::load(&m->round, relaxed, system_scope);
   const std::uint64_t bytes = P::load(&m->posted_bytes, relaxed, system_scope);
   const std::uint64_t chunks = P::load(&m->posted_chunks, relaxed, system_scope);
@@ -172,13 +184,13 @@ service_round_result service_round(growth_mailbox* m, service_cursor& cur, Plan&
   r.requests = posted - answered;
   r.bytes = bytes - cur.bytes;
   r.chunks = chunks - cur.chunks;
-  r.order = (ow >> 8) == round ? static_cast<unsigned>(ow & 0xff) : 0u;
+  // the order word changed since the last round consumed it (it only grows: fetch_max of
+  // (round << 8) | order): an order posted since; its round tag may lag this round's by the
+  // relay's mirror, so the tag alone does not decide (it only makes the word grow)
+  r.order = ow != cur.order_word ? static_cast<unsigned>(ow & 0xff) : 0u;
   cur.bytes = bytes;
   cur.chunks = chunks;
-  std::uint64_t published = P::load(&m->published, relaxed, system_scope);
-  const std::uint64_t adopted = P::load(&m->adopted, acquire, system_scope);
-  const std::uint64_t room = growth_mailbox::ring - (published - adopted);
-  if (room == 0) return r;  // the waiters have not adopted the last granules yet: answer later
+  cur.order_word = ow;
   bool attempted = false;  // a plan with nothing to map (every granule mapped) refuses nothing:
                            // the waiters adopt what was published and give up once all is adopted
   for (const std::uint64_t i : plan(r.requests, r.bytes, r.order, r.chunks, room)) {
@@ -317,8 +329,10 @@ struct growth_waiter {
 
   //! After a failed attempt posted `ticket` (post's result): waits (relaying when it can) until
   //! the service answered it. `retry`: adopt what it published (adopt_published up to the relay's
-  //! `published`) and try the request again (if it fails, post and wait again); the others: give
-  //! up with nullptr.
+  //! `published`) and try the request again (if it fails, post and wait again); `refused` (a
+  //! refusal at or after the ticket, possibly a later round's): the caller adopts what was
+  //! published and tries again if anything was adopted since its failed attempt, else gives up
+  //! with nullptr; `timeout`, `stopped`: nullptr.
   template <class Adopt>
   static TOGA_DEVICE outcome await(growth_relay* r, growth_mailbox* m, std::uint64_t deadline, std::uint64_t ticket,
                                    Adopt&& adopt) TOGA_NOEXCEPT(P) {
