@@ -76,8 +76,8 @@ struct service_inst final : instance {
   service_inst(world& w, const params& p)
       : lanes(w.config().lanes()),
         workers(lanes - 1),
-        sms(w.config().sms),
         ops(static_cast<unsigned>(p.get("ops", 2))),
+        sms(w.config().sms),
         size(static_cast<std::uint64_t>(p.get("size", 4096))),
         mixed(p.get("mixed", 0) != 0),
         budget(p.get("budget", -1)),
