@@ -129,6 +129,7 @@ TEST(GrowthService, EightGiBOfFourKiBBlocksInOneLaunchFromEmpty) {
   const float grow_ms = r.alloc(h, 4096, false);
   TOGA_TEST_CUDA(cudaGetLastError());
   EXPECT_EQ(r.take(0), 0u) << "every request is served in the one launch";
+  const std::uint64_t walks = h.stats().reclaim_walks;  // of the growing launch (the warm ones add theirs)
   toga::cuda::heap_attributes a = h.attributes();
   EXPECT_GE(a.mapped_mem_current, 8 * GiB);
   EXPECT_GT(a.service_rounds, 0u);
@@ -149,11 +150,12 @@ TEST(GrowthService, EightGiBOfFourKiBBlocksInOneLaunchFromEmpty) {
   std::sort(warm.begin(), warm.end());
   a = h.attributes();
   std::printf("[ figure ] 2^21 x 4 KiB from an empty heap with the service, ahead %llu %%, headroom %llu MiB: %.3f ms; on the mapped heap: %.3f ms "
-              "(median of 5); %.2fx; mapped %llu MiB in %llu granules, %llu rounds (%.3f ms in rounds, %.3f ms mapping), %llu waits\n",
+              "(median of 5); %.2fx; mapped %llu MiB in %llu granules, %llu rounds (%.3f ms in rounds, %.3f ms mapping), %llu waits, "
+              "%llu reclaim walks\n",
               static_cast<unsigned long long>(ahead), static_cast<unsigned long long>(headroom / MiB), grow_ms, warm[2], grow_ms / warm[2],
               static_cast<unsigned long long>(a.mapped_mem_current / MiB), static_cast<unsigned long long>(a.mapped_mem_current / a.granule_bytes),
               static_cast<unsigned long long>(a.service_rounds), a.service_round_ns / 1e6, a.service_map_ns / 1e6,
-              static_cast<unsigned long long>(a.service_waits));
+              static_cast<unsigned long long>(a.service_waits), static_cast<unsigned long long>(walks));
   EXPECT_EQ(h.trim_to(0), a.mapped_mem_current);
   }
 }
@@ -170,10 +172,11 @@ TEST(GrowthService, SmallAndMixedSizesFromEmptyInOneLaunch) {
     EXPECT_EQ(r.take(0), 0u);
     const toga::cuda::heap_attributes a = h.attributes();
     std::printf("[ figure ] %llu threads x %zu B (x1, x2, x4) from empty: %.3f ms, mapped %llu MiB, %llu rounds (%.3f ms in rounds, "
-                "%.3f ms mapping), %llu waits, %llu timeouts\n",
+                "%.3f ms mapping), %llu waits, %llu timeouts, %llu reclaim walks\n",
                 static_cast<unsigned long long>(n), bytes, ms, static_cast<unsigned long long>(a.mapped_mem_current / MiB),
                 static_cast<unsigned long long>(a.service_rounds), a.service_round_ns / 1e6, a.service_map_ns / 1e6,
-                static_cast<unsigned long long>(a.service_waits), static_cast<unsigned long long>(a.service_timeouts));
+                static_cast<unsigned long long>(a.service_waits), static_cast<unsigned long long>(a.service_timeouts),
+                static_cast<unsigned long long>(h.stats().reclaim_walks));
     const auto err = h.check();
     EXPECT_FALSE(err.has_value()) << *err;
     r.free_all(h, bytes, true);

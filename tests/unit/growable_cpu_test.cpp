@@ -290,6 +290,24 @@ TEST(GrowableCpuHeap, ExhaustionAtMaxBytesIsAFailureNotDemand) {
   EXPECT_EQ(free_round(h, out, 0, 8, 4 * MiB), 0u);
 }
 
+// heap_statistics::reclaim_walks counts UAlloc's shared reclaim walks (the statistic the growth
+// service's GPU figures print): a full heap's failures walk, and once a walk found nothing to give
+// back, failures walk no more until something changes (a free).
+TEST(GrowableCpuHeap, ReclaimWalksAreCountedAndSkippedWhileNothingChanged) {
+  growable_heap h(opts(4 * MiB, 256 * KiB, 4 * MiB));  // all of max_bytes mapped: failures are exhaustion
+  std::vector<void*> out(8192, nullptr);
+  ASSERT_GT(alloc_round(h, out, 0, 8192, 1024), 0u) << "8 MiB of 1 KiB blocks cannot fit in 4 MiB";
+  EXPECT_GE(h.stats().reclaim_walks, 1u) << "the failures walked for something to reclaim";
+  std::vector<void*> more(64, nullptr);
+  EXPECT_EQ(alloc_round(h, more, 0, 64, 1024), 64u);
+  const std::uint64_t walks = h.stats().reclaim_walks;
+  EXPECT_EQ(alloc_round(h, more, 0, 64, 1024), 64u);
+  EXPECT_EQ(h.stats().reclaim_walks, walks) << "nothing changed since a walk that found nothing: no walk";
+  EXPECT_EQ(free_round(h, out, 0, 8192, 1024), 0u);
+  EXPECT_EQ(alloc_round(h, more, 0, 64, 1024), 0u);
+  EXPECT_EQ(free_round(h, more, 0, 64, 1024), 0u);
+}
+
 TEST(GrowableCpuHeap, MaxBytesCapsTheMappedMemory) {
   // 5 MiB in a range of 8 MiB: at most 5 granules of 1 MiB are ever mapped
   growable_heap h(opts(5 * MiB, MiB));

@@ -810,6 +810,10 @@ struct heap_statistics {
   std::uint64_t superbins[geom::sb_max_classes] = {};
   std::uint64_t superbin_bytes = 0;
   std::uint64_t superbin_max_class_bytes = 0;
+  //! UAlloc's shared reclaim walks run so far (design.md §9.4; a failed request walks every arena
+  //! for empty bins and chunks to give back, unless nothing changed since a walk that found
+  //! nothing): a fill that keeps reaching the heap's edge pays one per edge.
+  std::uint64_t reclaim_walks = 0;
   std::uint32_t errors = 0;
 };
 
@@ -856,6 +860,7 @@ heap_statistics collect_statistics(const A& a) {
   s.buddy_high_bytes = a.globals->limit.reserved_high;
   s.peak_used_bytes = peaks < s.buddy_high_bytes ? peaks : s.buddy_high_bytes;
   s.chunk_bytes = s.chunks * geom::chunk_bytes;
+  s.reclaim_walks = a.globals->limit.reclaim_gate >> 2;  // (ualloc::walk_end: the gate's count above 2 flag bits)
   s.errors = a.globals->error_count;
   return s;
 }
