@@ -566,7 +566,7 @@ struct allocator {
         o = W::outcome::timeout;
       ow = static_cast<std::uint32_t>(o);
       // the adoptions the leader has seen (every published granule once adopt_published returned)
-      adopted_seen = P::load(&gs.adopted, acquire, device_scope);
+      if (o == W::outcome::refused) adopted_seen = P::load(&gs.adopted, acquire, device_scope);
     }
     const auto o = static_cast<typename W::outcome>(g.broadcast(ow));
     // granules adopted since this lane's failed attempt: try them before giving up (the leader's

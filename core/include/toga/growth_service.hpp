@@ -68,6 +68,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "toga/config.hpp"
 #include "toga/platform.hpp"
@@ -234,6 +235,13 @@ struct growth_waiter {
     return P::fetch_add(&r->posted_requests, std::uint64_t{n}, release, device_scope) + n;
   }
 
+  //! A try-lock on `w` (0 free, 1 held): a load first, then one CAS (acquire) only if it looked free.
+  static TOGA_DEVICE bool try_lock(std::uint64_t* w) TOGA_NOEXCEPT(P) {
+    std::uint64_t expected = 0;
+    return P::load(w, relaxed, device_scope) == 0 && P::compare_exchange(w, expected, std::uint64_t{1}, acquire, device_scope);
+  }
+  static TOGA_DEVICE void unlock(std::uint64_t* w) TOGA_NOEXCEPT(P) { P::store(w, std::uint64_t{0}, release, device_scope); }
+
   //! One attempt to adopt the ring entries from `adopted` up to `upto` (which the caller saw
   //! published, with acquire): false if another thread holds the adopt lock. `adopt(offset)`
   //! returns false if the granule was adopted already, a violated invariant.
@@ -245,9 +253,7 @@ struct growth_waiter {
       if (locked) P::store(&r->adopt_lock, std::uint64_t{1}, relaxed, device_scope);
       P::fence(acquire, device_scope);
     } else {
-      std::uint64_t expected = 0;
-      locked = P::load(&r->adopt_lock, relaxed, device_scope) == 0 &&
-               P::compare_exchange(&r->adopt_lock, expected, std::uint64_t{1}, acquire, device_scope);
+      locked = try_lock(&r->adopt_lock);
     }
     if (!locked) return false;
     std::uint64_t a = P::load(&r->adopted, relaxed, device_scope);
@@ -258,7 +264,7 @@ struct growth_waiter {
       P::store(&r->adopted, a + 1, release, device_scope);
     }
     if (a != a0) P::store(&m->adopted, a, release, system_scope);  // the service's room: after the entries were read
-    P::store(&r->adopt_lock, std::uint64_t{0}, release, device_scope);
+    unlock(&r->adopt_lock);
     return true;
   }
 
@@ -281,44 +287,34 @@ struct growth_waiter {
   //! and nobody adopted. Returns whether it relayed.
   template <class Adopt>
   static TOGA_DEVICE bool relay(growth_relay* r, growth_mailbox* m, Adopt&& adopt) TOGA_NOEXCEPT(P) {
-    std::uint64_t expected = 0;
-    if (P::load(&r->courier, relaxed, device_scope) != 0 ||
-        !P::compare_exchange(&r->courier, expected, std::uint64_t{1}, acquire, device_scope))
-      return false;
+    if (!try_lock(&r->courier)) return false;
     const std::uint64_t posted = P::load(&r->posted_requests, acquire, device_scope);
+    const bool news = posted != P::load(&r->forwarded, relaxed, device_scope);
     if constexpr (Bug == service_bug::relay_only_with_news) {
-      if (posted == P::load(&r->forwarded, relaxed, device_scope)) {
-        P::store(&r->courier, std::uint64_t{0}, release, device_scope);
+      if (!news) {
+        unlock(&r->courier);
         return false;
       }
     }
-    if (posted != P::load(&r->forwarded, relaxed, device_scope)) {
+    if (news) {
       P::store(&m->posted_bytes, P::load(&r->posted_bytes, relaxed, device_scope), relaxed, system_scope);
       P::store(&m->posted_order, P::load(&r->posted_order, relaxed, device_scope), relaxed, system_scope);
       P::store(&m->posted_chunks, P::load(&r->posted_chunks, relaxed, device_scope), relaxed, system_scope);
       P::store(&m->posted_requests, posted, release, system_scope);  // last: the round that reads it sees the rest
       P::store(&r->forwarded, posted, relaxed, device_scope);
     }
+    // the mirror's orders (planted bug relay_mirror_relaxed: relaxed on both hops)
     constexpr bool weak = Bug == service_bug::relay_mirror_relaxed;
-    std::uint64_t answered, published;
-    if constexpr (weak) {
-      answered = P::load(&m->answered, relaxed, system_scope);
-    } else {
-      answered = P::load(&m->answered, acquire, system_scope);
-    }
+    constexpr std::conditional_t<weak, order_tag<memory_order::relaxed>, order_tag<memory_order::acquire>> acq{};
+    constexpr std::conditional_t<weak, order_tag<memory_order::relaxed>, order_tag<memory_order::release>> rel{};
+    const std::uint64_t answered = P::load(&m->answered, acq, system_scope);
     P::store(&r->refused, P::load(&m->refused, relaxed, system_scope), relaxed, device_scope);
     P::store(&r->round, P::load(&m->round, relaxed, system_scope), relaxed, device_scope);
     P::store(&r->stopped, P::load(&m->stopped, relaxed, system_scope), relaxed, device_scope);
-    if constexpr (weak) {
-      published = P::load(&m->published, relaxed, system_scope);
-      P::store(&r->published, published, relaxed, device_scope);
-      P::store(&r->answered, answered, relaxed, device_scope);
-    } else {
-      published = P::load(&m->published, acquire, system_scope);
-      P::store(&r->published, published, release, device_scope);
-      P::store(&r->answered, answered, release, device_scope);
-    }
-    P::store(&r->courier, std::uint64_t{0}, release, device_scope);
+    const std::uint64_t published = P::load(&m->published, acq, system_scope);
+    P::store(&r->published, published, rel, device_scope);
+    P::store(&r->answered, answered, rel, device_scope);
+    unlock(&r->courier);
     // granules published and not adopted (their waiters may have given up): adopt them now
     if (P::load(&r->adopted, relaxed, device_scope) < published) (void)try_adopt(r, m, published, adopt);
     return true;
