@@ -116,6 +116,9 @@ std::vector<mutant> build() {
          "biased fast path judges the stored C without the bias").depth(0),
       mb("sem.slow-below-bias", "atomicity", "semaphore", P{{"bug", 8}},
          "the CAS loop decides on a snapshot whose C is below the bias").depth(1),
+      mb("sem.shortfall-leave-short", "liveness", "semaphore", P{{"bug", 9}, {"capacity", 1}, {"keep", 1}},
+         "on a shortfall each waiter leaves with probability (excess - 1) / R instead of excess / R: a withdrawal of "
+         "one promise releases nobody, and its waiter spins forever").depth(1),
       // ---- collective mutex and pop-k (toga/group.hpp) -------------------------------------------
       mb("mutex.no-entry-sync", "its", "collective-mutex", P{{"bug", 1}},
          "members enter before the leader holds the lock (no __syncwarp)").gpu().depth(0).ci(),
@@ -334,6 +337,15 @@ std::vector<mutant> build() {
       mb("tbuddy.presplit-drain-charged", "accounting", "presplit-race", P{{"bug", 47}},
          "a drain frees the reserve's blocks through the charging path: the byte count of handed-out blocks drops below "
          "what the tree holds")
+          .depth(0),
+      // a climb stops at a recorded failure (design.md §13.1)
+      mb("tbuddy.climb-stop-keeps-promises", "liveness", "exhaust-recover", P{{"bug", 53}, {"threads", 4}},
+         "a climb that stops at a failure another climb recorded does not withdraw its promises: waiters below wait for "
+         "blocks that never come, and the levels' E stays above zero")
+          .depth(1),
+      mb("tbuddy.climb-stop-ignores-generation", "fail-fast", "exhaust-recover", P{{"bug", 54}},
+         "a climb stops at any failure ever recorded for its order, also one that frees have since made stale: the "
+         "recovery request gets nullptr from an empty heap")
           .depth(0),
       mb("tbuddy.presplit-drain-unseen", "exhaustion", "presplit-race", P{{"bug", 48}},
          "a climb that fails at the root after another climb drained the reserve at levels it had passed does not climb "

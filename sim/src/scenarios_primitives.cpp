@@ -614,6 +614,7 @@ std::unique_ptr<instance> make_semaphore(world& w, const params& p) {
     case 6: return std::make_unique<semaphore_inst<sem_bug::fast_undo_short, bias>>(w, p, true);
     case 7: return std::make_unique<semaphore_inst<sem_bug::fast_ignores_bias, bias>>(w, p, true);
     case 8: return std::make_unique<semaphore_inst<sem_bug::slow_decides_below_bias, bias>>(w, p, true);
+    case 9: return std::make_unique<semaphore_inst<sem_bug::shortfall_leave_short>>(w, p, true);
     default:
       if (fast) return std::make_unique<semaphore_inst<sem_bug::none, bias>>(w, p, true);
       return std::make_unique<semaphore_inst<sem_bug::none>>(w, p, true);
@@ -665,7 +666,8 @@ void register_primitive_scenarios() {
        "bulk semaphore: producers/consumers with batches, out-of-memory withdrawal; params lanes=4 batch=3 "
        "capacity=lanes rounds=2 keep=0 fast=0 (1: biased semaphore, speculative fetch_sub) bug=0 (1 fast-path "
        "fetch_sub, 2 spin ignores shortfall, 3 GROW promises full batch, 4 failing producer keeps its promise; biased: 5 no "
-       "undo, 6 undo one short, 7 fast path ignores the bias, 8 CAS loop decides below the bias)",
+       "undo, 6 undo one short, 7 fast path ignores the bias, 8 CAS loop decides below the bias; 9 a shortfall releases one "
+       "waiter fewer than it needs)",
        expectation::pass, [](const params& p) { return one_warp(p, 4); }, make_semaphore},
       {drawn({"lanes", 1, 32, 4, "lanes in one warp"}, 1, 12),
        drawn({"batch", 2, 64, 3, "units per GROW batch"}, 2, 8),
@@ -673,7 +675,7 @@ void register_primitive_scenarios() {
        drawn({"rounds", 1, 100, 2, "waits per lane"}, 1, 4),
        drawn({"keep", 0, 1, 0, "1: lanes keep their items"}, 0, 1),
        drawn({"fast", 0, 1, 0, "1: the biased semaphore with the speculative fetch_sub fast path"}, 0, 1),
-       {"bug", 0, 8, 0, "planted bug"}}));
+       {"bug", 0, 9, 0, "planted bug"}}));
   add_scenario(with_keys(
       {"semaphore-collective",
        "collective (warp) semaphore waits over partial warps, GROW(m) shared by m producers; params warps=2 "

@@ -15,6 +15,28 @@
 #include <vector>
 #include <utility>
 
+#ifdef SVC_PROFILE
+// A profiling build (not the figures: counters cost atomics): -DSVC_PROFILE counts config.hpp's
+// events in this file's kernels (the allocator's code inlined into them; heap.cu's own kernels are
+// not counted) and records when each thread of the allocation kernel started and finished
+// (%globaltimer); each figure is followed by the nonzero counters and the finish-time quantiles.
+__device__ unsigned long long toga_prof[64];
+// [4t] start, [4t + 1] end (ns), [4t + 2] the events thread t went through (bits), [4t + 3] its SM
+// (null: not recorded)
+__device__ unsigned long long* svc_timeline;
+#define TOGA_PROFILE_COUNT(e)                                                                      \
+  do {                                                                                             \
+    atomicAdd(&toga_prof[(e)], 1ull);                                                              \
+    if (svc_timeline) svc_timeline[4 * (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) + 2] |= 1ull << (e); \
+  } while (0)
+#define TOGA_PROFILE_START long long toga_t0 = clock64()
+#define TOGA_PROFILE_PHASE(e)                                         \
+  do {                                                                \
+    const long long now_ = clock64();                                 \
+    atomicAdd(&toga_prof[(e)], (unsigned long long)(now_ - toga_t0)); \
+    toga_t0 = now_;                                                   \
+  } while (0)
+#endif
 #include "gpu_test_support.cuh"
 #include "toga/cuda/heap.cuh"
 
@@ -28,7 +50,16 @@ __global__ void __launch_bounds__(256) svc_alloc_k(toga::cuda::heap_ref h, void*
   const std::uint64_t t = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
   if (t >= n) return;
   const std::size_t b = mixed ? bytes << (t % 3) : bytes;
+#ifdef SVC_PROFILE
+  if (svc_timeline) {
+    svc_timeline[4 * t] = toga::cuda::platform::clock_ns();
+    svc_timeline[4 * t + 3] = toga::cuda::platform::sm_id();
+  }
+#endif
   void* p = h.allocate(b);
+#ifdef SVC_PROFILE
+  if (svc_timeline) svc_timeline[4 * t + 1] = toga::cuda::platform::clock_ns();
+#endif
   out[t] = p;
   if (p == nullptr) {
     atomicAdd(failed, 1ull);
@@ -50,6 +81,95 @@ __global__ void __launch_bounds__(256) svc_free_k(toga::cuda::heap_ref h, void**
 }
 
 unsigned blocks_for(std::uint64_t n) { return static_cast<unsigned>((n + 255) / 256); }
+
+#ifdef SVC_PROFILE
+const char* const event_names[] = {
+    "tb_alloc", "tb_climb", "tb_visit", "tb_restart", "tb_claim_lost", "tb_lock_spin", "tb_split", "tb_propagate", "tb_free",
+    "tb_merge", "tb_t_stage1", "tb_t_search", "tb_t_split", "ua_group", "ua_fast", "ua_take_failed", "ua_no_pin", "ua_short",
+    "ua_emptied", "ua_lost_bits", "ua_find_step", "ua_grow", "ua_reconcile", "ua_lock_spin", "ua_free_group", "ua_free_cold",
+    "ua_retire", "ua_steal", "ua_reclaim", "ua_reclaim_walk", "ua_fallback", "ua_t_reclaim_walk", "gw_attempt", "gw_overlap",
+    "gw_post", "gw_t_attempt", "gw_t_wait", "ua_t_stage1", "ua_t_grow", "ua_t_fallback", "tb_top_fail", "tb_gave_up", "sem_reserve", "sem_break", "sem_poll", "sem_cas_lost"};
+static_assert(sizeof event_names / sizeof event_names[0] == toga::prof_event_count, "one name per profiling event");
+unsigned long long* g_timeline = nullptr;  // device copy of svc_timeline (4 words per thread)
+std::uint64_t g_timeline_n = 0;
+// Before a launch to profile: zero the counters; record n threads' start, end, events and SM.
+void profile_begin(std::uint64_t n) {
+  unsigned long long z[64] = {};
+  cudaMemcpyToSymbol(toga_prof, z, sizeof z);
+  if (g_timeline_n < n) {
+    cudaFree(g_timeline);
+    cudaMalloc(&g_timeline, 4 * n * sizeof(unsigned long long));
+    g_timeline_n = n;
+  }
+  cudaMemset(g_timeline, 0, 4 * n * sizeof(unsigned long long));
+  cudaMemcpyToSymbol(svc_timeline, &g_timeline, sizeof g_timeline);
+}
+// After it: print the counters (times in cycles, summed over the lanes that ran them), when the
+// threads started and finished (ms after the first start: quantiles), their latencies, and for
+// the slowest 1 % of the threads the share that went through each event; stop recording.
+void profile_end(const char* what, std::uint64_t n) {
+  unsigned long long c[64];
+  cudaMemcpyFromSymbol(c, toga_prof, sizeof c);
+  std::printf("[ profile ] %s:", what);
+  for (unsigned e = 0; e < toga::prof_event_count; ++e)
+    if (c[e] != 0) std::printf(" %s=%llu", event_names[e], c[e]);
+  std::printf("\n");
+  std::vector<unsigned long long> tl(4 * n);
+  cudaMemcpy(tl.data(), g_timeline, tl.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost);
+  unsigned long long* none = nullptr;
+  cudaMemcpyToSymbol(svc_timeline, &none, sizeof none);
+  unsigned long long first = ~0ull;
+  for (std::uint64_t t = 0; t < n; ++t)
+    if (tl[4 * t] != 0) first = std::min(first, tl[4 * t]);
+  std::vector<double> start, end, lat;
+  std::vector<std::pair<double, std::uint64_t>> by_lat;
+  for (std::uint64_t t = 0; t < n; ++t) {
+    if (tl[4 * t] == 0 || tl[4 * t + 1] == 0) continue;
+    start.push_back((tl[4 * t] - first) / 1e6);
+    end.push_back((tl[4 * t + 1] - first) / 1e6);
+    lat.push_back((tl[4 * t + 1] - tl[4 * t]) / 1e6);
+    by_lat.push_back({lat.back(), t});
+  }
+  if (end.empty()) return;
+  const auto q = [](std::vector<double> v, const char* name) {
+    std::sort(v.begin(), v.end());
+    std::printf("[ profile ]   %s (ms): 50%% %.3f, 90%% %.3f, 99%% %.3f, 99.9%% %.3f, max %.3f; sum %.1f\n", name, v[v.size() / 2],
+                v[v.size() * 9 / 10], v[v.size() * 99 / 100], v[v.size() * 999 / 1000], v.back(), [&] {
+                  double x = 0;
+                  for (const double y : v) x += y;
+                  return x;
+                }());
+  };
+  q(start, "started, after the first start");
+  q(end, "finished, after the first start");
+  q(lat, "latency per thread");
+  std::sort(by_lat.begin(), by_lat.end());
+  const std::size_t k = std::max<std::size_t>(1, by_lat.size() / 100);
+  std::vector<std::uint64_t> hits(toga::prof_event_count, 0);
+  std::vector<std::uint64_t> sms(1024, 0);
+  for (std::size_t i = by_lat.size() - k; i < by_lat.size(); ++i) {
+    const std::uint64_t t = by_lat[i].second;
+    for (unsigned e = 0; e < toga::prof_event_count; ++e) hits[e] += (tl[4 * t + 2] >> e) & 1u;
+    sms[tl[4 * t + 3] % 1024]++;
+  }
+  std::printf("[ profile ]   slowest %zu threads (latency >= %.3f ms) went through:", k, by_lat[by_lat.size() - k].first);
+  for (unsigned e = 0; e < toga::prof_event_count; ++e)
+    if (hits[e] != 0) std::printf(" %s %.0f%%", event_names[e], 100.0 * hits[e] / k);
+  unsigned distinct = 0;
+  for (const auto x : sms) distinct += x != 0;
+  std::printf("; on %u SMs\n", distinct);
+  // the slowest thread's story
+  const std::uint64_t t = by_lat.back().second;
+  std::printf("[ profile ]   slowest thread %llu: start %.3f end %.3f ms, SM %llu, events:", static_cast<unsigned long long>(t),
+              (tl[4 * t] - first) / 1e6, (tl[4 * t + 1] - first) / 1e6, tl[4 * t + 3]);
+  for (unsigned e = 0; e < toga::prof_event_count; ++e)
+    if ((tl[4 * t + 2] >> e) & 1u) std::printf(" %s", event_names[e]);
+  std::printf("\n");
+}
+#else
+void profile_begin(std::uint64_t) {}
+void profile_end(const char*, std::uint64_t) {}
+#endif
 
 struct run {
   void** d = nullptr;
@@ -108,13 +228,11 @@ toga::cuda::heap_options service_options(std::uint64_t max_bytes, std::uint64_t 
 
 }  // namespace
 
-// Issue 30's first target: 8 GiB of 4 KiB blocks from an empty heap in one launch.
-TEST(GrowthService, EightGiBOfFourKiBBlocksInOneLaunchFromEmpty) {
-  TOGA_TEST_REQUIRE_GPU();
+// Issue 30's first target: 8 GiB of 4 KiB blocks from an empty heap in one launch, with
+// growth_ahead_percent `ahead` (0: each round maps only what was posted since the last; 100:
+// doubling) and `headroom` bytes of headroom_bytes.
+void eight_gib_fill(std::uint64_t ahead, std::uint64_t headroom) {
   if (free_device_bytes() < 20 * GiB) GTEST_SKIP() << "needs 20 GiB free";
-  // (growth_ahead_percent 0: each round maps only what was posted since the last; 100: doubling)
-  const std::pair<std::uint64_t, std::uint64_t> configs[] = {{0, 0}, {100, 0}, {100, 2 * GiB}};
-  for (const auto& [ahead, headroom] : configs) {
   SCOPED_TRACE("ahead " + std::to_string(ahead) + " %, headroom " + std::to_string(headroom / MiB) + " MiB");
   toga::cuda::heap_options o = service_options(16 * GiB);
   o.headroom_bytes = headroom;
@@ -126,8 +244,10 @@ TEST(GrowthService, EightGiBOfFourKiBBlocksInOneLaunchFromEmpty) {
   svc_alloc_k<<<1, 32>>>(h.ref(), r.d, 0, 4096, false, r.c);  // load the kernels (nothing allocated)
   svc_free_k<<<1, 32>>>(h.ref(), r.d, 0, 4096, false, r.c + 1);
   TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  profile_begin(n);
   const float grow_ms = r.alloc(h, 4096, false);
   TOGA_TEST_CUDA(cudaGetLastError());
+  profile_end(("8 GiB fill, ahead " + std::to_string(ahead) + ", headroom " + std::to_string(headroom / MiB) + " MiB").c_str(), n);
   EXPECT_EQ(r.take(0), 0u) << "every request is served in the one launch";
   const std::uint64_t walks = h.stats().reclaim_walks;  // of the growing launch (the warm ones add theirs)
   toga::cuda::heap_attributes a = h.attributes();
@@ -157,7 +277,18 @@ TEST(GrowthService, EightGiBOfFourKiBBlocksInOneLaunchFromEmpty) {
               static_cast<unsigned long long>(a.service_rounds), a.service_round_ns / 1e6, a.service_map_ns / 1e6,
               static_cast<unsigned long long>(a.service_waits), static_cast<unsigned long long>(walks));
   EXPECT_EQ(h.trim_to(0), a.mapped_mem_current);
-  }
+}
+TEST(GrowthService, EightGiBOfFourKiBBlocksInOneLaunchFromEmpty) {
+  TOGA_TEST_REQUIRE_GPU();
+  eight_gib_fill(100, 0);  // the default
+}
+TEST(GrowthService, EightGiBInOneLaunchWithHeadroom) {
+  TOGA_TEST_REQUIRE_GPU();
+  eight_gib_fill(100, 2 * GiB);
+}
+TEST(GrowthService, EightGiBInOneLaunchMappingOnlyDemand) {
+  TOGA_TEST_REQUIRE_GPU();
+  eight_gib_fill(0, 0);
 }
 
 TEST(GrowthService, SmallAndMixedSizesFromEmptyInOneLaunch) {
@@ -167,8 +298,10 @@ TEST(GrowthService, SmallAndMixedSizesFromEmptyInOneLaunch) {
     toga::cuda::heap h(service_options(32 * GiB));
     const std::uint64_t n = bytes >= 40960 ? (1u << 16) : (1u << 20);
     run r(n);
+    profile_begin(n);
     const float ms = r.alloc(h, bytes, true);
     TOGA_TEST_CUDA(cudaGetLastError());
+    profile_end((std::to_string(bytes) + " B mix from empty").c_str(), n);
     EXPECT_EQ(r.take(0), 0u);
     const toga::cuda::heap_attributes a = h.attributes();
     std::printf("[ figure ] %llu threads x %zu B (x1, x2, x4) from empty: %.3f ms, mapped %llu MiB, %llu rounds (%.3f ms in rounds, "

@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <vector>
 
-__device__ unsigned long long toga_prof[32];
+__device__ unsigned long long toga_prof[64];  // (config.hpp's events: fewer than 64)
 #define TOGA_PROFILE_COUNT(e) atomicAdd(&toga_prof[(e)], 1ull)
 #define TOGA_PROFILE_START long long toga_t0 = clock64()
 #define TOGA_PROFILE_PHASE(e)                                   \
@@ -81,7 +81,9 @@ int main(int argc, char** argv) {
   const char* names[] = {"alloc", "climb", "visit", "restart", "claim_lost", "lock_spin", "split", "propagate", "free", "merge"};
   const char* ua_names[] = {"group", "fast", "take_failed", "no_pin", "short", "(unused)", "lost_bits", "find_step", "grow",
                             "take_inbox", "lock_spin", "free_group", "free_cold", "retire", "steal", "reclaim",
-                            "reclaim_walk", "fallback", "t_reclaim_walk_cycles"};
+                            "reclaim_walk", "fallback", "t_reclaim_walk_cycles", "gw_attempt", "gw_overlap", "gw_post",
+                            "gw_t_attempt_cycles", "gw_t_wait_cycles",
+                            "ua_t_stage1_cycles", "ua_t_grow_cycles", "ua_t_fallback_cycles", "tb_top_fail", "tb_gave_up", "sem_reserve", "sem_break", "sem_poll", "sem_cas_lost"};
   static_assert(sizeof ua_names / sizeof ua_names[0] == toga::prof_event_count - toga::prof_ua_group, "one name per event");
   const char* passes_env = std::getenv("PASSES");
   const int passes = passes_env ? std::atoi(passes_env) : 3;
@@ -109,7 +111,7 @@ int main(int argc, char** argv) {
       if (!heap_env && std::uint64_t{allocs} * size > (8ull << 30)) continue;  // at most half the heap
       for (int warm = 0; warm < passes; ++warm) {
         if (!warm) heap.reset();
-        unsigned long long zero[32] = {};
+        unsigned long long zero[64] = {};
         CK(cudaMemcpyToSymbol(toga_prof, zero, sizeof zero));
         CK(cudaMemset(fails, 0, sizeof(unsigned)));
         CK(cudaEventRecord(a));
@@ -119,7 +121,7 @@ int main(int argc, char** argv) {
         CK(cudaEventSynchronize(b));
         float ms = 0;
         CK(cudaEventElapsedTime(&ms, a, b));
-        unsigned long long c[32];
+        unsigned long long c[64];
         CK(cudaMemcpyFromSymbol(c, toga_prof, sizeof c));
         unsigned f = 0;
         CK(cudaMemcpy(&f, fails, sizeof f, cudaMemcpyDeviceToHost));

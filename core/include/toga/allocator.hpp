@@ -491,9 +491,13 @@ struct allocator {
     if (P::load(&globals->growth.service, relaxed, device_scope) == 0) return nullptr;  // demand recorded (count_failed)
     for (std::uint64_t deadline = 0;;) {
       const std::uint64_t gen = P::load(&globals->growth.adopted, acquire, device_scope);
+      TOGA_PROFILE_COUNT(prof_gw_attempt);
+      TOGA_PROFILE_START;
       void* p = s <= geom::ualloc_always_max_bytes && ualloc_ok ? allocate_small(geom::class_of(s)) : allocate_above_small_once(s, ualloc_ok);
+      TOGA_PROFILE_PHASE(prof_gw_t_attempt);
       if (p != nullptr) return p;
       deadline = wait_for_growth(s, ualloc_ok, deadline, gen);
+      TOGA_PROFILE_PHASE(prof_gw_t_wait);
       if (deadline == 0) return nullptr;
     }
   }
@@ -533,8 +537,10 @@ struct allocator {
     }
     // every granule mapped (read first, with acquire: then `adopted` below counts each of them)
     const bool full = P::load(&gs.mapped_granules, acquire, device_scope) >= P::load(&gs.max_granules, relaxed, device_scope);
-    if (SB != service_bug::adoption_overlap_ignored && P::load(&gs.adopted, acquire, device_scope) != gen)
+    if (SB != service_bug::adoption_overlap_ignored && P::load(&gs.adopted, acquire, device_scope) != gen) {
+      TOGA_PROFILE_COUNT(prof_gw_overlap);
       return deadline;  // an adoption overlapped the failed attempt: try again (no post, not exhausted)
+    }
     if (full) {
       P::fetch_add(&st.failed, std::uint64_t{1}, relaxed, device_scope);
       P::fetch_add(&gs.relay.exhausted, std::uint64_t{1}, relaxed, device_scope);
@@ -557,6 +563,7 @@ struct allocator {
     std::uint32_t ow = 0;
     std::uint64_t adopted_seen = 0;
     if (g.is_leader()) {
+      TOGA_PROFILE_COUNT(prof_gw_post);
       const std::uint64_t ticket = W::post(&gs.relay, g.size, total, static_cast<unsigned>(max_order), chunk_arena);
       auto o = await_growth(m, deadline, ticket);
       // a refusal too adopts what was published: it may be a later round's than the one that

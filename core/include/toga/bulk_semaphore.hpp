@@ -55,6 +55,7 @@ enum class sem_bug : std::uint8_t {
   fast_undo_short,        //!< (biased) the undo gives back one unit less than it took
   fast_ignores_bias,      //!< (biased) the fast path judges the stored C without subtracting the bias
   slow_decides_below_bias,//!< (biased) the CAS loop decides on a snapshot whose C is below the bias
+  shortfall_leave_short,  //!< on a shortfall each waiter leaves with probability (excess - 1) / R: one withdrawal releases nobody
 };
 
 //! Outcome of a collective wait, identical in every lane of the group (invariant S7).
@@ -237,9 +238,13 @@ class bulk_semaphore {
           } else {  // enough is promised: reserve and wait for it
             f.r += t;
             check(f);
-            if (P::compare_exchange(&word_, cur, pack(f), relaxed, device_scope)) break;
+            if (P::compare_exchange(&word_, cur, pack(f), relaxed, device_scope)) {
+              if constexpr (CBITS == 26) TOGA_PROFILE_COUNT(prof_sem_reserve);  // (TBuddy's semaphores only)
+              break;
+            }
           }
         }
+        if constexpr (CBITS == 26) TOGA_PROFILE_COUNT(prof_sem_cas_lost);
         P::backoff(lost);
         cur = P::load(&word_, relaxed, device_scope);
       }
@@ -268,6 +273,7 @@ class bulk_semaphore {
         if constexpr (Bias > 0)
           if (f.c < Bias) continue;  // speculative decrements in flight: look again
         const word_t c = f.c - Bias;
+        if constexpr (CBITS == 26) TOGA_PROFILE_COUNT(prof_sem_poll);
         if (c >= t) {
           if (f.r > c && spread(attempt) % f.r >= c) continue;
           f.c -= t;
@@ -275,7 +281,18 @@ class bulk_semaphore {
           if (P::compare_exchange(&word_, now, pack(f), acquire, device_scope)) return sem_result::ok;
           continue;
         }
-        if (Bug != sem_bug::spin_ignores_shortfall && f.r > c + f.e) break;
+        // A shortfall (R > C + E: a producer withdrew, or try_wait drained C) needs only the
+        // excess R - C - E of the R waiters to leave and decide again: each leaves with
+        // probability about excess / R (drawn from its lane and attempt), so that a withdrawal
+        // does not send every waiter through an un-reserve and a new decision on the word
+        // (thousands of climbers at a full heap made each TBuddy level a herd: design.md §3.2).
+        if (Bug != sem_bug::spin_ignores_shortfall && f.r > c + f.e) {
+          const word_t excess = f.r - c - f.e - (Bug == sem_bug::shortfall_leave_short ? 1 : 0);
+          if (spread(attempt + shortfall_salt) % f.r < excess) {
+            if constexpr (CBITS == 26) TOGA_PROFILE_COUNT(prof_sem_break);  // (TBuddy's semaphores only)
+            break;
+          }
+        }
       }
       P::fetch_sub(&word_, t << r_shift, relaxed, device_scope);
     }
@@ -297,6 +314,8 @@ class bulk_semaphore {
     const word_t old = P::fetch_add(&word_, n - (b << e_shift), order, device_scope);
     signal_with_check(old, n, b);
   }
+  // Decorrelates the shortfall's draw from the take's (spread(attempt) in the same poll).
+  static constexpr unsigned shortfall_salt = 7919;
   // A per-lane, per-attempt pseudo-random number (splitmix64 finaliser of lane and attempt).
   TOGA_DEVICE static word_t spread(unsigned attempt) TOGA_NOEXCEPT(P) {
     word_t x = (word_t{P::block_id()} << 32 | P::thread_id()) * 0x9e3779b97f4a7c15ull + attempt;

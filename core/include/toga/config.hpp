@@ -100,6 +100,20 @@ enum profile_event : unsigned {
   prof_ua_reclaim_walk,  //!< reclaims that walked every arena (reclaim_both: the gate's holder, or every caller without a gate)
   prof_ua_fallback,      //!< lanes that entered the failure fallback (other arenas, reclaim, retry: E12)
   prof_ua_t_reclaim_walk,//!< time: reclaim walks (reclaim_both)
+  prof_gw_attempt,       //!< growable heaps with a growth service: attempts in allocate_waiting
+  prof_gw_overlap,       //!< wait_for_growth calls that retried at once (an adoption overlapped the attempt)
+  prof_gw_post,          //!< groups that posted demand (the leader's post)
+  prof_gw_t_attempt,     //!< time: attempts in allocate_waiting (allocations that had failed once)
+  prof_gw_t_wait,        //!< time: wait_for_growth (posting, waiting, adopting)
+  prof_ua_t_stage1,      //!< time: a group leader's stage 1 by the CAS loop (allocate_slow: reserve and wait, or GROW)
+  prof_ua_t_grow,        //!< time: GROW (allocate_slow: new bins or superbins, TBuddy included)
+  prof_ua_t_fallback,    //!< time: the failure fallback after a GROW (other arenas, reclaim, retry)
+  prof_tbuddy_top_fail,  //!< climbs that reached the root and found nothing (out of memory, before the drain's retry)
+  prof_tbuddy_gave_up,   //!< climbs that stopped at a recorded failure (design.md §13.1)
+  prof_sem_reserve,      //!< TBuddy semaphores: reservations (a waiter waits for promised units)
+  prof_sem_break,        //!< TBuddy semaphores: reserved waiters that left on a shortfall (a withdrawal)
+  prof_sem_poll,         //!< TBuddy semaphores: polls of reserved waiters
+  prof_sem_cas_lost,     //!< TBuddy semaphores: lost CASes of the decision loop
   prof_event_count
 };
 }  // namespace toga

@@ -151,6 +151,9 @@ enum class tbuddy_bug : std::uint8_t {
   presplit_take_racy,        //!< a climb takes a reserve block by a load and a store, not one RMW: two climbs can take the same block
   presplit_drain_charged,    //!< a drain frees the reserve's blocks through the charging path: the byte count drops below what is handed out
   presplit_drain_unseen,     //!< a climb that fails after another climb drained the reserve behind it (at levels it had passed) does not climb again
+  // a climb stops at a recorded failure (design.md §13.1)
+  climb_stop_keeps_promises,      //!< a climb that stops at a recorded failure does not withdraw its promises
+  climb_stop_ignores_generation,  //!< a climb stops at any failure recorded for its order, also one a free has since made stale
 };
 
 inline constexpr std::uint64_t no_block = ~std::uint64_t{0};
@@ -385,11 +388,13 @@ struct tbuddy {
     const std::uint64_t gen = limit ? P::load(&limit->free_generation, acquire, device_scope) : 0;
     std::uint64_t charged = 0;  // bytes handed out, this block included, when we charged it
     if (limit && !charge(geom::page_bytes << order, charged)) return no_block;
-    const std::uint64_t off = alloc_block(order);
+    bool gave_up = false;
+    const std::uint64_t off = alloc_block(order, &gave_up);
     if (off == no_block) {
       if (limit) {
         uncharge(geom::page_bytes << order);
-        record_exhausted(order, Bug == tbuddy_bug::failure_read_late ? P::load(&limit->free_generation, acquire, device_scope) : gen);
+        if (!gave_up)
+          record_exhausted(order, Bug == tbuddy_bug::failure_read_late ? P::load(&limit->free_generation, acquire, device_scope) : gen);
       }
       return no_block;
     }
@@ -476,7 +481,7 @@ struct tbuddy {
 
  private:
   // The climb, search and split of alloc, without the byte limit.
-  TOGA_DEVICE std::uint64_t alloc_block(unsigned order) const TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE std::uint64_t alloc_block(unsigned order, bool* gave_up = nullptr) const TOGA_NOEXCEPT(P) {
     TOGA_PROFILE_COUNT(prof_tbuddy_alloc);
     TOGA_PROFILE_START;
     unsigned k = order;
@@ -494,6 +499,7 @@ struct tbuddy {
         // holds its memory until it publishes the merged block): wait(1, 1) takes a unit, waits
         // for such a promise, or returns GROW (promising nothing) when none is coming: OOM.
         if (sem[k].wait(1, 1) == sem_result::ok) break;
+        TOGA_PROFILE_COUNT(prof_tbuddy_top_fail);
         if constexpr (Bug != tbuddy_bug::oom_keeps_promises)
           for (unsigned j = order; j < top(); ++j) sem[j].signal(0, 1);  // withdraw the climb's promises
         // Blocks of the reserve that no climb took are free memory: free them into the tree
@@ -506,6 +512,19 @@ struct tbuddy {
           k = order;
           continue;
         }
+        return no_block;
+      }
+      // A failure recorded for this order, with nothing published since (known_exhausted):
+      // this climb would find what that one found, so it stops here and withdraws its
+      // promises, as a request arriving now would fail at once (design.md §13.1). Without it,
+      // every climber of a full heap climbed to the root, one withdrawal at a time, each
+      // sending the waiters of every level below through a new decision: seconds per fill
+      // on a growable heap at its edge (H200, 2026-11-28).
+      if (k > order && stop_climb(order)) {
+        TOGA_PROFILE_COUNT(prof_tbuddy_gave_up);
+        if constexpr (Bug != tbuddy_bug::climb_stop_keeps_promises)
+          for (unsigned j = order; j < k; ++j) sem[j].signal(0, 1);  // withdraw the climb's promises
+        if (gave_up) *gave_up = true;
         return no_block;
       }
       if (sem[k].wait(1, 2) == sem_result::ok) break;
@@ -649,6 +668,14 @@ struct tbuddy {
     if (!limit) return false;
     const std::uint64_t at = P::load(&limit->failed_at[order], relaxed, device_scope);
     return at != 0 && at == P::load(&limit->free_generation, relaxed, device_scope) + 1;
+  }
+
+  //! Whether a climb for `order` stops at a recorded failure (known_exhausted; the planted bug
+  //! climb_stop_ignores_generation stops at any failure ever recorded for the order).
+  TOGA_DEVICE bool stop_climb(unsigned order) const TOGA_NOEXCEPT(P) {
+    if constexpr (Bug == tbuddy_bug::climb_stop_ignores_generation)
+      return limit != nullptr && P::load(&limit->failed_at[order], relaxed, device_scope) != 0;
+    return known_exhausted(order);
   }
 
   //! Frees the block at `off` (handed out by alloc). Merges with free buddies upward.

@@ -729,14 +729,20 @@ struct ualloc {
         std::uint32_t batches = (t + cap - 1) / cap;
         // (superbins: no over-production; one holds 32 .. 1024 slots and a whole TBuddy block)
         if (!G::superbins && cap >= hysteresis_min_capacity && batches < 4) batches = t < 4 ? (batches > t ? batches : t) : 4;
+        TOGA_PROFILE_START;
         if (L.slot_sem.wait_slow(t, std::uint64_t{batches} * cap) == sem_result::grow) m = batches;
         else pr.token = L.rcu.read_lock();
+        TOGA_PROFILE_PHASE(prof_ua_t_stage1);
         pr.units = t;
       }
       m = g.broadcast(m);
       if (m > 0) {
+        TOGA_PROFILE_START;
         mine = grow(a, c, g, m);
-        return fallback_if_failed(a, c, g, mine);
+        TOGA_PROFILE_PHASE(prof_ua_t_grow);
+        mine = fallback_if_failed(a, c, g, mine);
+        TOGA_PROFILE_PHASE(prof_ua_t_fallback);
+        return mine;
       }
       pr.stage = 1;
     }
