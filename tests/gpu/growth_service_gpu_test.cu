@@ -20,22 +20,16 @@
 // events in this file's kernels (the allocator's code inlined into them; heap.cu's own kernels are
 // not counted) and records when each thread of the allocation kernel started and finished
 // (%globaltimer); each figure is followed by the nonzero counters and the finish-time quantiles.
-__device__ unsigned long long toga_prof[64];
 // [4t] start, [4t + 1] end (ns), [4t + 2] the events thread t went through (bits), [4t + 3] its SM
 // (null: not recorded)
 __device__ unsigned long long* svc_timeline;
+// (toga_prof[] comes with profile_counters.cuh; the macros expand where the events are)
 #define TOGA_PROFILE_COUNT(e)                                                                      \
   do {                                                                                             \
     atomicAdd(&toga_prof[(e)], 1ull);                                                              \
     if (svc_timeline) svc_timeline[4 * (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) + 2] |= 1ull << (e); \
   } while (0)
-#define TOGA_PROFILE_START long long toga_t0 = clock64()
-#define TOGA_PROFILE_PHASE(e)                                         \
-  do {                                                                \
-    const long long now_ = clock64();                                 \
-    atomicAdd(&toga_prof[(e)], (unsigned long long)(now_ - toga_t0)); \
-    toga_t0 = now_;                                                   \
-  } while (0)
+#include "toga/cuda/profile_counters.cuh"
 #endif
 #include "gpu_test_support.cuh"
 #include "toga/cuda/heap.cuh"

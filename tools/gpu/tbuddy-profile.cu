@@ -16,16 +16,7 @@
 #include <cstdlib>
 #include <vector>
 
-__device__ unsigned long long toga_prof[64];  // (config.hpp's events: fewer than 64)
-#define TOGA_PROFILE_COUNT(e) atomicAdd(&toga_prof[(e)], 1ull)
-#define TOGA_PROFILE_START long long toga_t0 = clock64()
-#define TOGA_PROFILE_PHASE(e)                                   \
-  do {                                                          \
-    const long long now_ = clock64();                           \
-    atomicAdd(&toga_prof[(e)], (unsigned long long)(now_ - toga_t0)); \
-    toga_t0 = now_;                                             \
-  } while (0)
-
+#include "../../backends/cuda/include/toga/cuda/profile_counters.cuh"
 #include "../../backends/cuda/src/heap.cu"
 
 #define CK(x)                                                                                      \
