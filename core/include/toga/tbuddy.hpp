@@ -500,8 +500,7 @@ struct tbuddy {
         // for such a promise, or returns GROW (promising nothing) when none is coming: OOM.
         if (sem[k].wait(1, 1) == sem_result::ok) break;
         TOGA_PROFILE_COUNT(prof_tbuddy_top_fail);
-        if constexpr (Bug != tbuddy_bug::oom_keeps_promises)
-          for (unsigned j = order; j < top(); ++j) sem[j].signal(0, 1);  // withdraw the climb's promises
+        if constexpr (Bug != tbuddy_bug::oom_keeps_promises) withdraw_climb(order, top());
         // Blocks of the reserve that no climb took are free memory: free them into the tree
         // (merging), then climb once more. Once is enough: the drain returns when every block
         // of the reserve is settled (also those another climb drained behind us: drain_pending),
@@ -522,8 +521,7 @@ struct tbuddy {
       // on a growable heap at its edge (H200, 2026-11-28).
       if (k > order && stop_climb(order)) {
         TOGA_PROFILE_COUNT(prof_tbuddy_gave_up);
-        if constexpr (Bug != tbuddy_bug::climb_stop_keeps_promises)
-          for (unsigned j = order; j < k; ++j) sem[j].signal(0, 1);  // withdraw the climb's promises
+        if constexpr (Bug != tbuddy_bug::climb_stop_keeps_promises) withdraw_climb(order, k);
         if (gave_up) *gave_up = true;
         return no_block;
       }
@@ -542,6 +540,12 @@ struct tbuddy {
     if (k > order) note_publication();  // the siblings the splits published
     TOGA_PROFILE_PHASE(prof_tbuddy_t_split);
     return offset_of(v);
+  }
+
+  // A climb for `order` that got GROW at every level below `k` and produces nothing: withdraws
+  // the unit it promised at each, so that their waiters decide again (out of memory reaches them).
+  TOGA_DEVICE void withdraw_climb(unsigned order, unsigned k) const TOGA_NOEXCEPT(P) {
+    for (unsigned j = order; j < k; ++j) sem[j].signal(0, 1);
   }
 
   // The pre-split reserve (design.md §10.5): the tier of blocks of `order`, or presplit_tiers when
