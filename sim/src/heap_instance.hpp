@@ -87,6 +87,8 @@ struct heap_inst final : instance {
   heap_quality quality;
   // growable heaps (issue 14)
   std::uint64_t granule_bytes = 0, granules = 0;
+  unsigned run_log2 = 0;              // grow, trim: the driver maps runs of 2^run_log2 granules (design.md §12.8)
+  std::vector<std::uint8_t> run_of;   // per granule: log2 of its run's granules (the device trim's run table)
   std::uint64_t next_granule = 0;  // grow-exhaust: the next granule to adopt (fetch_add)
   std::uint32_t adopted_all = 0;   // grow, trim: the driver adopted every granule
   std::uint64_t expected_errors = 0;
@@ -136,6 +138,8 @@ struct heap_inst final : instance {
       while ((geom::page_bytes << go) < granule_bytes) ++go;
       a.init_growable(limit, go);
       granules = hb / granule_bytes;
+      while ((std::uint64_t{2} << run_log2) <= granules && (std::int64_t{2} << run_log2) <= p.get("run_granules", 1)) ++run_log2;
+      run_of.assign(granules, 0);
     } else {
       const std::int64_t chunks = p.get("presplit_chunks", -1);
       a.init_after_zero(limit, static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("presplit_kib", md == mode::presplit_race ? 128 : 0))) * 1024,
@@ -719,13 +723,39 @@ struct heap_inst final : instance {
   void unmap_granule(std::uint64_t off) {
     mprotect(a.small.base + off, granule_bytes, PROT_NONE);
     madvise(a.small.base + off, granule_bytes, MADV_DONTNEED);
+    run_of[off / granule_bytes] = 0;
   }
   void adopt(std::uint64_t gi) {
     if (mprotect(a.small.base + gi * granule_bytes, granule_bytes, PROT_READ | PROT_WRITE) != 0) P::violated("mprotect failed");
     if (!a.adopt_granule(gi * granule_bytes)) P::violated("adopt: granule " + str(gi) + " was not unmapped");
   }
+  // The driver maps a run of 2^run_log2 granules from granule `first` (one handle) and adopts it.
+  // (allocator::adopt_run: one block for the whole run, while the other lanes allocate and free)
+  void adopt_run(std::uint64_t first) {
+    const std::uint64_t n = std::uint64_t{1} << run_log2;
+    if (mprotect(a.small.base + first * granule_bytes, n * granule_bytes, PROT_READ | PROT_WRITE) != 0) P::violated("mprotect failed");
+    for (std::uint64_t g = first; g < first + n; ++g) run_of[g] = static_cast<std::uint8_t>(run_log2);
+    if (!a.adopt_run(first * granule_bytes, run_log2)) P::violated("adopt: a granule of the run at granule " + str(first) + " was not unmapped");
+  }
+  void adopt_all() {
+    for (std::uint64_t g = 0; g < granules; g += std::uint64_t{1} << run_log2) adopt_run(g);
+  }
+  // A trim with the run table; a run goes back whole or not at all (growth_controller::withdrawn:
+  // the host unmaps the whole handle of a run, so a run withdrawn in part is a G8 verdict).
   std::uint64_t trim_to(std::uint64_t keep_bytes) {
-    return a.trim_granules(keep_bytes, [this](std::uint64_t off) { unmap_granule(off); });
+    std::vector<std::uint64_t> out;
+    const std::uint64_t left = a.trim_granules(keep_bytes, [&out](std::uint64_t off) { out.push_back(off); }, run_of.data());
+    std::vector<std::uint64_t> seen(granules, 0);
+    for (const std::uint64_t off : out) {
+      const std::uint64_t g = off / granule_bytes, n = std::uint64_t{1} << run_of[g];
+      ++seen[g & ~(n - 1)];
+    }
+    for (std::uint64_t h = 0; h < granules; ++h)
+      if (seen[h] != 0 && seen[h] != (std::uint64_t{1} << run_of[h]))
+        P::violated("G8: a trim withdrew " + str(seen[h]) + " of the " + str(std::uint64_t{1} << run_of[h]) + " granules of the run at granule " +
+                    str(h) + ": the host would unmap the whole run (one handle) under its other granules' blocks");
+    for (const std::uint64_t off : out) unmap_granule(off);
+    return left;
   }
   void wait_adopted() {
     for (unsigned attempt = 0; P::load(&adopted_all, acquire, device_scope) == 0; ++attempt) P::backoff(attempt);
@@ -739,7 +769,7 @@ struct heap_inst final : instance {
       if (me == 0) {
         // a free into a granule that is still unmapped changes nothing (nothing there is touched)
         a.deallocate(a.small.base + (granules - 1) * granule_bytes + 64);
-        for (std::uint64_t g = 0; g < granules; ++g) adopt(g);
+        adopt_all();
         P::store(&adopted_all, 1u, release, device_scope);
       } else {
         for (unsigned i = 0; i < ops; ++i) {
@@ -787,7 +817,7 @@ struct heap_inst final : instance {
     // the driver trims to 0 (only wholly free granules may go); the lanes check and free their
     // blocks (touching them); the driver trims to 0 again: now every granule must go
     if (me == 0) {
-      for (std::uint64_t g = 0; g < granules; ++g) adopt(g);
+      adopt_all();
       P::store(&adopted_all, 1u, release, device_scope);
     } else {
       wait_adopted();

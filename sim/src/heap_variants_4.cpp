@@ -1,5 +1,5 @@
 // heap_inst instantiations (sim/src/heap_instance.hpp): planted bugs of the shared reclaim walk, the
-// GROW's hand-over and the climb that stops at a recorded failure.
+// GROW's hand-over, the climb that stops at a recorded failure and the trim of runs of granules.
 #include "heap_instance.hpp"
 
 namespace toga::sim::heap_scenarios {
@@ -10,5 +10,7 @@ template std::unique_ptr<instance> make_one<ualloc_bug::walk_flags_after_count, 
 template std::unique_ptr<instance> make_one<ualloc_bug::grow_bins_without_warp_barrier, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::climb_stop_keeps_promises>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::climb_stop_ignores_generation>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::withdraw_splits_run>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::adopt_run_keeps_tags>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

@@ -347,6 +347,15 @@ std::vector<mutant> build() {
          "a climb stops at any failure ever recorded for its order, also one that frees have since made stale: the "
          "recovery request gets nullptr from an empty heap")
           .depth(0),
+      // granules sized by demand (design.md §12.8)
+      mb("tbuddy.withdraw-splits-run", "accounting", "trim-after-churn", P{{"bug", 55}, {"run_granules", 4}},
+         "a trim withdraws the wholly free granules of a run whose other granules hold blocks: the host unmaps the run's "
+         "one handle under live blocks (G8)")
+          .depth(0),
+      mb("tbuddy.adopt-run-keeps-tags", "accounting", "grow-while-alloc", P{{"bug", 56}, {"run_granules", 4}},
+         "adopting a run of granules as one block leaves the granules tagged unmapped: a free of a block that covers a "
+         "granule is dropped as a free of unmapped memory")
+          .depth(0),
       mb("tbuddy.presplit-drain-unseen", "exhaustion", "presplit-race", P{{"bug", 48}},
          "a climb that fails at the root after another climb drained the reserve at levels it had passed does not climb "
          "again: a quarter of the heap is refused while the drained blocks are free")
@@ -412,6 +421,10 @@ std::vector<mutant> build() {
          P{{"bug", 8}, {"budget", 2}, {"granule_kib", 1024}, {"heap_kib", 4096}, {"ops", 2}, {"size", 512}, {"threads", 4}, {"warps", 3}},
          "a refused waiter gives up without adopting what earlier rounds published and trying it: nullptr with the mapped "
          "memory nearly unused (S5)")
+          .depth(0),
+      mb("service.run-adopts-head-only", "accounting", "grow-service", P{{"bug", 9}, {"run", 4}, {"ahead", 100}},
+         "adopting a ring entry adopts the first granule of its run only: the rest stays mapped and never serves a request "
+         "(S3: mapped and adopted granules differ)")
           .depth(0),
   };
   return c;

@@ -27,7 +27,10 @@
 // is new demand to forward (the answer to the last demand is never mirrored: a lost wake-up), 7 a
 // request whose failed attempt an adoption overlapped posts anyway and, with every granule
 // mapped, gives up as exhausted (S5), 8 a refused waiter gives up without adopting and trying
-// what earlier rounds published (S5).
+// what earlier rounds published (S5), 9 adopting a ring entry adopts the first granule of its run
+// only (S3: mapped and adopted granules differ). With run=N (a power of two) the service maps
+// consecutive granules in runs of up to N granules, one ring entry each (group_runs, design.md
+// §12.8).
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -59,7 +62,8 @@ struct service_inst final : instance {
   std::uint64_t size, granule_bytes = 0, granules = 0, hb = 0;
   bool mixed;
   std::int64_t budget;
-  std::uint64_t ahead;  // percent of the mapped granules a round maps at least (growth_options::service_ahead_percent)
+  std::uint64_t ahead;
+  unsigned run_log2 = 0;  // the service's largest run: 2^run_log2 granules  // percent of the mapped granules a round maps at least (growth_options::service_ahead_percent)
   heap_layout layout;
   std::unique_ptr<char, unmapper> heap;
   std::vector<std::uint64_t> meta;
@@ -83,6 +87,7 @@ struct service_inst final : instance {
         budget(p.get("budget", -1)),
         ahead(static_cast<std::uint64_t>(p.get("ahead", 0))),
         blocks(lanes) {
+    while ((std::int64_t{2} << run_log2) <= p.get("run", 1)) ++run_log2;
     const std::uint64_t heap_bytes = static_cast<std::uint64_t>(p.get("heap_kib", 1024)) * 1024;
     layout = heap_layout::make<P>(heap_layout::levels_for(heap_bytes), w.config().sms, static_cast<int>(p.get("sb_shift", -1)));
     hb = geom::page_bytes << (layout.levels - 1);
@@ -116,26 +121,30 @@ struct service_inst final : instance {
                                                  [&](std::uint64_t i) { return static_cast<bool>(mapped[i]); });
       // mapping ahead of demand (growth_controller::add_ahead): the lowest other unmapped granules
       const bool run = order < 63 - geom::page_shift && (geom::page_bytes << order) > granule_bytes;
-      for (std::uint64_t k = 0; !run && !v.empty() && k < granules && v.size() < mapped_count * ahead / 100; ++k)
-        if (!mapped[k] && std::find(v.begin(), v.end(), k) == v.end()) v.push_back(k);
-      if (v.size() > room) v.resize(room);
-      return v;
+      unsigned k = run_log2;
+      if (run) while ((granule_bytes << k) < (geom::page_bytes << order)) ++k;
+      for (std::uint64_t j = 0; !run && !v.empty() && j < granules && v.size() < mapped_count * ahead / 100; ++j)
+        if (!mapped[j] && std::find(v.begin(), v.end(), j) == v.end()) v.push_back(j);
+      std::sort(v.begin(), v.end());
+      std::vector<granule_run> runs = group_runs(v, k);
+      if (runs.size() > room) runs.resize(room);
+      return runs;
     };
-    const auto map = [&](std::uint64_t i) {
-      if (budget >= 0 && mapped_count >= static_cast<std::uint64_t>(budget)) return no_offset;  // the driver refuses
-      P::store(&driver_calls, driver_calls + 1, relaxed, device_scope);                         // the driver call: a scheduling point
-      mapped[i] = true;
-      ++mapped_count;
-      return i * granule_bytes;
+    const auto map = [&](const granule_run& r) {
+      if (budget >= 0 && mapped_count + r.count() > static_cast<std::uint64_t>(budget)) return no_offset;  // the driver refuses
+      P::store(&driver_calls, driver_calls + 1, relaxed, device_scope);  // the driver call: a scheduling point
+      for (std::uint64_t j = r.first; j < r.first + r.count(); ++j) mapped[j] = true;
+      mapped_count += r.count();
+      return ring_entry(r.first * granule_bytes, r.log2);
     };
-    const auto offset = [&](std::uint64_t i) { return i * granule_bytes; };
+    const auto offset = [&](const granule_run& r) { return ring_entry(r.first * granule_bytes, r.log2); };
     for (unsigned attempt = 0; P::load(&finished, acquire, device_scope) < workers;) {
       if (service_round<P, Bug>(&mailbox, cursor, plan, map, offset).answered) continue;
       P::backoff(attempt++);
     }
     // the host's synchronising call, at quiescence: adopt what no waiter adopted
     (void)growth_waiter<P, Bug>::adopt_published(&a.globals->growth.relay, &mailbox, P::load(&mailbox.published, acquire, system_scope),
-                                                 [&](std::uint64_t off) { return a.adopt_granule(off); }, ~std::uint64_t{0});
+                                                 [&](std::uint64_t e) { return a.adopt_entry(e); }, ~std::uint64_t{0});
     P::store(&all_freed, 1u, release, device_scope);
   }
 
@@ -216,6 +225,7 @@ std::unique_ptr<instance> make_service(world& w, const params& p) {
     case 6: return std::make_unique<service_inst<service_bug::relay_only_with_news>>(w, p);
     case 7: return std::make_unique<service_inst<service_bug::adoption_overlap_ignored>>(w, p);
     case 8: return std::make_unique<service_inst<service_bug::refusal_ignores_adoptions>>(w, p);
+    case 9: return std::make_unique<service_inst<service_bug::run_adopts_head_only>>(w, p);
     default: return std::make_unique<service_inst<service_bug::none>>(w, p);
   }
 }
@@ -227,8 +237,9 @@ void register_service_scenarios() {
       {"grow-service",
        "growable heap with a growth service: the last lane maps granules (at most `budget`) while the others' requests wait, "
        "adopt and retry; params warps=2 threads=2 sms=1 ops=2 size=4096 mixed=0 heap_kib=1024 granule_kib=256 budget=-1 "
-       "wait_us=10000000 ahead=0 bug=0 (1 granule published before it is mapped, 2 adopter lock not atomic, 3 lost wake-up, 4 a "
-       "refusal not published, 5 the courier's mirror without acquire/release, 6 the courier relays only new demand, 7 a failure an adoption overlapped gives up as exhausted, 8 a refused waiter does not try what was published)",
+       "wait_us=10000000 ahead=0 run=1 bug=0 (1 granule published before it is mapped, 2 adopter lock not atomic, 3 lost wake-up, 4 a "
+       "refusal not published, 5 the courier's mirror without acquire/release, 6 the courier relays only new demand, 7 a failure an adoption overlapped gives up as exhausted, 8 a refused waiter does not try what was published, 9 a run's "
+       "entry adopts its first granule only)",
        expectation::pass,
        [](const params& p) {
          return launch_config{static_cast<unsigned>(p.get("sms", 1)), static_cast<unsigned>(p.get("warps", 2)),
@@ -247,8 +258,9 @@ void register_service_scenarios() {
        drawn_from({"wait_us", 1, 60'000'000, 10'000'000, "how long a request waits for the service (us; 100 ns per scheduling point)"},
                   {1, 50, 2'000}, true),
        drawn_from({"ahead", 0, 1'000, 0, "percent of the mapped granules a round maps at least (service_ahead_percent)"}, {0, 100, 300}),
+       drawn({"run", 1, 64, 1, "the largest run of granules one ring entry carries (max_run_bytes / granule)"}, 1, 8, draw_kind::pow2, true),
        {"sb_shift", -1, geom::sb_max_shift, -1, "log2 of the superbin bytes (0: none; -1: toga's choice)"},
-       {"bug", 0, 8, 0, "planted bug"}});
+       {"bug", 0, 9, 0, "planted bug"}});
   sc.shape_limit = [](const params& p) -> std::optional<std::string> {
     const std::int64_t lanes = p.get("sms", 1) * p.get("warps", 2) * p.get("threads", 2);
     if (lanes < 2) return "one lane: no worker beside the service";
@@ -259,6 +271,7 @@ void register_service_scenarios() {
   sc.check = [](const params& p) -> std::optional<std::string> {
     if (p.get("sms", 1) * p.get("warps", 2) * p.get("threads", 2) < 2)
       return "grow-service needs at least 2 lanes (the last one is the service)";
+    if (const std::int64_t r = p.get("run", 1); (r & (r - 1)) != 0) return "run=" + std::to_string(r) + " must be a power of two";
     return std::nullopt;
   };
   add_scenario(std::move(sc));

@@ -367,6 +367,11 @@ TEST(GrowableHeap, OptionErrors) {
   o.granule_bytes = 4096;  // below the VMM granularity
   EXPECT_NE(message(o).find("granule_bytes"), std::string::npos);
   o.granule_bytes = 0;
+  o.max_run_bytes = 3 * MiB;  // not a power of two
+  EXPECT_NE(message(o).find("max_run_bytes"), std::string::npos) << message(o);
+  o.max_run_bytes = MiB;  // below the 2 MiB granule
+  EXPECT_NE(message(o).find("max_run_bytes"), std::string::npos) << message(o);
+  o.max_run_bytes = 0;
   o.initial_bytes = 2 * GiB;
   EXPECT_NE(message(o).find("initial_bytes"), std::string::npos);
   o.initial_bytes = 0;

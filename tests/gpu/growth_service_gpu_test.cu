@@ -224,13 +224,17 @@ toga::cuda::heap_options service_options(std::uint64_t max_bytes, std::uint64_t 
 
 // Issue 30's first target: 8 GiB of 4 KiB blocks from an empty heap in one launch, with
 // growth_ahead_percent `ahead` (0: each round maps only what was posted since the last; 100:
-// doubling) and `headroom` bytes of headroom_bytes.
-void eight_gib_fill(std::uint64_t ahead, std::uint64_t headroom) {
+// doubling), `headroom` bytes of headroom_bytes, and granule_bytes / max_run_bytes (0: toga's
+// choice, 2 MiB granules in runs of up to 32 MiB; design.md §12.8).
+void eight_gib_fill(std::uint64_t ahead, std::uint64_t headroom, std::uint64_t granule = 0, std::uint64_t max_run = 0) {
   if (free_device_bytes() < 20 * GiB) GTEST_SKIP() << "needs 20 GiB free";
-  SCOPED_TRACE("ahead " + std::to_string(ahead) + " %, headroom " + std::to_string(headroom / MiB) + " MiB");
+  SCOPED_TRACE("ahead " + std::to_string(ahead) + " %, headroom " + std::to_string(headroom / MiB) + " MiB, granule " +
+               std::to_string(granule / MiB) + " MiB, largest run " + std::to_string(max_run / MiB) + " MiB");
   toga::cuda::heap_options o = service_options(16 * GiB);
   o.headroom_bytes = headroom;
   o.growth_ahead_percent = ahead;
+  o.granule_bytes = granule;
+  o.max_run_bytes = max_run;
   toga::cuda::heap h(o);
   ASSERT_EQ(h.mapped_bytes(), 0u);
   const std::uint64_t n = 2u << 20;  // 2^21 x 4 KiB = 8 GiB
@@ -263,11 +267,14 @@ void eight_gib_fill(std::uint64_t ahead, std::uint64_t headroom) {
   }
   std::sort(warm.begin(), warm.end());
   a = h.attributes();
-  std::printf("[ figure ] 2^21 x 4 KiB from an empty heap with the service, ahead %llu %%, headroom %llu MiB: %.3f ms; on the mapped heap: %.3f ms "
-              "(median of 5); %.2fx; mapped %llu MiB in %llu granules, %llu rounds (%.3f ms in rounds, %.3f ms mapping), %llu waits, "
+  std::printf("[ figure ] 2^21 x 4 KiB from an empty heap with the service, ahead %llu %%, headroom %llu MiB, granule %llu MiB, runs up to "
+              "%llu MiB: %.3f ms; on the mapped heap: %.3f ms "
+              "(median of 5); %.2fx; mapped %llu MiB in %llu granules, %llu runs, %llu rounds (%.3f ms in rounds, %.3f ms mapping), %llu waits, "
               "%llu reclaim walks\n",
-              static_cast<unsigned long long>(ahead), static_cast<unsigned long long>(headroom / MiB), grow_ms, warm[2], grow_ms / warm[2],
-              static_cast<unsigned long long>(a.mapped_mem_current / MiB), static_cast<unsigned long long>(a.mapped_mem_current / a.granule_bytes),
+              static_cast<unsigned long long>(ahead), static_cast<unsigned long long>(headroom / MiB),
+              static_cast<unsigned long long>(a.granule_bytes / MiB), static_cast<unsigned long long>(a.max_run_bytes / MiB), grow_ms, warm[2],
+              grow_ms / warm[2], static_cast<unsigned long long>(a.mapped_mem_current / MiB),
+              static_cast<unsigned long long>(a.mapped_mem_current / a.granule_bytes), static_cast<unsigned long long>(a.mapped_runs),
               static_cast<unsigned long long>(a.service_rounds), a.service_round_ns / 1e6, a.service_map_ns / 1e6,
               static_cast<unsigned long long>(a.service_waits), static_cast<unsigned long long>(walks));
   EXPECT_EQ(h.trim_to(0), a.mapped_mem_current);
@@ -283,6 +290,14 @@ TEST(GrowthService, EightGiBInOneLaunchWithHeadroom) {
 TEST(GrowthService, EightGiBInOneLaunchMappingOnlyDemand) {
   TOGA_TEST_REQUIRE_GPU();
   eight_gib_fill(0, 0);
+}
+TEST(GrowthService, EightGiBInOneLaunchWithAHandlePerThirtyTwoMiBGranule) {  // the policy before runs
+  TOGA_TEST_REQUIRE_GPU();
+  eight_gib_fill(100, 0, 32 * MiB, 32 * MiB);
+}
+TEST(GrowthService, EightGiBInOneLaunchWithAHandlePerTwoMiBGranule) {  // runs of one granule
+  TOGA_TEST_REQUIRE_GPU();
+  eight_gib_fill(100, 0, 2 * MiB, 2 * MiB);
 }
 
 TEST(GrowthService, SmallAndMixedSizesFromEmptyInOneLaunch) {

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -108,6 +109,50 @@ TEST(GrowthPolicy, PlanTakesTheLowestUnmappedGranulesAndAlignedRunsForLargeBlock
   EXPECT_EQ(toga::plan_growth(64 * KiB, 30, 0, 64 * KiB, 16, is).size(), 2u);
 }
 
+TEST(GrowthPolicy, GroupRunsCutsAlignedRunsOfConsecutiveGranules) {
+  using R = std::vector<std::pair<std::uint64_t, unsigned>>;
+  auto runs = [](const std::vector<std::uint64_t>& g, unsigned k) {
+    R out;
+    for (const toga::granule_run& r : toga::group_runs(g, k)) out.emplace_back(r.first, r.log2);
+    return out;
+  };
+  // one granule of demand: one granule; from granule 3 up, aligned runs grow to the largest
+  EXPECT_EQ(runs({5}, 4), (R{{5, 0}}));
+  EXPECT_EQ(runs({3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18}, 3), (R{{3, 0}, {4, 2}, {8, 3}, {16, 1}, {18, 0}}));
+  // the largest run caps them; gaps cut them
+  EXPECT_EQ(runs({0, 1, 2, 3, 4, 5, 6, 7}, 1), (R{{0, 1}, {2, 1}, {4, 1}, {6, 1}}));
+  EXPECT_EQ(runs({0, 1, 3, 4, 5, 6, 7}, 3), (R{{0, 1}, {3, 0}, {4, 2}}));
+  EXPECT_EQ(runs({0, 1, 2, 3}, 0), (R{{0, 0}, {1, 0}, {2, 0}, {3, 0}}));
+  EXPECT_TRUE(runs({}, 4).empty());
+}
+
+TEST(GrowableCpuHeap, DefaultGranulesAreSizedByDemand) {
+  // toga's choice: 2 MiB granules, runs of up to 32 MiB
+  growable_heap h(opts(512 * MiB, 0));
+  EXPECT_EQ(h.granule_bytes(), 2 * MiB);
+  // a small demand maps one granule
+  std::vector<void*> out(4096, nullptr);
+  ASSERT_EQ(with_growth(h, out, 0, 1, 64 * KiB), 2);
+  EXPECT_EQ(h.mapped_bytes(), 2 * MiB);
+  EXPECT_EQ(h.granules().mapped_runs(), 1u);
+  // 256 MiB more: mapped in runs, far fewer handles than granules
+  const int launches = with_growth(h, out, 1, 4095, 64 * KiB);
+  EXPECT_GT(launches, 0);
+  const std::uint64_t granules = h.mapped_bytes() / (2 * MiB), runs = h.granules().mapped_runs();
+  std::printf("[ runs     ] 256 MiB of 64 KiB blocks from 2 MiB mapped: %d launches, %llu granules in %llu runs (handles %ld)\n", launches,
+              static_cast<unsigned long long>(granules), static_cast<unsigned long long>(runs), h.granules().provider().live_handles);
+  EXPECT_GE(granules, 128u);
+  EXPECT_LE(runs * 4, granules) << "runs of up to 16 granules";
+  EXPECT_EQ(h.granules().provider().live_handles, static_cast<long>(runs));
+  EXPECT_EQ(h.counters().runs_mapped, runs);
+  EXPECT_EQ(free_round(h, out, 0, 4096, 64 * KiB), 0u);
+  auto err = h.check();
+  ASSERT_FALSE(err.has_value()) << *err;
+  EXPECT_EQ(h.trim_to(0), granules * 2 * MiB);
+  EXPECT_EQ(h.granules().provider().live_handles, 0);
+  EXPECT_EQ(h.counters().runs_unmapped, runs);
+}
+
 TEST(GrowthPolicy, GranuleMapRollsBackExactlyWhatSucceeded) {
   for (toga::growth_step step : {toga::growth_step::create, toga::growth_step::map, toga::growth_step::set_access}) {
     toga::granule_map<toga::cpu::memfd_provider> m(toga::cpu::memfd_provider{}, 64 * KiB, 8, 64 * KiB);
@@ -158,7 +203,8 @@ TEST(GrowableCpuHeap, GrowsFromZeroByTheRetryProtocol) {
   EXPECT_EQ(c.grown_bytes, c.mapped_bytes);
   EXPECT_EQ(d.mapped_granules * h.granule_bytes(), h.mapped_bytes());
   EXPECT_EQ(d.adopted, d.mapped_granules) << "every granule adopted once";
-  EXPECT_EQ(h.granules().provider().live_handles, static_cast<long>(d.mapped_granules)) << "reserved equals mapped";
+  EXPECT_EQ(h.granules().provider().live_handles, static_cast<long>(h.granules().mapped_runs())) << "a handle per run";
+  EXPECT_EQ(h.granules().provider().mapped.size(), h.granules().mapped_runs()) << "every run mapped, nothing else";
   EXPECT_GT(c.demand_requests, 0u);
   EXPECT_EQ(c.growth_failures, 0u);
   toga::heap_quality q;
@@ -345,6 +391,13 @@ TEST(GrowableCpuHeap, OptionErrorsNameTheOption) {
   EXPECT_NE(message(opts(1ull << 40, 0)).find("max_bytes"), std::string::npos);
   EXPECT_NE(message(opts(64 * MiB, 3 * 64 * KiB)).find("granule_bytes"), std::string::npos);
   EXPECT_NE(message(opts(64 * MiB, 128 * MiB)).find("granule_bytes"), std::string::npos);
+  {
+    toga::growth_options r = opts(64 * MiB, 64 * KiB);
+    r.max_run_bytes = 3 * 64 * KiB;  // not a power of two
+    EXPECT_NE(message(r).find("max_run_bytes"), std::string::npos) << message(r);
+    r.max_run_bytes = 32 * KiB;  // below the granule
+    EXPECT_NE(message(r).find("max_run_bytes"), std::string::npos) << message(r);
+  }
   EXPECT_NE(message(opts(64 * MiB, 0, 128 * MiB)).find("initial_bytes"), std::string::npos);
   EXPECT_NE(message(opts(5 * MiB, MiB, 6 * MiB)).find("initial_bytes"), std::string::npos);
   // a range smaller than one granule of the provider (the CUDA VMM's 2 MiB on an H100): the
@@ -360,9 +413,16 @@ TEST(GrowableCpuHeap, OptionErrorsNameTheOption) {
     }
     EXPECT_NE(got.find("the smallest valid max_bytes is 2097152 B"), std::string::npos) << got;
   }
-  // toga's choice: 32 MiB granules, less on a small range
-  EXPECT_EQ(growable_heap(opts(1ull << 30, 0)).granule_bytes(), 32 * MiB);
-  EXPECT_EQ(growable_heap(opts(8 * MiB, 0)).granule_bytes(), 8 * MiB);
+  // toga's choice: 2 MiB granules (less on a smaller range) in runs of up to 32 MiB (at most the
+  // range); a granule the user chose is one handle each
+  EXPECT_EQ(growable_heap(opts(1ull << 30, 0)).granule_bytes(), 2 * MiB);
+  EXPECT_EQ(growable_heap(opts(MiB, 0)).granule_bytes(), MiB);
+  toga::growth_options d = opts(1ull << 30, 0);
+  EXPECT_EQ(toga::growth_max_run_bytes(d, 1ull << 30, 2 * MiB), 32 * MiB);
+  EXPECT_EQ(toga::growth_max_run_bytes(opts(8 * MiB, 0), 8 * MiB, 2 * MiB), 8 * MiB);
+  EXPECT_EQ(toga::growth_max_run_bytes(opts(1ull << 30, 4 * MiB), 1ull << 30, 4 * MiB), 4 * MiB);
+  d.max_run_bytes = 128 * MiB;
+  EXPECT_EQ(toga::growth_max_run_bytes(d, 1ull << 30, 2 * MiB), 128 * MiB);
 }
 
 // ---- planted bugs of the host policy (toga::growth_bug): each scenario returns its violations;
@@ -409,6 +469,44 @@ std::string large_block_scenario() {
     h.view().deallocate(big);
   });
   (void)failed;
+  return v;
+}
+
+//! Granules sized by demand (design.md §12.8): 64 KiB granules in runs of up to 4 (256 KiB, one
+//! memfd each); 1 MiB mapped at construction is 4 runs. One 64 KiB block kept, the rest freed:
+//! trim_to(0) must give back every run but the one holding it (a run goes back whole), and the
+//! kept block stays readable and intact.
+template <toga::growth_bug B>
+std::string runs_scenario() {
+  toga::growth_options o = opts(16 * MiB, 64 * KiB, MiB);
+  o.max_run_bytes = 256 * KiB;
+  toga::cpu::basic_growable_heap<B> h(o);
+  std::string v;
+  if (h.granules().mapped_runs() != 4 || h.granules().provider().live_handles != 4)
+    v += "1 MiB in runs of 256 KiB mapped " + std::to_string(h.granules().mapped_runs()) + " runs, " +
+         std::to_string(h.granules().provider().live_handles) + " handles (4 each); ";
+  std::vector<void*> blocks(8, nullptr);
+  toga::cpu::launch(8, 8, 1, [&] { blocks[P::thread_id()] = h.view().allocate(64 * KiB); });
+  for (void* p : blocks)
+    if (!p) return v + "a 64 KiB block of 8 in 1 MiB was refused; ";
+  std::memset(blocks[5], 0x5a, 64 * KiB);
+  toga::cpu::launch(8, 8, 1, [&] {
+    if (P::thread_id() != 5) h.view().deallocate(blocks[P::thread_id()]);
+  });
+  std::uint64_t back = 0;
+  try {
+    back = h.trim_to(0);
+  } catch (const std::logic_error& e) {
+    return v + "trim_to(0) threw: " + e.what() + "; ";
+  }
+  if (h.mapped_bytes() != 256 * KiB || back != MiB - 256 * KiB)
+    v += "trim_to(0) with one live 64 KiB block gave back " + std::to_string(back) + " B and kept " + std::to_string(h.mapped_bytes()) +
+         " B (the block's run: 256 KiB); ";
+  if (h.granules().provider().live_handles != 1) v += std::to_string(h.granules().provider().live_handles) + " handles live (1); ";
+  const auto* b = static_cast<const unsigned char*>(blocks[5]);
+  if (!readable(b) || b[0] != 0x5a || b[64 * KiB - 1] != 0x5a) v += "the kept block lost its memory or contents; ";
+  else toga::cpu::launch(1, 1, 1, [&] { h.view().deallocate(blocks[5]); });
+  if (h.trim_to(0) != 256 * KiB || h.granules().provider().live_handles != 0) v += "the last run did not go back; ";
   return v;
 }
 
@@ -507,6 +605,7 @@ std::string all_scenarios() {
   }
   if (const std::string r = large_block_scenario<B>(); !r.empty()) v += "[large block] " + r;
   if (const std::string r = threshold_scenario<B>(); !r.empty()) v += "[threshold] " + r;
+  if (const std::string r = runs_scenario<B>(); !r.empty()) v += "[runs] " + r;
   if (const std::string r = budget_retry_scenario<B>(); !r.empty()) v += "[budget retry] " + r;
   if (const std::string r = host_tier_scenario<B>(); !r.empty()) v += "[host tier] " + r;
   return v;
@@ -523,6 +622,7 @@ TEST(GrowthPolicy, PlantedBugsAreCaught) {
       {"threshold_releases_all", all_scenarios<toga::growth_bug::threshold_releases_all>()},
       {"charge_kept_on_failed_map", all_scenarios<toga::growth_bug::charge_kept_on_failed_map>()},
       {"host_placed_in_plan", all_scenarios<toga::growth_bug::host_placed_in_plan>()},
+      {"run_table_empty", all_scenarios<toga::growth_bug::run_table_empty>()},
       {"host_charged_as_device", all_scenarios<toga::growth_bug::host_charged_as_device>()},
   };
   for (const auto& [name, violations] : kills) {

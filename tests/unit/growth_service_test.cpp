@@ -73,9 +73,12 @@ unsigned free_all(growable_heap& h, std::vector<void*>& out, unsigned threads, u
 }  // namespace
 
 TEST(GrowthService, OneLaunchGrowsFromNothingWithoutANullptr) {
+  // granule 2 MiB chosen (a handle each), and toga's choice (2 MiB granules in runs of up to
+  // 32 MiB, one ring entry and handle per run: design.md §12.8)
+  for (const std::uint64_t granule : {2 * MiB, std::uint64_t{0}})
   for (const std::size_t bytes : {std::size_t{16}, std::size_t{256}, std::size_t{4096}, std::size_t{40 * KiB}}) {
-    SCOPED_TRACE("bytes " + std::to_string(bytes));
-    growable_heap h(service_opts(256 * MiB, 2 * MiB));
+    SCOPED_TRACE("bytes " + std::to_string(bytes) + ", granule_bytes " + std::to_string(granule));
+    growable_heap h(service_opts(256 * MiB, granule));
     ASSERT_TRUE(h.has_service());
     EXPECT_EQ(h.mapped_bytes(), 0u);
     const unsigned threads = 64, per = bytes >= 4096 ? 16 : 256;  // at most 93 MiB of the 256
@@ -90,6 +93,11 @@ TEST(GrowthService, OneLaunchGrowsFromNothingWithoutANullptr) {
     EXPECT_EQ(h.device_state().demand_requests, 0u) << "with the service, failures are not recorded as demand";
     EXPECT_EQ(h.stats().failed, 0u);
     EXPECT_FALSE(h.check().has_value()) << *h.check();
+    const std::uint64_t granules = h.mapped_bytes() / h.granule_bytes(), runs = h.granules().mapped_runs();
+    EXPECT_EQ(h.granules().provider().live_handles, static_cast<long>(runs));
+    EXPECT_EQ(h.device_state().mapped_granules, granules) << "every granule of every run adopted";
+    if (granule == 2 * MiB) EXPECT_EQ(runs, granules);
+    if (granule == 0 && granules >= 16) EXPECT_LE(2 * runs, granules) << "runs of several granules";
     EXPECT_EQ(free_all(h, out, threads, per, bytes, true), 0u);
     // everything back: a trim to 0 unmaps every granule
     EXPECT_EQ(h.trim_to(0), c.mapped_bytes);

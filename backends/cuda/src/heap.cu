@@ -32,7 +32,7 @@ __global__ void init_growable_kernel(device_allocator a, std::uint64_t limit, un
 // One thread per granule: adoption is safe while others adopt, allocate and free (design.md §12.1).
 __global__ void adopt_published_kernel(device_allocator a, toga::growth_mailbox* m) {  // quiescent: what no waiter adopted
   const std::uint64_t want = platform::load(&m->published, toga::acquire, toga::system_scope);
-  (void)toga::growth_waiter<platform>::adopt_published(&a.globals->growth.relay, m, want, [&](std::uint64_t off) { return a.adopt_granule(off); },
+  (void)toga::growth_waiter<platform>::adopt_published(&a.globals->growth.relay, m, want, [&](std::uint64_t e) { return a.adopt_entry(e); },
                                                        ~std::uint64_t{0});
 }
 __global__ void adopt_kernel(device_allocator a, const std::uint64_t* offsets, std::uint64_t n, unsigned long long* refused) {
@@ -50,9 +50,10 @@ __global__ void merge_height_kernel(device_allocator a, std::uint64_t first) {  
   const std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
   if (i < first) a.small.buddy.merge_free_children(first + i);
 }
-__global__ void withdraw_kernel(device_allocator a, std::uint64_t keep_bytes, std::uint64_t* out, std::uint64_t* count) {  // phase 2
+__global__ void withdraw_kernel(device_allocator a, std::uint64_t keep_bytes, std::uint64_t* out, std::uint64_t* count,
+                                const std::uint8_t* run_log2) {  // phase 2, whole runs of granules
   std::uint64_t n = 0;
-  a.withdraw_granules_phase(keep_bytes, [&](std::uint64_t off) { out[n++] = off; });
+  a.withdraw_granules_phase(keep_bytes, [&](std::uint64_t off) { out[n++] = off; }, run_log2);
   *count = n;
 }
 __global__ void derive_height_kernel(device_allocator a, std::uint64_t first) {  // phase 3, one height
@@ -226,7 +227,7 @@ struct vmm_provider {
 //! pointer, so the thread's `this` survives a move of the heap.
 struct growth_impl {
   toga::growth_controller<vmm_provider> ctl;
-  std::uint64_t* scratch = nullptr;  // granules + 2 words of device memory
+  std::uint64_t* scratch = nullptr;  // granules + 2 + max_levels words, then the run table (a byte per granule)
   toga::growth_mailbox* mailbox = nullptr;       // host address (cudaHostAlloc, mapped)
   toga::growth_mailbox* mailbox_dev = nullptr;   // the same memory as kernels address it
   toga::service_cursor cursor{};
@@ -335,8 +336,9 @@ heap::heap(std::uint64_t bytes, heap_options options) : options_(options) {
   if (options_.max_bytes != 0)
     throw std::invalid_argument("toga::cuda::heap: max_bytes is set (a growable heap) but a size was given (a fixed heap); "
                                 "construct with heap(options) and options.initial_bytes instead");
-  if (options_.initial_bytes != 0 || options_.headroom_bytes != 0 || options_.granule_bytes != 0 || options_.release_threshold != ~std::uint64_t{0})
-    throw std::invalid_argument("toga::cuda::heap: initial_bytes, headroom_bytes, granule_bytes and release_threshold apply to growable "
+  if (options_.initial_bytes != 0 || options_.headroom_bytes != 0 || options_.granule_bytes != 0 || options_.max_run_bytes != 0 ||
+      options_.release_threshold != ~std::uint64_t{0})
+    throw std::invalid_argument("toga::cuda::heap: initial_bytes, headroom_bytes, granule_bytes, max_run_bytes and release_threshold apply to growable "
                                 "heaps only; set max_bytes and construct with heap(options), or leave them at their defaults");
   if (options_.device < 0) TOGA_CUDA_TRY(cudaGetDevice(&options_.device));
   device_ = options_.device;
@@ -387,8 +389,8 @@ heap::heap(heap_options options) : options_(options) {
   device_ = options_.device;
   device_guard guard(device_);
   const toga::growth_options go{options_.max_bytes,     options_.initial_bytes,  options_.headroom_bytes, options_.release_threshold,
-                                options_.granule_bytes, options_.growth_service, options_.growth_wait_us, options_.spill,
-                                options_.growth_ahead_percent};
+                                options_.granule_bytes, options_.max_run_bytes, options_.growth_service, options_.growth_wait_us,
+                                options_.spill,         options_.growth_ahead_percent};
   const std::uint64_t capacity = toga::growth_capacity(go, toga::heap_layout::max_heap_bytes);
   TOGA_CUDA_TRY(cudaFree(nullptr));  // the primary context, which the driver calls below use
   {
@@ -426,7 +428,8 @@ heap::heap(heap_options options) : options_(options) {
       throw toga::bad_alloc(std::string("toga::cuda::heap: ") + e.what() + "; ask for a smaller max_bytes");
     }
     growth_->ctl.set_account(account_);
-    const std::uint64_t n = capacity / granule + 2 + toga::heap_layout::max_levels;  // offsets, count, per-height counts
+    // offsets, count, per-height counts, the run table (a byte per granule)
+    const std::uint64_t n = capacity / granule + 2 + toga::heap_layout::max_levels + (capacity / granule + 7) / 8;
     const std::uint64_t record = charge_or_throw("granule list", n * sizeof(std::uint64_t));
     const cudaError_t e = cudaMalloc(reinterpret_cast<void**>(&growth_->scratch), n * sizeof(std::uint64_t));
     if (e != cudaSuccess) {
@@ -694,6 +697,8 @@ heap_attributes heap::attributes() const {
     const toga::growth_counters& c = growth_->ctl.counters();
     a.growable = true;
     a.granule_bytes = growth_->ctl.granule_bytes();
+    a.max_run_bytes = growth_->ctl.max_run_bytes();
+    a.mapped_runs = growth_->ctl.granules().mapped_runs();
     a.mapped_mem_current = c.mapped_bytes;
     a.mapped_mem_high = c.mapped_high_bytes;
     a.failed_growable = c.demand_requests + r.view.globals->growth.demand_requests;
@@ -776,7 +781,10 @@ std::uint64_t heap::trim_granules(std::uint64_t keep_bytes) {
     const std::uint64_t first = std::uint64_t{1} << (top - h);  // nodes of height h: [first, 2 first)
     merge_height_kernel<<<blocks(first), 256, 0, st>>>(view_, first);
   }
-  withdraw_kernel<<<1, 1, 0, st>>>(view_, keep_bytes, d, d + n_max);
+  const std::vector<std::uint8_t> runs = growth_->ctl.run_table();  // whole runs go back, or none of a run
+  auto* run_log2 = reinterpret_cast<std::uint8_t*>(d + n_max + 2 + toga::heap_layout::max_levels);
+  TOGA_CUDA_TRY(cudaMemcpyAsync(run_log2, runs.data(), runs.size(), cudaMemcpyHostToDevice, st));
+  withdraw_kernel<<<1, 1, 0, st>>>(view_, keep_bytes, d, d + n_max, run_log2);
   for (unsigned h = go + 1; h < levels; ++h) {
     const std::uint64_t first = std::uint64_t{1} << (top - h);
     derive_height_kernel<<<blocks(first), 256, 0, st>>>(view_, first);

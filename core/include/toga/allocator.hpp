@@ -314,31 +314,52 @@ struct allocator {
     P::fetch_add(&globals->growth.mapped_granules, std::uint64_t{1}, release, device_scope);
     return true;
   }
+  //! Growable heaps: adopts the run of granules in a growth-service ring entry (ring_entry: the
+  //! run's heap offset and log2 of its granules; one physical handle, design.md §12.8), granule by
+  //! granule (adopt_granule). False if one of them was not unmapped (adopted already).
+  TOGA_DEVICE bool adopt_entry(std::uint64_t entry) const TOGA_NOEXCEPT(P) {
+    return adopt_run(ring_entry_offset(entry), SB == service_bug::run_adopts_head_only ? 0u : ring_entry_log2(entry));
+  }
+  //! Growable heaps: the run of 2^k granules at heap offset `off` (aligned to the run) now has
+  //! memory behind it; frees it into the tree as one block (tbuddy::adopt_run). Any thread, while
+  //! others allocate and free. False if a granule of it was not unmapped (already adopted).
+  TOGA_DEVICE bool adopt_run(std::uint64_t off, unsigned k) const TOGA_NOEXCEPT(P) {
+    if (small.buddy.grow_granule == 0 || !small.buddy.adopt_run(off, static_cast<unsigned>(small.buddy.grow_granule - 1), k)) return false;
+    // adopted before mapped_granules, both release (adopt_granule)
+    P::fetch_add(&globals->growth.adopted, std::uint64_t{1} << k, release, device_scope);
+    P::fetch_add(&globals->growth.mapped_granules, std::uint64_t{1} << k, release, device_scope);
+    return true;
+  }
   //! Growable heaps, at quiescence only (one thread, nothing else in the heap): reclaims UAlloc's
-  //! caches, then withdraws wholly free granules from the highest address down until at most
-  //! `keep_bytes` (rounded up to granules) stay mapped; on_withdrawn(offset) for each (the backend
-  //! unmaps them afterwards). Returns the bytes still mapped.
+  //! caches, then withdraws wholly free runs of granules from the highest address down until at
+  //! most `keep_bytes` (rounded up to granules) stay mapped; on_withdrawn(offset) for each granule
+  //! (the backend unmaps them afterwards). `run_log2`: per granule, log2 of the granules of the
+  //! run (one physical handle) that holds it, runs aligned to their size; a run goes back whole
+  //! or not at all (design.md §12.8). nullptr: every granule is a run of its own. Returns the
+  //! bytes still mapped.
   template <class F>
-  TOGA_DEVICE std::uint64_t trim_granules(std::uint64_t keep_bytes, F&& on_withdrawn) const TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE std::uint64_t trim_granules(std::uint64_t keep_bytes, F&& on_withdrawn, const std::uint8_t* run_log2 = nullptr) const
+      TOGA_NOEXCEPT(P) {
     if (small.buddy.grow_granule == 0) return heap_bytes;
     const unsigned go = static_cast<unsigned>(small.buddy.grow_granule - 1);
     const std::uint64_t gbytes = geom::page_bytes << go;
     if constexpr (UB != ualloc_bug::trim_without_reclaim) trim();
     small.buddy.trim_prepare();
-    const std::uint64_t left = withdraw_granules_phase(keep_bytes, on_withdrawn);
+    const std::uint64_t left = withdraw_granules_phase(keep_bytes, on_withdrawn, run_log2);
     small.buddy.trim_finish(go);
     return left * gbytes;
   }
   //! trim_granules' phase 2 (tbuddy::withdraw_granules) with growth_state's counts, also for
   //! backends that run the tree's other phases in parallel (the CUDA heap): after reclaim (trim)
-  //! and tbuddy::trim_prepare, withdraws granules above `keep_bytes`. One thread, quiescent.
-  //! Returns the granules still mapped.
+  //! and tbuddy::trim_prepare, withdraws runs of granules above `keep_bytes` (`run_log2` as for
+  //! trim_granules). One thread, quiescent. Returns the granules still mapped.
   template <class F>
-  TOGA_DEVICE std::uint64_t withdraw_granules_phase(std::uint64_t keep_bytes, F&& on_withdrawn) const TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE std::uint64_t withdraw_granules_phase(std::uint64_t keep_bytes, F&& on_withdrawn, const std::uint8_t* run_log2 = nullptr) const
+      TOGA_NOEXCEPT(P) {
     const unsigned go = static_cast<unsigned>(small.buddy.grow_granule - 1);
     const std::uint64_t gbytes = geom::page_bytes << go;
     std::uint64_t withdrawn = 0;
-    const std::uint64_t left = small.buddy.withdraw_granules(go, (keep_bytes + gbytes - 1) / gbytes, [&](std::uint64_t off) {
+    const std::uint64_t left = small.buddy.withdraw_granules(go, (keep_bytes + gbytes - 1) / gbytes, run_log2, [&](std::uint64_t off) {
       ++withdrawn;
       on_withdrawn(off);
     });
@@ -590,16 +611,16 @@ struct allocator {
   // its own: TBuddy's free path under it stays off the waiting path's frame).
   TOGA_DEVICE TOGA_NOINLINE bool adopt_published_granules(growth_mailbox* m, std::uint64_t want, std::uint64_t deadline) const TOGA_NOEXCEPT(P) {
     return growth_waiter<P, SB>::adopt_published(&globals->growth.relay, m, want,
-                                                 [&](std::uint64_t off) { return adopt_granule_out_of_line(off); }, deadline);
+                                                 [&](std::uint64_t e) { return adopt_entry_out_of_line(e); }, deadline);
   }
-  // adopt_granule in a call of its own (the waiting path's frames stay shallow)
-  TOGA_DEVICE TOGA_NOINLINE bool adopt_granule_out_of_line(std::uint64_t off) const TOGA_NOEXCEPT(P) { return adopt_granule(off); }
+  // adopt_entry in a call of its own (the waiting path's frames stay shallow)
+  TOGA_DEVICE TOGA_NOINLINE bool adopt_entry_out_of_line(std::uint64_t e) const TOGA_NOEXCEPT(P) { return adopt_entry(e); }
   // Waits for the growth service to answer `ticket`, relaying when no other waiter does
   // (growth_waiter::await; the courier's adoption calls adopt_published_granules' callee).
   TOGA_DEVICE TOGA_NOINLINE typename growth_waiter<P, SB>::outcome await_growth(growth_mailbox* m, std::uint64_t deadline,
                                                                                std::uint64_t ticket) const TOGA_NOEXCEPT(P) {
     return growth_waiter<P, SB>::await(&globals->growth.relay, m, deadline, ticket,
-                                       [&](std::uint64_t off) { return adopt_granule_out_of_line(off); });
+                                       [&](std::uint64_t e) { return adopt_entry_out_of_line(e); });
   }
   // Counts n failed requests that needed a TBuddy block of `block_bytes` (a chunk for UAlloc):
   // refused by the byte limit if charging that block would exceed it now, else exhaustion.

@@ -7,13 +7,15 @@
 //!
 //! What lives here:
 //!  * `growth_options`: the knobs (max_bytes, initial_bytes, headroom_bytes, release_threshold,
-//!    granule_bytes) and their validation;
+//!    granule_bytes, max_run_bytes...) and their validation;
 //!  * `granule_map<Provider>`: the reserved range and which granules have memory behind them.
-//!    A granule is mapped by three provider calls (create a handle, map it, grant read-write
-//!    access) and counts as mapped only when all three succeeded; a failure undoes exactly the
-//!    calls that succeeded, so no granule is ever half mapped. Failures can be injected at the
-//!    k-th call of each step (tests);
-//!  * `plan_growth`: which granules a growth maps, from the demand the device recorded;
+//!    Granules are mapped in *runs* (design.md §12.8): 2^k consecutive granules, aligned to their
+//!    size, behind one physical handle, mapped by three provider calls (create a handle, map it,
+//!    grant read-write access) and counted as mapped only when all three succeeded; a failure
+//!    undoes exactly the calls that succeeded, so no run is ever half mapped; a run is unmapped
+//!    whole. Failures can be injected at the k-th call of each step (tests);
+//!  * `plan_growth`: which granules a growth maps, from the demand the device recorded, and
+//!    `group_runs`: the runs they are mapped in (granules sized by demand);
 //!  * `growth_counters`: what the policy did (statistics).
 //!
 //! The device side (adopting mapped granules into the buddy tree, withdrawing free ones) is
@@ -84,11 +86,19 @@ struct growth_options {
   //! (highest address first) until at most max(release_threshold, the granules that hold live
   //! blocks) stay mapped. The default keeps everything (CUDA's pools: cudaMemPoolAttrReleaseThreshold).
   std::uint64_t release_threshold = std::numeric_limits<std::uint64_t>::max();
-  //! Bytes of one granule: the unit mapped, adopted and given back, each granule one physical
-  //! handle. A power of two, a multiple of the provider's granularity (2 MiB on current NVIDIA
-  //! GPUs), at most max_bytes. 0: toga's choice, 32 MiB (docs/benchmarks.md "What the
-  //! CUDA VMM API costs": a handle's calls cost about 30 us from 2 to 32 MiB) or less on a small range.
+  //! Bytes of one granule: the unit adopted into the buddy tree and the finest unit mapped and
+  //! given back. A power of two, a multiple of the provider's granularity (2 MiB on current NVIDIA
+  //! GPUs), at most the capacity. 0: toga's choice, 2 MiB (the GPUs' minimum) or the provider's
+  //! granularity if larger, less on a range below 2 MiB.
   std::uint64_t granule_bytes = 0;
+  //! Granules sized by demand (design.md §12.8): a growth maps consecutive granules in runs of
+  //! up to this many bytes, each run one physical handle (one create, map and set-access: about
+  //! 30 us whatever its size, docs/benchmarks.md "What the CUDA VMM API costs"), given back whole
+  //! once every granule of it is free. Small demand maps single granules; a block larger than this
+  //! maps one run of its own size. A power of two, a multiple of granule_bytes. 0: toga's choice,
+  //! 32 MiB (at least one granule, at most the capacity) with toga's granule, one granule (a
+  //! handle per granule, the unit chosen) when granule_bytes is set.
+  std::uint64_t max_run_bytes = 0;
   //! Growth while kernels run (design.md §12.6, toga/growth_service.hpp): a host thread, started
   //! with the heap and joined by its destructor, maps granules for requests that wait for them;
   //! such a request returns nullptr only after `service_wait_us`, or when the service could map
@@ -99,10 +109,11 @@ struct growth_options {
   //! When a granule is backed by host memory instead (design.md §12.7, the host tier).
   spill_policy spill = spill_policy::never;
   //! Growth service only: a round that maps anything maps at least this percent of the bytes
-  //! mapped already (geometric growth, like a vector's capacity; 100: doubling), so that a
-  //! kernel that fills a heap from empty waits for a few rounds, not one per granule (design.md
-  //! §12.6). The part beyond the posted demand is device memory only (it never spills) and is
-  //! given back by trims and the release threshold like the rest. 0: the demand only. At most 1,000.
+  //! mapped already (geometric growth, like a vector's capacity; 100: doubling), rounded up to whole
+  //! runs of max_run_bytes, so that a kernel that fills a heap from empty waits for a few rounds,
+  //! not one per granule (design.md §12.6, §12.8). The part beyond the posted demand is device
+  //! memory only (it never spills) and is given back by trims and the release threshold like the
+  //! rest. 0: the demand only. At most 1,000.
   std::uint64_t service_ahead_percent = 100;
 };
 
@@ -123,6 +134,7 @@ enum class growth_bug : unsigned {
   charge_kept_on_failed_map,  //!< a granule whose mapping failed stays charged to the budget (charged again when retried)
   host_placed_in_plan,        //!< a host-tier granule takes the planned (low) granule, not the top: trims give device granules back first
   host_charged_as_device,     //!< a host-tier granule is charged to the device budget (which then refuses it)
+  run_table_empty,            //!< the device trim's run table says every granule is a run of its own (runs withdrawn in part)
 };
 
 //! The provider calls that map a granule, in their order; failures can be injected at each.
@@ -144,6 +156,8 @@ struct growth_counters {
   std::uint64_t growth_requests = 0;    //!< growths that found demand and tried to map
   std::uint64_t growth_failures = 0;    //!< granules whose mapping failed (each rolled back)
   std::uint64_t grown_bytes = 0;        //!< bytes mapped by growths (initial_bytes excluded)
+  std::uint64_t runs_mapped = 0;        //!< runs (physical handles) mapped by growths and initial_bytes
+  std::uint64_t runs_unmapped = 0;      //!< runs given back by trims
   std::uint64_t trims = 0;              //!< trims that ran (trim_to and the release threshold)
   std::uint64_t trimmed_bytes = 0;      //!< bytes given back by them
   std::uint64_t demand_requests = 0;    //!< failed requests that growth could serve (nullptr, then grow)
@@ -181,7 +195,7 @@ inline std::uint64_t growth_granule_bytes(const growth_options& o, std::uint64_t
                                   std::to_string(capacity) + " B; use 0 for toga's choice");
     return g;
   }
-  std::uint64_t g = std::uint64_t{32} << 20;
+  std::uint64_t g = std::max<std::uint64_t>(std::uint64_t{2} << 20, granularity);
   while (g > capacity && g > granularity) g >>= 1;
   if (g > capacity || g < granularity || g % granularity != 0 || g < geom::page_bytes) {
     const std::uint64_t least = std::max<std::uint64_t>(granularity, geom::page_bytes);
@@ -189,6 +203,21 @@ inline std::uint64_t growth_granule_bytes(const growth_options& o, std::uint64_t
                                 std::to_string(granularity) + " B); the smallest valid max_bytes is " + std::to_string(least) + " B");
   }
   return g;
+}
+
+//! The largest run of granules (bytes) for `o` with granules of `granule_bytes` on a range of
+//! `capacity` bytes (growth_options::max_run_bytes); std::invalid_argument naming the option when
+//! it is not a power of two or not a multiple of the granule.
+inline std::uint64_t growth_max_run_bytes(const growth_options& o, std::uint64_t capacity, std::uint64_t granule_bytes) {
+  if (o.max_run_bytes != 0) {
+    const std::uint64_t r = o.max_run_bytes;
+    if ((r & (r - 1)) != 0 || r % granule_bytes != 0)
+      throw std::invalid_argument("toga: max_run_bytes " + std::to_string(r) + " is not a power of two and a multiple of the granule (" +
+                                  std::to_string(granule_bytes) + " B); use 0 for toga's choice (32 MiB)");
+    return std::min(r, capacity);
+  }
+  if (o.granule_bytes != 0) return granule_bytes;  // a granule chosen by the user stays one handle each
+  return std::max(granule_bytes, std::min<std::uint64_t>(std::uint64_t{32} << 20, capacity));
 }
 
 //! max_bytes rounded up to a power of two (>= 4 KiB), after validating it against `max_capacity`.
@@ -210,8 +239,9 @@ inline std::uint64_t growth_capacity(const growth_options& o, std::uint64_t max_
   return c;
 }
 
-//! A reserved range of `granules` x `granule_bytes` bytes and the granules mapped in it.
-//! Move-only; the destructor unmaps and releases every granule, then the range (never throws).
+//! A reserved range of `granules` x `granule_bytes` bytes and the runs of granules mapped in it
+//! (a run: 2^k granules aligned to their size behind one handle; a single granule is a run of
+//! one). Move-only; the destructor unmaps and releases every run, then the range (never throws).
 template <class Provider, growth_bug Bug = growth_bug::none>
 class granule_map {
  public:
@@ -228,7 +258,7 @@ class granule_map {
   }
   granule_map(granule_map&& o) noexcept
       : provider_(std::move(o.provider_)), granule_(o.granule_), slots_(std::move(o.slots_)), base_(std::exchange(o.base_, nullptr)),
-        mapped_(o.mapped_), host_(o.host_), refused_tier_(o.refused_tier_), inject_(o.inject_), calls_(o.calls_), error_(std::move(o.error_)) {}
+        mapped_(o.mapped_), host_(o.host_), runs_(o.runs_), refused_tier_(o.refused_tier_), inject_(o.inject_), calls_(o.calls_), error_(std::move(o.error_)) {}
   granule_map& operator=(granule_map&&) = delete;
   granule_map(const granule_map&) = delete;
   granule_map& operator=(const granule_map&) = delete;
@@ -247,12 +277,14 @@ class granule_map {
   const std::string& last_error() const noexcept { return error_; }
   Provider& provider() noexcept { return provider_; }
 
-  //! Maps granule i (create, map, set access). True when all three succeeded; otherwise the
-  //! calls that did succeed are undone (unmap, release), the granule stays unmapped, last_error()
-  //! says which call failed and why, and false is returned. True at once if already mapped.
-  bool map(std::uint64_t i, memory_tier tier = memory_tier::device) {
-    slot& s = slots_[i];
-    if (s.mapped) return true;
+  //! Maps the run of 2^`log2n` granules from granule i (create, map, set access; i aligned to the
+  //! run, every granule of it unmapped). True when all three succeeded; otherwise the calls that
+  //! did succeed are undone (unmap, release), the granules stay unmapped, last_error() says which
+  //! call failed and why, and false is returned. True at once if granule i is mapped already
+  //! (the run it belongs to, whatever its length).
+  bool map_run(std::uint64_t i, unsigned log2n, memory_tier tier = memory_tier::device) {
+    if (slots_[i].mapped) return true;
+    const std::uint64_t n = std::uint64_t{1} << log2n, bytes = n * granule_;
     char* at = base_ + i * granule_;
     handle_type h{};
     if (!call(growth_step::create, [&](std::string& e) {
@@ -260,50 +292,61 @@ class granule_map {
             e = std::string("injected: the ") + to_string(tier) + " tier refuses every granule";
             return false;
           }
-          return provider_.create(granule_, h, e, tier);
+          return provider_.create(bytes, h, e, tier);
         }))
       return false;
-    if (!call(growth_step::map, [&](std::string& e) { return provider_.map(at, granule_, h, e); })) {
-      provider_.unmap(at, granule_);  // a failed map may have changed the range: back to reserved
+    if (!call(growth_step::map, [&](std::string& e) { return provider_.map(at, bytes, h, e); })) {
+      provider_.unmap(at, bytes);  // a failed map may have changed the range: back to reserved
       if constexpr (Bug != growth_bug::rollback_leaks_handle) provider_.release(h);
       return false;
     }
-    if constexpr (Bug == growth_bug::counted_before_access) {
-      s.handle = h;
-      s.mapped = true;
-      ++mapped_;
-    }
-    if (!call(growth_step::set_access, [&](std::string& e) { return provider_.set_access(at, granule_, e); })) {
+    if constexpr (Bug == growth_bug::counted_before_access) mark(i, log2n, h, tier);
+    if (!call(growth_step::set_access, [&](std::string& e) { return provider_.set_access(at, bytes, e); })) {
       if constexpr (Bug == growth_bug::counted_before_access) return false;
-      provider_.unmap(at, granule_);
+      provider_.unmap(at, bytes);
       if constexpr (Bug != growth_bug::rollback_leaks_handle) provider_.release(h);
       return false;
     }
-    if constexpr (Bug == growth_bug::counted_before_access) return true;
-    s.handle = h;
-    s.mapped = true;
-    s.tier = tier;
-    ++mapped_;
-    host_ += tier == memory_tier::host;
+    if constexpr (Bug != growth_bug::counted_before_access) mark(i, log2n, h, tier);
     return true;
   }
+  //! Maps granule i alone (a run of one).
+  bool map(std::uint64_t i, memory_tier tier = memory_tier::device) { return map_run(i, 0, tier); }
   //! The tier backing granule i (meaningful while it is mapped).
   memory_tier tier_of(std::uint64_t i) const noexcept { return slots_[i].tier; }
+  //! log2 of the granules of the run holding granule i (0 while unmapped).
+  unsigned run_log2(std::uint64_t i) const noexcept { return slots_[i].run_log2; }
+  //! The first granule of the run holding granule i.
+  std::uint64_t run_head(std::uint64_t i) const noexcept { return i & ~((std::uint64_t{1} << slots_[i].run_log2) - 1); }
+  //! Per granule, log2 of the granules of its run (0 for unmapped granules): what the device's
+  //! trim needs (allocator::trim_granules' run_log2).
+  std::vector<std::uint8_t> run_table() const {
+    std::vector<std::uint8_t> t(slots_.size());
+    if constexpr (Bug == growth_bug::run_table_empty) return t;
+    for (std::uint64_t i = 0; i < slots_.size(); ++i) t[i] = slots_[i].run_log2;
+    return t;
+  }
+  //! Runs mapped now.
+  std::uint64_t mapped_runs() const noexcept { return runs_; }
   //! Granules mapped now in the host tier.
   std::uint64_t host_granules() const noexcept { return host_; }
   //! Tests: every create of `tier` fails from now on (a device that is full, a driver without host
   //! allocations), or no longer does.
   void refuse_tier(memory_tier tier, bool refuse) noexcept { refused_tier_[static_cast<unsigned>(tier)] = refuse; }
-  //! Unmaps and releases granule i (nothing if it is not mapped). Never throws.
-  void unmap(std::uint64_t i) noexcept {
-    slot& s = slots_[i];
-    if (!s.mapped) return;
-    provider_.unmap(base_ + i * granule_, granule_);
+  //! Unmaps and releases the run holding granule i, whole (nothing if i is not mapped). Returns
+  //! the granules unmapped. Never throws.
+  std::uint64_t unmap(std::uint64_t i) noexcept {
+    if (!slots_[i].mapped) return 0;
+    const std::uint64_t h = run_head(i), n = std::uint64_t{1} << slots_[i].run_log2;
+    slot& s = slots_[h];
+    provider_.unmap(base_ + h * granule_, n * granule_);
     provider_.release(s.handle);
-    s.mapped = false;
-    --mapped_;
-    host_ -= s.tier == memory_tier::host;
-    s.tier = memory_tier::device;
+    const bool host = s.tier == memory_tier::host;
+    for (std::uint64_t j = h; j < h + n; ++j) slots_[j] = slot{};
+    mapped_ -= n;
+    host_ -= host ? n : 0;
+    --runs_;
+    return n;
   }
 
   //! Tests: the k-th call (1-based, counted from now) of `step` fails as if the provider had
@@ -315,10 +358,23 @@ class granule_map {
 
  private:
   struct slot {
-    handle_type handle{};
+    handle_type handle{};  // the run's handle, in its first granule's slot
     bool mapped = false;
     memory_tier tier = memory_tier::device;
+    std::uint8_t run_log2 = 0;  // log2 of the granules of the run holding this granule
   };
+  void mark(std::uint64_t i, unsigned log2n, const handle_type& h, memory_tier tier) {
+    const std::uint64_t n = std::uint64_t{1} << log2n;
+    for (std::uint64_t j = i; j < i + n; ++j) {
+      slots_[j].mapped = true;
+      slots_[j].tier = tier;
+      slots_[j].run_log2 = static_cast<std::uint8_t>(log2n);
+    }
+    slots_[i].handle = h;
+    mapped_ += n;
+    host_ += tier == memory_tier::host ? n : 0;
+    ++runs_;
+  }
   template <class F>
   bool call(growth_step step, F&& f) {
     const unsigned k = static_cast<unsigned>(step);
@@ -338,7 +394,7 @@ class granule_map {
   std::uint64_t granule_;
   std::vector<slot> slots_;
   char* base_ = nullptr;
-  std::uint64_t mapped_ = 0, host_ = 0;
+  std::uint64_t mapped_ = 0, host_ = 0, runs_ = 0;
   std::array<bool, 2> refused_tier_{};
   std::array<std::uint64_t, growth_step_count> inject_{};
   std::array<std::uint64_t, growth_step_count> calls_{};
@@ -408,28 +464,60 @@ std::vector<std::uint64_t> plan_growth(std::uint64_t demand_bytes, unsigned dema
   return out;
 }
 
+//! A run of granules (design.md §12.8): 2^log2 consecutive granules from `first`, aligned to
+//! their count, mapped behind one physical handle and given back whole.
+struct granule_run {
+  std::uint64_t first = 0;
+  unsigned log2 = 0;
+  std::uint64_t count() const noexcept { return std::uint64_t{1} << log2; }
+};
+
+//! Granules sized by demand (design.md §12.8): cuts `granules` (ascending, distinct) into runs
+//! of at most 2^`max_log2` granules, each aligned to its size: from the lowest, the longest
+//! aligned run of consecutive granules each time. A demand of one granule maps one granule; a
+//! heap filling from empty maps runs of the largest size.
+inline std::vector<granule_run> group_runs(const std::vector<std::uint64_t>& granules, unsigned max_log2) {
+  std::vector<granule_run> out;
+  for (std::size_t a = 0; a < granules.size();) {
+    unsigned k = 0;
+    while (k < max_log2 && k < 63) {
+      const std::uint64_t n2 = std::uint64_t{2} << k;
+      if ((granules[a] & (n2 - 1)) != 0) break;
+      if (a + n2 > granules.size() || granules[a + n2 - 1] != granules[a] + n2 - 1) break;
+      ++k;
+    }
+    out.push_back(granule_run{granules[a], k});
+    a += std::size_t{1} << k;
+  }
+  return out;
+}
+
 //! The host side of one growable heap: its granule map, options and counters, and the two
 //! halves of the protocol that run on the host (the heaps of each backend run the device
 //! halves in between). Not thread-safe; call at quiescence (no kernel uses the heap).
-//!  * grow: `plan(demand)` maps granules for the demand the device recorded and returns their
-//!    offsets; the heap adopts them on the device (allocator::adopt_granule), and the device's
-//!    demand counters are reset.
-//!  * trim: the heap withdraws wholly free granules on the device (allocator::trim_granules);
-//!    `withdrawn(offsets)` unmaps them. Withdraw first, then unmap: a granule is never without
-//!    memory while the tree can hand it out.
+//!  * grow: `grow(demand)` maps runs of granules for the demand the device recorded and returns
+//!    the granules' offsets; the heap adopts them on the device (allocator::adopt_granule), and
+//!    the device's demand counters are reset.
+//!  * trim: the heap withdraws wholly free runs on the device (allocator::trim_granules with
+//!    run_table()); `withdrawn(offsets)` unmaps them. Withdraw first, then unmap: a granule is
+//!    never without memory while the tree can hand it out.
 template <class Provider, growth_bug Bug = growth_bug::none>
 class growth_controller {
  public:
   //! Reserves the range of `capacity` bytes (see growth_capacity) in granules of `granule_bytes`
   //! (see growth_granule_bytes), aligned to a granule. Maps nothing yet (see map_initial).
+  //! std::invalid_argument for a bad max_run_bytes (growth_max_run_bytes).
   growth_controller(Provider provider, const growth_options& o, std::uint64_t capacity, std::uint64_t granule_bytes)
-      : options_(o), map_(std::move(provider), granule_bytes, capacity / granule_bytes, capacity),
+      : options_(o),
+        run_log2_(bits::ctz(growth_max_run_bytes(o, capacity, granule_bytes) / granule_bytes)),
+        map_(std::move(provider), granule_bytes, capacity / granule_bytes, capacity),
         usable_((o.max_bytes + granule_bytes - 1) / granule_bytes), charged_(capacity / granule_bytes, 0) {}
   growth_controller(growth_controller&& o) noexcept
-      : options_(o.options_), map_(std::move(o.map_)), usable_(o.usable_), counters_(o.counters_), account_(std::move(o.account_)),
-        charged_(std::exchange(o.charged_, {})), last_refusal_(std::move(o.last_refusal_)), planned_run_(o.planned_run_) {}
+      : options_(o.options_), run_log2_(o.run_log2_), map_(std::move(o.map_)), usable_(o.usable_), counters_(o.counters_),
+        account_(std::move(o.account_)), charged_(std::exchange(o.charged_, {})), last_refusal_(std::move(o.last_refusal_)),
+        planned_run_(o.planned_run_) {}
   growth_controller& operator=(growth_controller&&) = delete;
-  //! Releases the budget records of the granules still mapped (the granule map unmaps them).
+  //! Releases the budget records of the runs still mapped (the granule map unmaps them).
   ~growth_controller() {
     // unmap first, then release the record: the budget never counts less than what is mapped
     for (std::uint64_t i = 0; i < charged_.size(); ++i) {
@@ -438,7 +526,7 @@ class growth_controller {
       account_.release(charged_[i]);
     }
   }
-  //! Unmaps every granule and releases their records (a heap's destructor, before its own records).
+  //! Unmaps every run and releases their records (a heap's destructor, before its own records).
   void unmap_all() noexcept {
     for (std::uint64_t i = 0; i < map_.granules(); ++i) {
       map_.unmap(i);
@@ -446,11 +534,11 @@ class growth_controller {
     }
   }
 
-  //! Where each granule is recorded and charged before it is mapped (toga/budget.hpp); set it
+  //! Where each run is recorded and charged before it is mapped (toga/budget.hpp); set it
   //! before map_initial. Without one, nothing is recorded.
   void set_account(ledger_account a) { account_ = std::move(a); }
   const ledger_account& account() const noexcept { return account_; }
-  //! Why the last granule the budget refused was refused (empty if none was).
+  //! Why the last run the budget refused was refused (empty if none was).
   const std::string& last_refusal() const noexcept { return last_refusal_; }
 
   granule_map<Provider, Bug>& granules() noexcept { return map_; }
@@ -458,7 +546,11 @@ class growth_controller {
   const growth_options& options() const noexcept { return options_; }
   const growth_counters& counters() const noexcept { return counters_; }
   std::uint64_t granule_bytes() const noexcept { return map_.granule_bytes(); }
+  //! The largest run a growth maps for blocks up to a granule (growth_options::max_run_bytes).
+  std::uint64_t max_run_bytes() const noexcept { return map_.granule_bytes() << run_log2_; }
   std::uint64_t mapped_bytes() const noexcept { return map_.mapped_granules() * map_.granule_bytes(); }
+  //! Per granule, log2 of the granules of its run: the device trim's `run_log2`.
+  std::vector<std::uint8_t> run_table() const { return map_.run_table(); }
   //! Sets mapped_high_bytes to mapped_bytes.
   void reset_high_water() noexcept {
     counters_.mapped_high_bytes = mapped_bytes();
@@ -474,21 +566,23 @@ class growth_controller {
   //! Counts `requests` failed requests growth could serve (read from the device before it is reset).
   void note_demand(std::uint64_t requests) noexcept { counters_.demand_requests += requests; }
 
-  //! Maps options().initial_bytes (rounded up to granules) from the lowest address up; returns
-  //! the offsets to adopt. std::runtime_error naming the failed call when a granule cannot be
-  //! mapped (the granules mapped before it stay mapped and are returned by the destructor).
+  //! Maps options().initial_bytes (rounded up to granules) from the lowest address up, in runs of
+  //! up to max_run_bytes; returns the granules' offsets to adopt. std::runtime_error naming the
+  //! failed call when a run cannot be mapped (the runs mapped before it stay mapped and are
+  //! returned by the destructor).
   std::vector<std::uint64_t> map_initial() {
     const std::uint64_t g = map_.granule_bytes();
     const std::uint64_t n = std::min((options_.initial_bytes + g - 1) / g, usable_);
-    std::vector<std::uint64_t> out;
-    for (std::uint64_t i = 0; i < n; ++i) {
-      if (!charge(i))
-        throw std::runtime_error("toga: cannot map granule " + std::to_string(i) + " of the initial " + std::to_string(n * g) + " B: " +
-                                 last_refusal_);
-      if (!map_granule(i))
-        throw std::runtime_error("toga: cannot map granule " + std::to_string(i) + " of the initial " + std::to_string(n * g) +
-                                 " B (" + map_.last_error() + "); lower initial_bytes or free memory");
-      out.push_back(i * g);
+    std::vector<std::uint64_t> all(n), out;
+    for (std::uint64_t i = 0; i < n; ++i) all[i] = i;
+    for (const granule_run& r : group_runs(all, run_log2_)) {
+      const std::string what = "granules " + std::to_string(r.first) + ".." + std::to_string(r.first + r.count() - 1) + " of the initial " +
+                               std::to_string(n * g) + " B";
+      if (!charge(r.first, r.count()))
+        throw std::runtime_error("toga: cannot map " + what + ": " + last_refusal_);
+      if (!map_granules(r))
+        throw std::runtime_error("toga: cannot map " + what + " (" + map_.last_error() + "); lower initial_bytes or free memory");
+      for (std::uint64_t j = r.first; j < r.first + r.count(); ++j) out.push_back(j * g);
     }
     note_mapped();
     return out;
@@ -497,95 +591,112 @@ class growth_controller {
   //! A growth for the demand the device recorded since the last growth (failed requests that
   //! growth could serve: `requests`, `bytes` at their served sizes, the largest order, and the
   //! arenas that need a chunk of their own, `chunks`, 512 KiB each added to the bytes): maps the
-  //! granules plan_growth chooses, stopping at the first that cannot be mapped (counted in
-  //! growth_failures; it is rolled back, the ones before it stay). Returns the offsets mapped
-  //! (empty when there was no demand or nothing could be mapped); the caller adopts them.
+  //! granules plan_growth chooses in runs (plan_runs), stopping at the first run that cannot be
+  //! mapped (counted in growth_failures; it is rolled back, the ones before it stay). Returns
+  //! the offsets of the granules mapped (empty when there was no demand or nothing could be
+  //! mapped); the caller adopts them.
   std::vector<std::uint64_t> grow(std::uint64_t requests, std::uint64_t bytes, unsigned order, std::uint64_t chunks = 0) {
     std::vector<std::uint64_t> out;
     if (requests == 0) return out;
-    for (const std::uint64_t i : plan(bytes, order, chunks)) {
-      const std::uint64_t j = map_one(i);
-      if (j == no_granule) break;
-      out.push_back(j * map_.granule_bytes());
+    for (const granule_run& r : plan_runs(bytes, order, chunks)) {
+      const granule_run m = map_run(r);
+      if (m.first == no_granule) break;
+      for (std::uint64_t j = m.first; j < m.first + m.count(); ++j) out.push_back(j * map_.granule_bytes());
     }
     return out;
   }
-  //! map_one's failure.
+  //! map_run's failure (in granule_run::first).
   static constexpr std::uint64_t no_granule = ~std::uint64_t{0};
-  //! grow's two halves, for the growth service (toga/growth_service.hpp), which publishes each
-  //! granule as soon as it is mapped: the granules a growth for this demand maps (counted as a
-  //! growth request), ...
+  //! The granules (ascending) a growth for this demand maps (counted as a growth request):
+  //! plan_growth's choice.
   std::vector<std::uint64_t> plan(std::uint64_t bytes, unsigned order, std::uint64_t chunks) {
     bytes += chunks * geom::chunk_bytes;  // every arena that failed for want of a chunk gets one
     ++counters_.growth_requests;
     planned_run_ = order < 63 - geom::page_shift && (geom::page_bytes << order) > map_.granule_bytes();
+    block_log2_ = planned_run_ ? static_cast<unsigned>(bits::ctz((geom::page_bytes << order) / map_.granule_bytes())) : 0u;
     return plan_growth<Bug>(bytes, order, options_.headroom_bytes, map_.granule_bytes(), usable_,
                             [this](std::uint64_t j) { return map_.is_mapped(j); });
   }
-  //! ... and mapping one of them: charged to the device budget, then mapped. When the budget or
-  //! the driver refuses and growth_options::spill allows it, the granule is backed by host memory
-  //! instead (the host tier), placed at the highest unmapped granule unless the plan is an aligned
-  //! run for a large block: host granules gather at the top of the range, where trims (which
-  //! withdraw from the top) give them back first. Returns the granule mapped (i, or where the host
-  //! granule went), or no_granule (counted in growth_failures; budget_refusals counts the device
-  //! budget's refusals, spilled or not) with nothing left charged or mapped.
-  //! `ahead` (the growth service's part beyond the demand): device memory only, and a refusal
-  //! is not counted (nothing asked for that granule yet).
-  std::uint64_t map_one(std::uint64_t i, bool ahead = false) {
-    if (map_.is_mapped(i)) {  // a host granule of this growth went there: the lowest unmapped one instead
-      if (planned_run_) return no_granule;
-      std::uint64_t k = 0;
-      while (k < usable_ && map_.is_mapped(k)) ++k;
-      if (k == usable_) return no_granule;
-      i = k;
+  //! ... in runs (group_runs): of up to max_run_bytes, or of the block's size when a block larger
+  //! than that asked for an aligned run. `ahead_room` > 0 (the growth service): first adds the
+  //! service's part beyond the demand (add_ahead, up to `ahead_room` runs of the largest size),
+  //! and returns at most `ahead_room` runs. The runs of the demand come first (they are
+  //! ahead_from() runs; map_run maps those after it with `ahead`).
+  std::vector<granule_run> plan_runs(std::uint64_t bytes, unsigned order, std::uint64_t chunks, std::uint64_t ahead_room = 0) {
+    std::vector<std::uint64_t> v = plan(bytes, order, chunks);
+    const std::uint64_t last_demand = v.empty() ? 0 : v.back();
+    if (ahead_room != 0 && !v.empty() && !planned_run_) {
+      std::vector<std::uint64_t> more;
+      add_ahead(v, more, ahead_room << run_log2_);
+      std::vector<std::uint64_t> all(v.size() + more.size());
+      std::merge(v.begin(), v.end(), more.begin(), more.end(), all.begin());
+      v = std::move(all);
     }
-    if (charge(i, memory_tier::device)) {
-      if (map_granule(i, memory_tier::device)) return mapped_one(i);
+    std::vector<granule_run> runs = group_runs(v, std::max(run_log2_, block_log2_));
+    demand_runs_ = 0;  // runs holding a granule of the demand (the lowest: ahead granules lie above)
+    while (demand_runs_ < runs.size() && runs[demand_runs_].first <= last_demand) ++demand_runs_;
+    if (ahead_room != 0 && runs.size() > ahead_room) runs.resize(ahead_room);
+    return runs;
+  }
+  //! ... and mapping one run: charged to the device budget, then mapped. When the budget or
+  //! the driver refuses and growth_options::spill allows it, the run is backed by host memory
+  //! instead (the host tier), placed at the highest unmapped aligned run of its size unless the
+  //! plan is an aligned run for a large block: host runs gather at the top of the range, where
+  //! trims (which withdraw from the top) give them back first. Returns the run mapped (r, or
+  //! where the host run went), or first == no_granule (counted in growth_failures;
+  //! budget_refusals counts the device budget's refusals, spilled or not) with nothing left
+  //! charged or mapped. `ahead` (the growth service's part beyond the demand): device memory
+  //! only, and a refusal is not counted (nothing asked for that run yet).
+  granule_run map_run(granule_run r, bool ahead = false) {
+    const granule_run none{no_granule, r.log2};
+    if (!run_unmapped(r.first, r.count())) {  // a host run of this growth went there: the lowest free run instead
+      if (planned_run_) return none;
+      const std::uint64_t k = find_unmapped_run(r.count(), false);
+      if (k == no_granule) return none;
+      r.first = k;
+    }
+    if (charge(r.first, r.count(), memory_tier::device)) {
+      if (map_granules(r, memory_tier::device)) return mapped_run(r);
     } else if (!ahead) {
       ++counters_.budget_refusals;
     }
-    if (ahead) return no_granule;
+    if (ahead) return none;
     if (options_.spill == spill_policy::when_device_full) {
-      std::uint64_t j = i;
-      if (!planned_run_ && Bug != growth_bug::host_placed_in_plan)
-        for (std::uint64_t k = usable_; k-- > i;)
-          if (!map_.is_mapped(k)) {
-            j = k;
-            break;
-          }
+      granule_run h = r;
+      if (!planned_run_ && Bug != growth_bug::host_placed_in_plan) {
+        const std::uint64_t k = find_unmapped_run(r.count(), true);
+        if (k != no_granule && k > r.first) h.first = k;
+      }
       constexpr memory_tier charged_tier = Bug == growth_bug::host_charged_as_device ? memory_tier::device : memory_tier::host;
-      if (charge(j, charged_tier) && map_granule(j, memory_tier::host)) {
-        ++counters_.spilled_granules;
-        return mapped_one(j);
+      if (charge(h.first, h.count(), charged_tier) && map_granules(h, memory_tier::host)) {
+        counters_.spilled_granules += h.count();
+        return mapped_run(h);
       }
     }
     ++counters_.growth_failures;
-    return no_granule;
+    return none;
   }
-  //! One round of a growth service (toga/growth_service.hpp) over this controller: plan for what
-  //! was posted, map granule by granule (publishing each), count the round, its time and its
+  //! One round of a growth service (toga/growth_service.hpp) over this controller: plan runs for
+  //! what was posted, map them one by one (publishing each), count the round, its time and its
   //! mapping time, and whether it refused. Returns whether it answered anything. Under the
   //! service's lock (the service thread, one round at a time).
   bool serve(growth_mailbox* m, service_cursor& cursor) {
     const std::uint64_t t0 = steady_ns();
     std::uint64_t map_ns = 0;
-    std::size_t demand_n = 0, calls = 0;
+    std::size_t calls = 0;
+    const std::uint64_t g = map_.granule_bytes();
     const service_round_result r = service_round<host_atomics>(
         m, cursor,
         [&](std::uint64_t, std::uint64_t bytes, unsigned order, std::uint64_t chunks, std::uint64_t room) {
-          std::vector<std::uint64_t> v = plan(bytes, order, chunks);
-          demand_n = v.size();
-          if (!v.empty() && !planned_run_) add_ahead(v, room);
-          if (v.size() > room) v.resize(room);
-          return v;
+          return plan_runs(bytes, order, chunks, room);
         },
-        [&](std::uint64_t i) {
+        [&](const granule_run& run) {
           const std::uint64_t m0 = steady_ns();
-          const std::uint64_t j = map_one(i, calls++ >= demand_n);  // (the part ahead of demand)
+          const granule_run j = map_run(run, calls++ >= demand_runs_);  // (the part ahead of demand)
           map_ns += steady_ns() - m0;
-          return j == no_granule ? no_offset : j * map_.granule_bytes();
+          return j.first == no_granule ? no_offset : ring_entry(j.first * g, j.log2);
         },
-        [&](std::uint64_t i) { return i * map_.granule_bytes(); });
+        [&](const granule_run& run) { return ring_entry(run.first * g, run.log2); });
     if (r.answered) {
       counters_.service_round_ns += steady_ns() - t0;
       counters_.service_map_ns += map_ns;
@@ -595,14 +706,21 @@ class growth_controller {
     return r.answered;
   }
 
-  //! The growth service's geometric minimum (growth_options::service_ahead_percent): adds the
-  //! lowest unmapped granules not in `v` until `v` holds that percent of the mapped granules.
-  //! At most `room` granules in all (what the ring can publish this round), so the search stays
-  //! within the ring's 64 entries (it was quadratic in the percent of the mapped granules).
-  void add_ahead(std::vector<std::uint64_t>& v, std::uint64_t room = ~std::uint64_t{0}) const {
-    const std::uint64_t want = std::min(map_.mapped_granules() * options_.service_ahead_percent / 100, room);
-    for (std::uint64_t k = 0; k < usable_ && v.size() < want; ++k)
-      if (!map_.is_mapped(k) && std::find(v.begin(), v.end(), k) == v.end()) v.push_back(k);
+  //! The growth service's geometric minimum (growth_options::service_ahead_percent): the lowest
+  //! unmapped granules not in `v` (ascending), into `more`, until `v` and `more` hold that percent
+  //! of the mapped granules, rounded up to whole runs of max_run_bytes (a waiting kernel pays for
+  //! a round, not for its bytes: a run's calls cost what a granule's do); at most `cap` granules in
+  //! `more` (what the ring can publish this round in runs of the largest size). Nothing when the
+  //! percent is 0 (the demand only).
+  void add_ahead(const std::vector<std::uint64_t>& v, std::vector<std::uint64_t>& more, std::uint64_t cap) const {
+    const std::uint64_t pct = options_.service_ahead_percent, run = std::uint64_t{1} << run_log2_;
+    std::uint64_t want = pct == 0 ? 0 : std::max<std::uint64_t>(map_.mapped_granules() * pct / 100, v.size());
+    want = (want + run - 1) / run * run;  // whole runs of the largest size
+    std::size_t at = 0;  // v is ascending: a merge, not a search
+    for (std::uint64_t k = 0; k < usable_ && v.size() + more.size() < want && more.size() < cap; ++k) {
+      while (at < v.size() && v[at] < k) ++at;
+      if (!map_.is_mapped(k) && !(at < v.size() && v[at] == k)) more.push_back(k);
+    }
   }
 
   //! Whether a synchronising call should trim for the release threshold, and to what
@@ -618,44 +736,76 @@ class growth_controller {
     return mapped_bytes() > keep_bytes && unallocated_bytes >= g;
   }
 
-  //! After a device trim withdrew the granules at `offsets` (heap offsets): unmaps them and
-  //! counts the trim. Returns the bytes given back.
-  std::uint64_t withdrawn(const std::vector<std::uint64_t>& offsets) noexcept {
+  //! After a device trim withdrew the granules at `offsets` (heap offsets; whole runs, as the
+  //! run table says): unmaps their runs and counts the trim. Returns the bytes given back.
+  //! std::logic_error (nothing unmapped) if a run was withdrawn in part: its other granules may
+  //! hold blocks (a toga bug).
+  std::uint64_t withdrawn(const std::vector<std::uint64_t>& offsets) {
     const std::uint64_t g = map_.granule_bytes();
+    std::vector<std::uint64_t> seen(map_.granules(), 0);  // per run head: granules withdrawn
+    for (const std::uint64_t off : offsets)
+      if (map_.is_mapped(off / g)) ++seen[map_.run_head(off / g)];
+    for (std::uint64_t h = 0; h < seen.size(); ++h)
+      if (seen[h] != 0 && seen[h] != (std::uint64_t{1} << map_.run_log2(h)))
+        throw std::logic_error("toga: a trim withdrew " + std::to_string(seen[h]) + " of the " + std::to_string(std::uint64_t{1} << map_.run_log2(h)) +
+                               " granules of the run at granule " + std::to_string(h) + "; nothing was unmapped (a toga bug: please report it)");
+    std::uint64_t n = 0;
     for (const std::uint64_t off : offsets) {
-      map_.unmap(off / g);
-      account_.release(std::exchange(charged_[off / g], 0));
+      const std::uint64_t i = off / g;
+      if (!map_.is_mapped(i)) continue;
+      const std::uint64_t h = map_.run_head(i);
+      n += map_.unmap(h);
+      account_.release(std::exchange(charged_[h], 0));
+      ++counters_.runs_unmapped;
     }
     ++counters_.trims;
-    counters_.trimmed_bytes += offsets.size() * g;
+    counters_.trimmed_bytes += n * g;
     note_mapped();
-    return offsets.size() * g;
+    return n * g;
   }
 
  private:
-  //! Records granule i in the account before it is mapped; false (last_refusal() says why) when
-  //! the budget refuses it. A failed mapping releases its record (map_granule), so a granule
-  //! retried later is charged once.
-  bool charge(std::uint64_t i, memory_tier tier = memory_tier::device) {
+  //! Whether the `n` granules from i are all unmapped.
+  bool run_unmapped(std::uint64_t i, std::uint64_t n) const noexcept {
+    if (i + n > usable_) return false;
+    for (std::uint64_t j = i; j < i + n; ++j)
+      if (map_.is_mapped(j)) return false;
+    return true;
+  }
+  //! The lowest (or highest) first granule of an aligned run of `n` unmapped granules below
+  //! usable_granules, or no_granule.
+  std::uint64_t find_unmapped_run(std::uint64_t n, bool from_top) const noexcept {
+    const std::uint64_t runs = usable_ / n;
+    for (std::uint64_t t = 0; t < runs; ++t) {
+      const std::uint64_t i = (from_top ? runs - 1 - t : t) * n;
+      if (run_unmapped(i, n)) return i;
+    }
+    return no_granule;
+  }
+  //! Records the run of `n` granules from i in the account before it is mapped; false
+  //! (last_refusal() says why) when the budget refuses it. A failed mapping releases its record
+  //! (map_granules), so a run retried later is charged once.
+  bool charge(std::uint64_t i, std::uint64_t n, memory_tier tier = memory_tier::device) {
     last_refusal_.clear();
-    if (map_.is_mapped(i)) return true;  // mapped and charged already (map() then does nothing)
-    const std::uint64_t id = account_.charge(tier, "granule", map_.granule_bytes(), &last_refusal_);
+    if (map_.is_mapped(i)) return true;  // mapped and charged already (map_run then does nothing)
+    const std::uint64_t id = account_.charge(tier, "granule", n * map_.granule_bytes(), &last_refusal_);  // (a run: one record)
     if (id == 0) return false;
     charged_[i] = id;
     return true;
   }
-  std::uint64_t mapped_one(std::uint64_t i) {
-    counters_.grown_bytes += map_.granule_bytes();
+  granule_run mapped_run(const granule_run& r) {
+    counters_.grown_bytes += r.count() * map_.granule_bytes();
     note_mapped();
-    return i;
+    return r;
   }
-  //! Maps granule i (charged); a failed mapping releases the charge.
-  bool map_granule(std::uint64_t i, memory_tier tier = memory_tier::device) {
-    if (map_.map(i, tier)) {
-      account_.set_address(charged_[i], map_.base() + i * map_.granule_bytes());
+  //! Maps run r (charged); a failed mapping releases the charge.
+  bool map_granules(const granule_run& r, memory_tier tier = memory_tier::device) {
+    if (map_.map_run(r.first, r.log2, tier)) {
+      account_.set_address(charged_[r.first], map_.base() + r.first * map_.granule_bytes());
+      ++counters_.runs_mapped;
       return true;
     }
-    const std::uint64_t id = std::exchange(charged_[i], 0);
+    const std::uint64_t id = std::exchange(charged_[r.first], 0);
     if constexpr (Bug != growth_bug::charge_kept_on_failed_map) account_.release(id);
     return false;
   }
@@ -667,13 +817,16 @@ class growth_controller {
   }
 
   growth_options options_;
+  unsigned run_log2_;  // log2 of the granules of the largest run for blocks up to a granule
   granule_map<Provider, Bug> map_;
   std::uint64_t usable_;
   growth_counters counters_{};
   ledger_account account_{};
-  std::vector<std::uint64_t> charged_;  // per granule: its budget record (0: none)
+  std::vector<std::uint64_t> charged_;  // per run, in its first granule: its budget record (0: none)
   std::string last_refusal_;
   bool planned_run_ = false;  // the last plan was an aligned run for a block larger than a granule
+  unsigned block_log2_ = 0;   // ... of 2^block_log2_ granules
+  std::size_t demand_runs_ = 0;  // the last plan_runs' runs for the demand (the rest: ahead of it)
 };
 
 //! The growth service's thread (host): calls `round()` (one service_round of the heap, which

@@ -35,8 +35,9 @@
 //!  * A round (service, `service_round`): reads the mailbox's posted_requests P (acquire); if it is
 //!    above `answered` and the ring has room (else it answers later, consuming nothing), maps
 //!    granules for what was posted since the last round (the backend's
-//!    plan: growth_controller::plan, at most the ring's free entries), writes each granule's offset
-//!    in the ring *after* mapping it, then `published` (release); a round whose mapping failed
+//!    plan: growth_controller::plan, at most the ring's free entries), writes each run's entry
+//!    (`ring_entry`: a run of 2^k granules, one physical handle, design.md §12.8) in the ring
+//!    *after* mapping it, then `published` (release); a round whose mapping failed
 //!    before it mapped anything (the driver or the budget refused) stores P in `refused` (a plan
 //!    with nothing left to map is no refusal: granules an earlier round published may serve the
 //!    waiters, who give up as exhausted once every granule is adopted); then `round` and finally
@@ -91,12 +92,14 @@ enum class service_bug : unsigned {
                             //!< mapped, gives up as exhausted (allocator::wait_for_growth's `gen`)
   refusal_ignores_adoptions,//!< a refused waiter gives up without adopting what was published and trying it (the
                             //!< refusal may be a later round's, and earlier rounds' granules may serve it)
+  run_adopts_head_only,     //!< adopting a ring entry adopts the run's first granule only (allocator::adopt_entry):
+                            //!< the rest stays mapped and never serves a request
 };
 
 //! The words the device and the growth service tell each other (see the file comment). Host
 //! visible memory; zero it before use. 64 B aligned; 640 B.
 struct alignas(64) growth_mailbox {
-  static constexpr unsigned ring = 64;  //!< published granules not yet adopted, at most
+  static constexpr unsigned ring = 64;  //!< published runs of granules not yet adopted, at most
   // ---- written by the device (the courier; `adopted` by the adopter) ----
   std::uint64_t posted_requests;  //!< failed requests posted for the service (monotonic; the relay's, as last relayed)
   std::uint64_t posted_bytes;     //!< their bytes, each at its served size (monotonic)
@@ -111,8 +114,17 @@ struct alignas(64) growth_mailbox {
   std::uint64_t published;  //!< ring entries written
   std::uint64_t stopped;    //!< 1 once the service stopped: waiters give up at once
   std::uint64_t pad1[3];
-  std::uint64_t granule[ring];  //!< heap offsets of published granules, entry p at p % ring
+  std::uint64_t run[ring];  //!< published runs of granules (ring_entry: offset | log2 of the granules), entry p at p % ring
 };
+
+//! A ring entry (growth_mailbox::run): a run of 2^`log2_granules` granules (one physical handle,
+//! design.md §12.8) at heap offset `off`, a multiple of 4 KiB and of the run's size; the low 6
+//! bits carry log2_granules (< 64).
+TOGA_HOST_DEVICE inline constexpr std::uint64_t ring_entry(std::uint64_t off, unsigned log2_granules) noexcept { return off | log2_granules; }
+//! The heap offset of the run in ring entry `e`.
+TOGA_HOST_DEVICE inline constexpr std::uint64_t ring_entry_offset(std::uint64_t e) noexcept { return e & ~std::uint64_t{63}; }
+//! log2 of the granules of the run in ring entry `e`.
+TOGA_HOST_DEVICE inline constexpr unsigned ring_entry_log2(std::uint64_t e) noexcept { return static_cast<unsigned>(e & 63); }
 
 //! The waiting requests' own words (see the file comment): device memory (a growable heap's
 //! growth_state), device scope. Zero it with the heap's metadata. 1,216 B.
@@ -149,7 +161,7 @@ struct service_round_result {
   std::uint64_t bytes = 0;     //!< their bytes
   unsigned order = 0;          //!< largest order posted in the round
   std::uint64_t chunks = 0;    //!< arenas that needed a chunk
-  std::uint64_t mapped = 0;    //!< granules mapped and published
+  std::uint64_t mapped = 0;    //!< runs of granules mapped and published
 };
 
 //! The service's own memory of what it has consumed (host side, one per mailbox).
@@ -161,11 +173,12 @@ struct service_cursor {
 inline constexpr std::uint64_t no_offset = ~std::uint64_t{0};
 
 //! One round of the service (see the file comment). `plan(requests, bytes, order, chunks, room)`
-//! returns the granule indices to map (a std::vector<std::uint64_t> or any range), at most
-//! `room`; `map(i)` maps granule i (or another in its place: the host tier's) and returns the heap
-//! offset of the granule it mapped, or `no_offset` when it could not (that ends the round's
-//! mapping; it is the backend's to roll back and count); `offset(i)` is granule i's heap offset
-//! (used by a planted bug only). P supplies the atomics (the host's, or the simulator's).
+//! returns the runs of granules to map (any range of the backend's run descriptors), at most
+//! `room`; `map(run)` maps the run (or another in its place: the host tier's) and returns its ring
+//! entry (ring_entry: the heap offset of the run it mapped and log2 of its granules), or
+//! `no_offset` when it could not (that ends the round's mapping; it is the backend's to roll back
+//! and count); `offset(run)` is the planned run's ring entry (used by a planted bug only). P
+//! supplies the atomics (the host's, or the simulator's).
 template <class P, service_bug Bug = service_bug::none, class Plan, class Map, class Offset>
 service_round_result service_round(growth_mailbox* m, service_cursor& cur, Plan&& plan, Map&& map, Offset&& offset) {
   service_round_result r;
@@ -194,18 +207,18 @@ service_round_result service_round(growth_mailbox* m, service_cursor& cur, Plan&
   cur.order_word = ow;
   bool attempted = false;  // a plan with nothing to map (every granule mapped) refuses nothing:
                            // the waiters adopt what was published and give up once all is adopted
-  for (const std::uint64_t i : plan(r.requests, r.bytes, r.order, r.chunks, room)) {
+  for (const auto& i : plan(r.requests, r.bytes, r.order, r.chunks, room)) {
     if (r.mapped == room) break;
     attempted = true;
     if constexpr (Bug == service_bug::published_before_mapped) {
-      P::store(&m->granule[published % growth_mailbox::ring], offset(i), relaxed, system_scope);
+      P::store(&m->run[published % growth_mailbox::ring], offset(i), relaxed, system_scope);
       P::store(&m->published, ++published, release, system_scope);
       ++r.mapped;
       if (map(i) == no_offset) break;
     } else {
       const std::uint64_t off = map(i);
       if (off == no_offset) break;
-      P::store(&m->granule[published % growth_mailbox::ring], off, relaxed, system_scope);
+      P::store(&m->run[published % growth_mailbox::ring], off, relaxed, system_scope);
       P::store(&m->published, ++published, release, system_scope);
       ++r.mapped;
     }
@@ -243,8 +256,9 @@ struct growth_waiter {
   static TOGA_DEVICE void unlock(std::uint64_t* w) TOGA_NOEXCEPT(P) { P::store(w, std::uint64_t{0}, release, device_scope); }
 
   //! One attempt to adopt the ring entries from `adopted` up to `upto` (which the caller saw
-  //! published, with acquire): false if another thread holds the adopt lock. `adopt(offset)`
-  //! returns false if the granule was adopted already, a violated invariant.
+  //! published, with acquire): false if another thread holds the adopt lock. `adopt(entry)` adopts
+  //! the run of granules of a ring entry (allocator::adopt_entry) and returns false if a granule
+  //! of it was adopted already, a violated invariant.
   template <class Adopt>
   static TOGA_DEVICE bool try_adopt(growth_relay* r, growth_mailbox* m, std::uint64_t upto, Adopt&& adopt) TOGA_NOEXCEPT(P) {
     bool locked;
@@ -259,8 +273,8 @@ struct growth_waiter {
     std::uint64_t a = P::load(&r->adopted, relaxed, device_scope);
     const std::uint64_t a0 = a;
     for (; a < upto; ++a) {
-      const std::uint64_t off = P::load(&m->granule[a % growth_mailbox::ring], relaxed, system_scope);
-      TOGA_REQUIRE(P, adopt(off), "growth service: a published granule was adopted twice");
+      const std::uint64_t e = P::load(&m->run[a % growth_mailbox::ring], relaxed, system_scope);
+      TOGA_REQUIRE(P, adopt(e), "growth service: a published granule was adopted twice");
       P::store(&r->adopted, a + 1, release, device_scope);
     }
     if (a != a0) P::store(&m->adopted, a, release, system_scope);  // the service's room: after the entries were read

@@ -154,6 +154,10 @@ enum class tbuddy_bug : std::uint8_t {
   // a climb stops at a recorded failure (design.md §13.1)
   climb_stop_keeps_promises,      //!< a climb that stops at a recorded failure does not withdraw its promises
   climb_stop_ignores_generation,  //!< a climb stops at any failure recorded for its order, also one a free has since made stale
+  withdraw_splits_run,            //!< trim withdraws a wholly free granule of a run whose other granules hold blocks (the
+                                  //!< host then unmaps the whole run, one physical handle, under live blocks)
+  adopt_run_keeps_tags,           //!< adopting a run as one block leaves its granules tagged unmapped: frees of blocks in
+                                  //!< them are dropped as frees of unmapped memory
 };
 
 inline constexpr std::uint64_t no_block = ~std::uint64_t{0};
@@ -269,6 +273,37 @@ struct tbuddy {
     free_node(v, Bug == tbuddy_bug::adopt_uncharges_limit);
     return true;
   }
+  //! Adopts the run of 2^k granules of 4 KiB x 2^granule_order bytes at `off` (aligned to the run;
+  //! one physical handle, design.md §12.8) as one block: under the lock of the run node's parent,
+  //! checks that every granule of it is unmapped and every node between them and the run node is
+  //! BUSY (as init_unmapped and a trim that withdrew the whole run leave them), makes the granules
+  //! covered (BUSY, tag cleared) and the run node ALLOCATED, and frees that node by the ordinary
+  //! free-and-merge path, uncharged (one free instead of 2^k). Safe while other threads allocate
+  //! and free: nobody enters a BUSY subtree, and a buddy's merge or propagation reads the run node
+  //! (BUSY or ALLOCATED: no merge) under the same lock. Returns false (changing nothing) if the
+  //! run is not wholly unmapped. k = 0: adopt.
+  TOGA_DEVICE bool adopt_run(std::uint64_t off, unsigned granule_order, unsigned k) const TOGA_NOEXCEPT(P) {
+    if (k == 0) return adopt(off, granule_order);
+    const std::uint64_t v = leaf_of(off) >> (granule_order + k);
+    const std::uint64_t p = v == 1 ? 1 : v >> 1;
+    lock_node(p);
+    bool ok = load_state(v) == node_busy;
+    for (unsigned d = 1; d <= k && ok; ++d) {  // the nodes d levels below v
+      const std::uint64_t first = v << d, n = std::uint64_t{1} << d;
+      for (std::uint64_t x = first; x < first + n && ok; ++x)
+        ok = load_state(x) == (d == k ? (node_allocated | node_unmapped_tag) : node_busy);
+    }
+    if (!ok) {
+      unlock_node(p);
+      return false;
+    }
+    if constexpr (Bug != tbuddy_bug::adopt_run_keeps_tags)
+      for (std::uint64_t x = v << k; x < (v + 1) << k; ++x) set_state(x, node_busy);  // covered by the run's block
+    set_state(v, node_allocated);  // owned by us now, like a block being freed
+    unlock_node(p);
+    free_node(v, false);
+    return true;
+  }
   //! Whether the granule of `granule_order` holding heap offset `off` is unmapped (racy: exact
   //! for a granule nobody adopts or withdraws meanwhile).
   TOGA_DEVICE bool unmapped(std::uint64_t off, unsigned granule_order) const TOGA_NOEXCEPT(P) {
@@ -313,17 +348,35 @@ struct tbuddy {
       set_state(v, node_available);
     }
   }
-  //! Phase 2 (one thread): withdraws wholly free granules from the highest down while more than
-  //! `keep` are mapped; on_withdrawn(offset) for each (the backend unmaps it afterwards). Returns
-  //! the granules still mapped.
+  //! Phase 2 (one thread): withdraws wholly free runs of granules from the highest down while
+  //! more than `keep` granules are mapped; on_withdrawn(offset) for each granule (the backend
+  //! unmaps them afterwards). `run_log2[i]`: log2 of the granules of the run (one physical handle,
+  //! aligned to its size) holding granule i; a run is withdrawn whole, and only when every granule
+  //! of it is wholly free (design.md §12.8); nullptr: runs of one granule. Returns the granules
+  //! still mapped.
   template <class F>
-  TOGA_DEVICE std::uint64_t withdraw_granules(unsigned granule_order, std::uint64_t keep, F&& on_withdrawn) const TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE std::uint64_t withdraw_granules(unsigned granule_order, std::uint64_t keep, const std::uint8_t* run_log2,
+                                              F&& on_withdrawn) const TOGA_NOEXCEPT(P) {
     const std::uint64_t first_g = std::uint64_t{1} << (top() - granule_order);
     std::uint64_t mapped = 0;
     for (std::uint64_t g = first_g; g < 2 * first_g; ++g)
       if (!(load_state(g) & node_unmapped_tag)) ++mapped;
     for (std::uint64_t g = 2 * first_g; g-- > first_g && mapped > keep;) {
       if (load_state(g) & node_unmapped_tag) continue;
+      const unsigned k = run_log2 && Bug != tbuddy_bug::withdraw_splits_run ? run_log2[g - first_g] : 0u;
+      if (k != 0) {  // a run of 2^k granules, met at its highest: withdrawn whole or not at all
+        const std::uint64_t head = g & ~((std::uint64_t{1} << k) - 1);
+        bool all_free = true;
+        for (std::uint64_t x = head; x <= g && all_free; ++x) all_free = wholly_free_granule(x);
+        if (all_free)
+          for (std::uint64_t x = g + 1; x-- > head;) {
+            withdraw_granule(x);
+            --mapped;
+            on_withdrawn(offset_of(x));
+          }
+        g = head;  // (the loop steps below the run)
+        continue;
+      }
       if constexpr (Bug == tbuddy_bug::withdraw_used_granule) {
         // the planted bug: a granule inside a chunk or a superbin counts as free (they are
         // UAlloc's caches, "so nobody uses them"), live slots or not
@@ -339,24 +392,36 @@ struct tbuddy {
           continue;
         }
       }
-      std::uint64_t a = g;  // the AVAILABLE node covering g (g itself or an ancestor), if any
-      while (a != 0 && load_state(a) != node_available) {
-        if (a != g && load_state(a) != node_busy && load_state(a) != node_partial) break;  // under an ALLOCATED block
-        a >>= 1;
-      }
-      if (a == 0 || load_state(a) != node_available) continue;  // not wholly free
-      // split a down to g: every node on the path below a is split, its other child AVAILABLE
-      for (unsigned d = depth(g) - depth(a); d > 0; --d) {
-        const std::uint64_t x = g >> d, on = g >> (d - 1);
-        set_state(x, node_partial);  // (derived again below)
-        set_state(on ^ 1, node_available);
-        set_state(on, node_partial);
-      }
-      set_state(g, node_allocated | node_unmapped_tag);
+      if (!wholly_free_granule(g)) continue;
+      withdraw_granule(g);
       --mapped;
       on_withdrawn(offset_of(g));
     }
     return mapped;
+  }
+  //! Phase 2's test: granule node g is mapped and covered by an AVAILABLE node (itself or an ancestor).
+  TOGA_DEVICE bool wholly_free_granule(std::uint64_t g) const TOGA_NOEXCEPT(P) {
+    if (load_state(g) & node_unmapped_tag) return false;
+    std::uint64_t a = g;
+    while (a != 0 && load_state(a) != node_available) {
+      if (a != g && load_state(a) != node_busy && load_state(a) != node_partial) return false;  // under an ALLOCATED block
+      a >>= 1;
+    }
+    return a != 0;
+  }
+  //! Phase 2's withdrawal of a wholly free granule node g: the AVAILABLE node covering it is split
+  //! down to g in buddy form (every node on the path below it split, its other child AVAILABLE),
+  //! and g becomes ALLOCATED | unmapped. Other granules under that node stay wholly free.
+  TOGA_DEVICE void withdraw_granule(std::uint64_t g) const TOGA_NOEXCEPT(P) {
+    std::uint64_t a = g;
+    while (load_state(a) != node_available) a >>= 1;
+    for (unsigned d = depth(g) - depth(a); d > 0; --d) {
+      const std::uint64_t x = g >> d, on = g >> (d - 1);
+      set_state(x, node_partial);  // (derived again below)
+      set_state(on ^ 1, node_available);
+      set_state(on, node_partial);
+    }
+    set_state(g, node_allocated | node_unmapped_tag);
   }
   //! Phase 3, node v above the granules (heights bottom-up): a split node's state derived again
   //! from its children. (A covered node is BUSY with BUSY children, which derive BUSY: the walk

@@ -249,7 +249,8 @@ class basic_growable_heap {
  private:
   std::uint64_t trim_to_locked(std::uint64_t min_bytes_to_keep) {
     std::vector<std::uint64_t> withdrawn;
-    on_one_thread([&] { view_.trim_granules(min_bytes_to_keep, [&](std::uint64_t off) { withdrawn.push_back(off); }); });
+    const std::vector<std::uint8_t> runs = ctl_.run_table();  // whole runs go back, or none of a run
+    on_one_thread([&] { view_.trim_granules(min_bytes_to_keep, [&](std::uint64_t off) { withdrawn.push_back(off); }, runs.data()); });
     return ctl_.withdrawn(withdrawn);
   }
   // The service's lock, when it runs (host calls never run beside a round).
@@ -260,7 +261,7 @@ class basic_growable_heap {
     on_one_thread([&] {
       growth_mailbox* m = mailbox_.get();
       (void)growth_waiter<platform>::adopt_published(&view_.globals->growth.relay, m, host_atomics::load(&m->published, acquire, system_scope),
-                                                     [&](std::uint64_t off) { return view_.adopt_granule(off); }, ~std::uint64_t{0});
+                                                     [&](std::uint64_t e) { return view_.adopt_entry(e); }, ~std::uint64_t{0});
     });
   }
   template <class F>

@@ -129,10 +129,18 @@ struct heap_options {
   //! reset): wholly free granules above it are unmapped, highest address first. Default: keep
   //! everything (cudaMemPoolAttrReleaseThreshold's default is 0, which releases at every sync).
   std::uint64_t release_threshold = ~std::uint64_t{0};
-  //! Bytes of one granule, each one cuMemCreate handle: a power of two and a multiple of the
-  //! device's VMM granularity (2 MiB on an H100/H200). 0: toga's choice, 32 MiB (or less on a
-  //! smaller max_bytes): docs/benchmarks.md "What the CUDA VMM API costs".
+  //! Bytes of one granule, the unit adopted by the buddy tree and the finest unit mapped and
+  //! given back: a power of two and a multiple of the device's VMM granularity (2 MiB on an
+  //! H100/H200). 0: toga's choice, 2 MiB (the device's granularity if larger; less on a smaller
+  //! max_bytes).
   std::uint64_t granule_bytes = 0;
+  //! Granules sized by demand (design.md §12.8): consecutive granules are mapped in runs of up to
+  //! this many bytes, each run one cuMemCreate handle (its calls cost about the same at 2 and 32
+  //! MiB: docs/benchmarks.md "What the CUDA VMM API costs"), and a run is unmapped only once
+  //! every granule of it is free. A small demand maps single granules; a block larger than this
+  //! maps one run of its own size. A power of two, a multiple of granule_bytes. 0: toga's choice,
+  //! 32 MiB with toga's granule; one granule (a handle each) when granule_bytes is set.
+  std::uint64_t max_run_bytes = 0;
   //! Growth while kernels run (docs/usage.md §9.1, design.md §12.6): a host thread, started by the
   //! constructor and joined by the destructor, maps granules (cuMemCreate/cuMemMap) for requests
   //! that wait for them in running kernels; one waiting thread adopts each granule, then the
@@ -288,7 +296,9 @@ struct heap_attributes {
   std::uint64_t failed() const noexcept { return failed_exhausted + failed_limit + failed_too_large + failed_growable + failed_quota; }
   // ---- growable heaps (0 on a fixed heap) ----
   bool growable = false;                 //!< heap(heap_options) with max_bytes
-  std::uint64_t granule_bytes = 0;       //!< the unit mapped and unmapped
+  std::uint64_t granule_bytes = 0;       //!< the unit adopted, and the finest unit mapped and unmapped
+  std::uint64_t max_run_bytes = 0;       //!< the largest run of granules mapped as one handle for small blocks
+  std::uint64_t mapped_runs = 0;         //!< physical handles (runs of granules) mapped now
   //! Physical memory mapped into the range now: what cudaMemPoolAttrReservedMemCurrent measures
   //! for a pool (its backing memory). Whole granules; every one adopted by the buddy tree.
   std::uint64_t mapped_mem_current = 0;
