@@ -302,20 +302,26 @@ TEST(GrowthService, EightGiBInOneLaunchWithAHandlePerTwoMiBGranule) {  // runs o
 
 TEST(GrowthService, SmallAndMixedSizesFromEmptyInOneLaunch) {
   TOGA_TEST_REQUIRE_GPU();
-  for (const std::size_t bytes : {std::size_t{16}, std::size_t{256}, std::size_t{1024}, std::size_t{40960}}) {
-    SCOPED_TRACE("bytes " + std::to_string(bytes));
-    toga::cuda::heap h(service_options(32 * GiB));
+  // toga's granules (2 MiB in runs of up to 32 MiB), and for the small sizes 32 MiB granules beside them
+  for (const std::size_t bytes : {std::size_t{16}, std::size_t{256}, std::size_t{1024}, std::size_t{40960}})
+  for (const std::uint64_t granule : {std::uint64_t{0}, 32 * MiB}) {
+    if (granule != 0 && bytes > 256) continue;
+    SCOPED_TRACE("bytes " + std::to_string(bytes) + ", granule_bytes " + std::to_string(granule));
+    toga::cuda::heap_options o = service_options(32 * GiB);
+    o.granule_bytes = granule;
+    toga::cuda::heap h(o);
     const std::uint64_t n = bytes >= 40960 ? (1u << 16) : (1u << 20);
     run r(n);
     profile_begin(n);
     const float ms = r.alloc(h, bytes, true);
     TOGA_TEST_CUDA(cudaGetLastError());
-    profile_end((std::to_string(bytes) + " B mix from empty").c_str(), n);
+    profile_end((std::to_string(bytes) + " B mix from empty, granule " + std::to_string(granule >> 20) + " MiB").c_str(), n);
     EXPECT_EQ(r.take(0), 0u);
     const toga::cuda::heap_attributes a = h.attributes();
-    std::printf("[ figure ] %llu threads x %zu B (x1, x2, x4) from empty: %.3f ms, mapped %llu MiB, %llu rounds (%.3f ms in rounds, "
-                "%.3f ms mapping), %llu waits, %llu timeouts, %llu reclaim walks\n",
-                static_cast<unsigned long long>(n), bytes, ms, static_cast<unsigned long long>(a.mapped_mem_current / MiB),
+    std::printf("[ figure ] %llu threads x %zu B (x1, x2, x4) from empty, granule %llu MiB in runs of up to %llu MiB: %.3f ms, mapped %llu MiB, "
+                "%llu rounds (%.3f ms in rounds, %.3f ms mapping), %llu waits, %llu timeouts, %llu reclaim walks\n",
+                static_cast<unsigned long long>(n), bytes, static_cast<unsigned long long>(a.granule_bytes / MiB),
+                static_cast<unsigned long long>(a.max_run_bytes / MiB), ms, static_cast<unsigned long long>(a.mapped_mem_current / MiB),
                 static_cast<unsigned long long>(a.service_rounds), a.service_round_ns / 1e6, a.service_map_ns / 1e6,
                 static_cast<unsigned long long>(a.service_waits), static_cast<unsigned long long>(a.service_timeouts),
                 static_cast<unsigned long long>(h.stats().reclaim_walks));
