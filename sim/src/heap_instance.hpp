@@ -147,8 +147,18 @@ struct heap_inst final : instance {
     }
     failures_injected = (w.limits().faults & (fault_bit(fault_site::fail_chunk) | fault_bit(fault_site::fail_tbuddy_block))) != 0;
     ghost_table::current().clear();
-    w.add_invariant("T3/S5 buddy units <= AVAILABLE nodes", [this]() { return units_findable(); });
-    w.add_invariant("S1' arena semaphores: C_true + in-flight decrements >= 0", [this]() { return semaphores_in_range(); });
+    // (checked after writes to what they read: the tree's states and semaphores, the arenas)
+    {
+      const auto& b = a.small.buddy;
+      w.add_invariant("T3/S5 buddy units <= AVAILABLE nodes", [this]() { return units_findable(); },
+                      {{b.state, b.state + (std::uint64_t{1} << b.levels)}, {b.sem, b.sem + b.levels}});
+      world::watched_ranges arenas = {{a.small.arenas, a.small.arenas + a.small.num_arenas}};
+      if (a.small.peer != nullptr) {
+        const auto sup = a.super();
+        arenas.emplace_back(sup.arenas, sup.arenas + std::max(a.small.num_arenas, sup.num_arenas));
+      }
+      w.add_invariant("S1' arena semaphores: C_true + in-flight decrements >= 0", [this]() { return semaphores_in_range(); }, std::move(arenas));
+    }
     w.add_invariant("U1' bitmap + free + transit == capacity", [this]() { return bins_account(); });
     w.add_invariant("W1 an open reclaim gate: every item of the last walk walked, its result theirs", [this]() { return walk_settled(); });
   }

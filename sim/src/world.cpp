@@ -1,5 +1,7 @@
 #include "toga/sim/world.hpp"
 
+#include <algorithm>
+
 #include "toga/sim/faults.hpp"
 
 #include <boost/fiber/algo/algorithm.hpp>
@@ -238,6 +240,17 @@ void world::start_memory_tracking(memory_model m) {
 
 void world::add_invariant(std::string name, invariant_fn fn) {
   invariants_.emplace_back(std::move(name), std::move(fn));
+  watched_.emplace_back();
+}
+
+void world::add_invariant(std::string name, invariant_fn fn, watched_ranges watched) {
+  invariants_.emplace_back(std::move(name), std::move(fn));
+  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> r;
+  for (const auto& [b, e] : watched) r.emplace_back(reinterpret_cast<std::uintptr_t>(b), reinterpret_cast<std::uintptr_t>(e));
+  std::sort(r.begin(), r.end());
+  if (r.empty()) r.emplace_back(0, 0);  // watches nothing: checked at quiescence only
+  watched_.push_back(std::move(r));
+  watching_ = true;
 }
 
 std::string world::describe(unsigned i) const {
@@ -411,10 +424,21 @@ void world::note_step(op k) {
 }
 
 void world::check_invariants() {
-  for (auto& [name, fn] : invariants_)
-    if (auto msg = fn())
-      abort_run(verdict_kind::invariant, "invariant '" + name + "' violated after step " +
+  // a watched invariant runs when a write since the last check fell in one of its ranges
+  const auto hit = [this](const std::vector<std::pair<std::uintptr_t, std::uintptr_t>>& ranges) {
+    for (const std::uintptr_t a : writes_) {
+      auto it = std::upper_bound(ranges.begin(), ranges.end(), std::make_pair(a, ~std::uintptr_t{0}));
+      if (it != ranges.begin() && a < std::prev(it)->second) return true;
+    }
+    return false;
+  };
+  for (std::size_t i = 0; i < invariants_.size(); ++i) {
+    if (!watched_[i].empty() && !hit(watched_[i])) continue;
+    if (auto msg = invariants_[i].second())
+      abort_run(verdict_kind::invariant, "invariant '" + invariants_[i].first + "' violated after step " +
                                              std::to_string(result_.steps) + ": " + *msg);
+  }
+  writes_.clear();
 }
 
 void world::abort_run(verdict_kind k, std::string message) {

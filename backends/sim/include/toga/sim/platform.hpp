@@ -44,6 +44,7 @@ struct platform {
     static_assert(O != memory_order::acquire && O != memory_order::acq_rel, "a store cannot be acquire");
     world& wd = w();
     wd.point(op::store);
+    wd.note_write(p);
     cover(wd, p, true, loc);
     if constexpr (S == scope::block) wd.note_block_scope();
     if (memory_state* m = wd.memory()) return m->store(p, sizeof(T), v, O, model_scope(S));
@@ -57,6 +58,7 @@ struct platform {
   static bool compare_exchange(T* p, T& expected, std::type_identity_t<T> desired, order_tag<O>, scope_tag<S>, std::source_location loc = std::source_location::current()) {
     world& wd = w();
     wd.point(op::cas);
+    wd.note_write(p);
     cover(wd, p, true, loc);
     if constexpr (S == scope::block) wd.note_block_scope();
     if (memory_state* m = wd.memory()) {
@@ -207,6 +209,7 @@ struct platform {
   static T rmw(op k, T* p, F f, const std::source_location& loc) {
     world& wd = w();
     wd.point(k);
+    wd.note_write(p);
     cover(wd, p, true, loc);
     if constexpr (S == scope::block) wd.note_block_scope();
     if (memory_state* m = wd.memory()) {
