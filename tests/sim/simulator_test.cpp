@@ -283,7 +283,53 @@ struct transient_state final : ts::instance {
     P::fetch_sub(&x, 1u, toga::relaxed, toga::device_scope);
   }
 };
+// The same transient, with the invariant watching x (checked after writes to x only), watching
+// a word nobody writes (checked at quiescence only: the transient is missed, the planted mistake
+// of watching the wrong memory), and at every point; `checks` counts the evaluations.
+struct watched_state final : ts::instance {
+  std::uint32_t x = 0, y = 0;
+  std::uint64_t checks = 0;
+  watched_state(ts::world& w, int mode) {
+    auto fn = [this]() -> std::optional<std::string> {
+      ++checks;
+      if (x > 1) return "x is " + std::to_string(x);
+      return std::nullopt;
+    };
+    if (mode == 0) w.add_invariant("x <= 1", fn, {{&x, &x + 1}});
+    else if (mode == 1) w.add_invariant("x <= 1", fn, {{&y, &y + 1}});
+    else w.add_invariant("x <= 1", fn);
+  }
+  void lane() override {
+    (void)P::load(&y, toga::relaxed, toga::device_scope);
+    P::fetch_add(&x, 1u, toga::relaxed, toga::device_scope);
+    (void)P::load(&y, toga::relaxed, toga::device_scope);
+    P::fetch_sub(&x, 1u, toga::relaxed, toga::device_scope);
+  }
+};
+template <int Mode>
+struct watched_mode final : ts::instance {
+  explicit watched_mode(ts::world& w) : s(w, Mode) {}
+  watched_state s;
+  void lane() override { s.lane(); }
+};
 }  // namespace
+
+TEST(Simulator, WatchedInvariantsFailAtTheSameStepAndRunOnlyAfterTheirWrites) {
+  // every seed: the watched invariant and the per-point one fail in the same schedules, at the
+  // same step, with the same message; watching the wrong word misses the transient
+  auto every = lambda_scenario<watched_mode<2>>("t-watch-every", {1, 1, 3});
+  auto watch = lambda_scenario<watched_mode<0>>("t-watch-x", {1, 1, 3});
+  auto wrong = lambda_scenario<watched_mode<1>>("t-watch-y", {1, 1, 3});
+  const auto a = run(every, ts::strategy_kind::random, 300);
+  const auto b = run(watch, ts::strategy_kind::random, 300);
+  const auto c = run(wrong, ts::strategy_kind::random, 300);
+  ASSERT_TRUE(a.first_failure);
+  ASSERT_TRUE(b.first_failure);
+  EXPECT_EQ(a.first_failure->index, b.first_failure->index);
+  EXPECT_EQ(a.first_failure->result.message, b.first_failure->result.message);
+  EXPECT_EQ(a.first_failure->result.steps, b.first_failure->result.steps);
+  EXPECT_FALSE(c.first_failure) << "an invariant watching a word nobody writes runs at quiescence only";
+}
 
 TEST(Simulator, ExceptionsAssertionsAndInvariantsBecomeVerdicts) {
   auto t = lambda_scenario<throwing_state>("t-throw", {1, 1, 4});
