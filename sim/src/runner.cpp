@@ -1,5 +1,7 @@
 #include "toga/sim/runner.hpp"
 
+#include <set>
+
 #include <nlohmann/json.hpp>
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
@@ -11,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -261,6 +264,23 @@ std::pair<std::uint64_t, std::uint64_t> shard_range(std::uint64_t schedules, std
   return {at(shard), at(shard + 1) - at(shard)};
 }
 
+std::shared_ptr<const std::vector<std::string>> guided_targets(const scenario& sc, const run_limits& limits) {
+  coverage_recorder rec;
+  {
+    coverage_recorder::scope on(&rec);
+    for (std::uint64_t seed = 1; seed <= 256; ++seed) {
+      stall_strategy st;
+      rec.begin_schedule();
+      (void)run_one(sc, params{}, st, seed, limits);
+    }
+  }
+  auto out = std::make_shared<std::vector<std::string>>();
+  std::set<std::string> seen;
+  for (const auto& [pair, count] : summarize(rec).one_order)
+    if (seen.insert(site_name(pair.first)).second) out->push_back(site_name(pair.first));
+  return out;
+}
+
 explore_summary explore(const scenario& sc, const explore_options& opt) {
   validate_params(sc, opt.scenario_params);
   if (opt.schedules == 0) throw std::invalid_argument("an exploration needs at least one schedule");
@@ -279,6 +299,7 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
   else if (pct_like && cfg.pct_steps == 0)
     cfg.pct_steps = calibrate_steps(sc, opt.scenario_params, limits);
   sum.pct_steps = cfg.pct_steps;
+  if (cfg.kind == strategy_kind::guided && !cfg.guided_sites) cfg.guided_sites = guided_targets(sc, limits);
 
   // Schedule i's parameters and concrete strategy (a random shape's PCT k is calibrated on it).
   const auto setup = [&](std::uint64_t i, strategy_config& eff) {

@@ -1,5 +1,7 @@
 #include "toga/sim/strategy.hpp"
 
+#include <string_view>
+
 #include <algorithm>
 
 namespace toga::sim {
@@ -12,13 +14,14 @@ const char* to_string(strategy_kind k) {
     case strategy_kind::exhaustive: return "exhaustive";
     case strategy_kind::portfolio: return "portfolio";
     case strategy_kind::stall: return "stall";
+    case strategy_kind::guided: return "guided";
   }
   return "?";
 }
 
 bool parse_strategy(const std::string& s, strategy_kind& out) {
   for (auto k : {strategy_kind::random, strategy_kind::pct, strategy_kind::replay,
-                 strategy_kind::exhaustive, strategy_kind::portfolio, strategy_kind::stall}) {
+                 strategy_kind::exhaustive, strategy_kind::portfolio, strategy_kind::stall, strategy_kind::guided}) {
     if (s == to_string(k)) {
       out = k;
       return true;
@@ -165,6 +168,53 @@ bool exhaustive_strategy::advance() {
   return false;
 }
 
+// ---- guided ------------------------------------------------------------------------------
+
+guided_strategy::guided_strategy(std::shared_ptr<const std::vector<std::string>> sites) {
+  if (!sites) return;
+  for (const std::string& s : *sites) {
+    const std::size_t colon = s.rfind(':');
+    if (colon == std::string::npos) continue;
+    lines_[s.substr(0, colon)].push_back(static_cast<std::uint32_t>(std::stoul(s.substr(colon + 1))));
+  }
+}
+
+bool guided_strategy::target(const char* file, std::uint32_t line) {
+  if (file == nullptr || lines_.empty()) return false;
+  auto it = files_.find(file);
+  if (it == files_.end()) {
+    // site_name() keeps the path from the last "core/", "sim/", "backends/" or "tests/": a
+    // target matches the file whose name ends with it
+    const std::vector<std::uint32_t>* found = nullptr;
+    const std::string_view f(file);
+    for (const auto& [suffix, v] : lines_)
+      if (f.size() >= suffix.size() && f.compare(f.size() - suffix.size(), suffix.size(), suffix) == 0) found = &v;
+    it = files_.emplace(file, found).first;
+  }
+  if (it->second == nullptr) return false;
+  for (const std::uint32_t l : *it->second)
+    if (l == line) return true;
+  return false;
+}
+
+unsigned guided_strategy::pick_lane(const pick_context& c) {
+  if (left_ > 0 && --left_ == 0) stalled_ = ~0u;
+  if (stalled_ == ~0u && c.current < c.runnable.size() && c.current_runnable) {
+    const bool at_target = target(c.site_file, c.site_line);
+    if (rng_.below(at_target ? 4 : 64) == 0) {
+      stalled_ = c.current;
+      left_ = static_cast<unsigned>(1 + rng_.below(256));
+    }
+  }
+  const bool skip = stalled_ < c.runnable.size() && c.runnable.test(stalled_);
+  const unsigned n = c.runnable.count() - (skip ? 1 : 0);
+  unsigned k = static_cast<unsigned>(rng_.below(n));
+  for (unsigned i = c.runnable.first_from(0);; i = c.runnable.first_from(i + 1)) {
+    if (skip && i == stalled_) continue;
+    if (k-- == 0) return i;
+  }
+}
+
 // ---- factory -----------------------------------------------------------------------------
 
 strategy_config resolve_strategy(const strategy_config& cfg, std::uint64_t index) {
@@ -190,6 +240,7 @@ std::unique_ptr<strategy> make_strategy(const strategy_config& cfg, std::uint64_
     case strategy_kind::replay: return std::make_unique<replay_strategy>(e.decisions);
     case strategy_kind::exhaustive: return std::make_unique<exhaustive_strategy>(e.bound);
     case strategy_kind::stall: return std::make_unique<stall_strategy>();
+    case strategy_kind::guided: return std::make_unique<guided_strategy>(e.guided_sites);
     case strategy_kind::portfolio: break;
   }
   return std::make_unique<random_strategy>();

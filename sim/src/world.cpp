@@ -456,7 +456,8 @@ unsigned world::pick(bool yield, bool current_runnable) {
     lane_rec& l = lanes_[current_];
     anchor = anchor_key(current_, l.points, l.picks++);
   }
-  pick_context c{runnable_, current_, current_runnable, yield, result_.steps, anchor};
+  pick_context c{runnable_, current_, current_runnable, yield, result_.steps, anchor, current_runnable ? site_file_ : nullptr,
+                 current_runnable ? site_line_ : 0u};
   if (result_.steps >= limits_.fair_after) return default_pick(c);  // fair tail: not recorded
   const unsigned next = strategy_->pick_lane(c);
   if (next >= runnable_.size() || !runnable_.test(next)) {
@@ -498,8 +499,10 @@ void world::switch_to(unsigned next) {
   if (aborting_) throw lane_abort{};
 }
 
-void world::point(op k) {
+void world::point(op k, const char* file, std::uint32_t line) {
   if (aborting_) throw lane_abort{};
+  site_file_ = file;
+  site_line_ = line;
   note_step(k);
   if (!invariants_.empty()) check_invariants();
   if (result_.steps > limits_.max_steps) {

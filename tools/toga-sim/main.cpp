@@ -2,14 +2,14 @@
 // the mutant suite.
 //
 //   toga-sim list [--keys]
-//   toga-sim explore --scenario NAME --strategy random|pct|stall|exhaustive|portfolio --schedules N
+//   toga-sim explore --scenario NAME --strategy random|pct|stall|guided|exhaustive|portfolio --schedules N
 //                    --seed S [--pct-depth D] [--pct-steps K] [--bound B] [--threads T]
 //                    [--set name=value]... [--memory sc|weak] [--faults none|all|site,...]
 //                    [--save-failure FILE] [--shrink] [--keep-going] [--shapes fixed|random]
 //                    [--shard I/N] [--json FILE]
 //   toga-sim merge   FILE... [--json FILE]      (the --json reports of one run's shards)
 //   toga-sim coverage --scenario NAME [explore's options] [--list N]   (the core's site pairs)
-//   toga-sim replay  --scenario NAME --strategy random|pct|stall --seed S [...] | --decisions FILE
+//   toga-sim replay  --scenario NAME --strategy random|pct|stall|guided --seed S [...] | --decisions FILE
 //                    [--trace] [--shrink] [--save FILE]
 //   toga-sim mutants [--filter REGEX] [--schedules N] [--json FILE] [--baseline FILE] [--ci]
 //   toga-sim demo    [--schedules N] [--threads T]
@@ -76,7 +76,7 @@ const CLI::Validator whole_number(
 
 void add_common(CLI::App* c, common_args& a) {
   auto& o = a.schedule_options;
-  o.push_back(c->add_option("--strategy", a.strategy, "random | pct | stall | exhaustive | portfolio")->capture_default_str());
+  o.push_back(c->add_option("--strategy", a.strategy, "random | pct | stall | guided | exhaustive | portfolio")->capture_default_str());
   o.push_back(c->add_option("--seed", a.seed, "seed (schedule i uses seed + i)")->check(whole_number)->capture_default_str());
   o.push_back(c->add_option("--pct-depth", a.pct_depth, "PCT depth d (bug depth; d-1 priority changes)")->check(whole_number)->capture_default_str());
   o.push_back(c->add_option("--pct-steps", a.pct_steps, "PCT k, the expected schedule length (0: calibrate)")->check(whole_number));
@@ -121,7 +121,7 @@ ts::params parse_params(const ts::scenario& sc, const std::vector<std::string>& 
 ts::strategy_config parse_config(const common_args& a) {
   ts::strategy_config c;
   if (!ts::parse_strategy(a.strategy, c.kind) || c.kind == ts::strategy_kind::replay)
-    throw usage_error("unknown strategy '" + a.strategy + "'; use random, pct, stall, exhaustive or portfolio");
+    throw usage_error("unknown strategy '" + a.strategy + "'; use random, pct, stall, guided, exhaustive or portfolio");
   if (a.pct_depth == 0) throw usage_error("--pct-depth must be at least 1");
   c.pct_depth = a.pct_depth;
   c.pct_steps = a.pct_steps;
@@ -552,9 +552,10 @@ int cmd_replay(const common_args& a, const std::string& decisions, const std::st
     limits = limits_of(*sc, a);
     ts::strategy_config cfg = parse_config(a);
     if (cfg.kind == ts::strategy_kind::exhaustive || cfg.kind == ts::strategy_kind::portfolio)
-      throw usage_error("replay by seed takes --strategy random, pct or stall (the explore summary names the one to use)");
+      throw usage_error("replay by seed takes --strategy random, pct, stall or guided (the explore summary names the one to use)");
     if (cfg.kind == ts::strategy_kind::pct && cfg.pct_steps == 0)
       throw usage_error("replaying a pct schedule needs --pct-steps (the explore summary prints it)");
+    if (cfg.kind == ts::strategy_kind::guided) cfg.guided_sites = ts::guided_targets(*sc, limits);
     auto strat = ts::make_strategy(cfg, 0);
     r = ts::run_one(*sc, p, *strat, a.seed, limits, tracer, mtracer);
     print_run(r);

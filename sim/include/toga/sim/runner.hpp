@@ -124,6 +124,12 @@ struct explore_summary {
 //! seed + i), and the reported failure is the one with the lowest index.
 explore_summary explore(const scenario& sc, const explore_options& opt);
 
+//! The guided strategy's targets for `sc` (docs/simulator.md §19): a coverage pre-pass of 256
+//! stall-strategy schedules (seeds 1..256) of the scenario's default shape, and the first site of
+//! every core race pair it saw in one order only ("file:line"). Deterministic for the scenario
+//! alone, so a replay by seed recomputes the same targets.
+std::shared_ptr<const std::vector<std::string>> guided_targets(const scenario& sc, const run_limits& limits);
+
 //! The program that replay commands and crash reports name: "toga-sim" unless set (toga-sim's
 //! main sets the path it was started by, so that the printed command runs as it stands). Not
 //! thread-safe: set it before exploring; at most 255 characters are kept.

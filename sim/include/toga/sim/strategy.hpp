@@ -10,6 +10,9 @@
 //!  - replay: follows a recorded decision list; past its end (or at an entry that no longer
 //!    fits) it uses the default policy. Two marker entries steer shrinking.
 //!  - stall: random, plus long stalls of single lanes (see stall_strategy).
+//!  - guided: stall, with the stalls placed by coverage (docs/simulator.md §19): a lane about to
+//!    run an operation at a site whose race pairs a coverage pre-pass saw in one order only is
+//!    stalled there more often, so that the other lane's operation runs first (guided_strategy).
 //!  - exhaustive: depth-first enumeration of all schedules that deviate from the default
 //!    policy at most `bound` times (delay bounding, Emmi, Qadeer, Rakamaric, POPL'11).
 //!
@@ -39,6 +42,10 @@ struct pick_context {
   //! Where the choice is, in the deciding lane's own terms (`anchor_key`): stable when choices
   //! of other lanes, earlier in the schedule, change.
   std::uint64_t anchor = 0;
+  //! The source site (file, line) of the operation the current lane runs after this point
+  //! (an atomic of the simulated Platform; file nullptr otherwise).
+  const char* site_file = nullptr;
+  std::uint32_t site_line = 0;
 };
 
 //! Names a lane choice by the lane that reached it: lane `lane` (the first choice of a schedule,
@@ -70,7 +77,7 @@ class strategy {
   virtual std::uint32_t pick_value(std::uint32_t n, std::uint64_t step, unsigned lane) = 0;
 };
 
-enum class strategy_kind : std::uint8_t { random, pct, replay, exhaustive, portfolio, stall };
+enum class strategy_kind : std::uint8_t { random, pct, replay, exhaustive, portfolio, stall, guided };
 const char* to_string(strategy_kind k);
 bool parse_strategy(const std::string& s, strategy_kind& out);
 
@@ -81,6 +88,9 @@ struct strategy_config {
   std::uint64_t pct_steps = 0;      //!< k; 0: calibrated from a default-policy run
   unsigned bound = 2;               //!< exhaustive: deviations from the default policy
   std::vector<std::uint32_t> decisions;  //!< replay
+  //! guided: the sites to stall at, "file:line" as site_name() writes it (filled by explore's
+  //! coverage pre-pass: deterministic for the scenario, its shape and the seed).
+  std::shared_ptr<const std::vector<std::string>> guided_sites;
 };
 
 class random_strategy final : public strategy {
@@ -127,6 +137,31 @@ class stall_strategy final : public strategy {
   rng rng_;
   unsigned stalled_ = ~0u;
   unsigned left_ = 0;
+};
+
+//! Coverage-guided stalls (issue 34): as stall_strategy, but a lane whose next operation is at
+//! one of the target sites (the first site of a race pair seen in one order only) is stalled
+//! there with probability 1/4 (for 1..256 decisions), other lanes with 1/64 as before, so that
+//! the pairs' other order gets its chance. Targets are matched by file name and line.
+class guided_strategy final : public strategy {
+ public:
+  explicit guided_strategy(std::shared_ptr<const std::vector<std::string>> sites);
+  void begin(std::uint64_t seed, unsigned) override {
+    rng_.reseed(seed);
+    stalled_ = ~0u;
+    left_ = 0;
+  }
+  unsigned pick_lane(const pick_context& c) override;
+  std::uint32_t pick_value(std::uint32_t n, std::uint64_t, unsigned) override { return static_cast<std::uint32_t>(rng_.below(n)); }
+  //! Whether (file, line) is a target (cached by the file name's address).
+  bool target(const char* file, std::uint32_t line);
+
+ private:
+  rng rng_;
+  unsigned stalled_ = ~0u;
+  unsigned left_ = 0;
+  std::unordered_map<std::string, std::vector<std::uint32_t>> lines_;   // target lines per file suffix
+  std::unordered_map<const char*, const std::vector<std::uint32_t>*> files_;  // file name address -> its lines (or null)
 };
 
 class pct_strategy final : public strategy {

@@ -110,7 +110,8 @@ class world {
 
   // ---- used by the simulator Platform, from inside lanes --------------------------------
   //! A scheduling point before an operation of kind k.
-  void point(op k);
+  //! `file`, `line`: the source site of the operation (the guided strategy's stalls).
+  void point(op k, const char* file = nullptr, std::uint32_t line = 0);
   //! A warp intrinsic; returns this lane's result (ballot: the vote; shfl: the value; match:
   //! the mask; syncwarp: 0). `src` is the shuffle source lane.
   std::uint64_t collective(op k, std::uint32_t mask, std::uint64_t value, unsigned src,
@@ -202,6 +203,8 @@ class world {
   run_result result_;
   std::vector<std::pair<std::string, invariant_fn>> invariants_;
   std::vector<std::vector<std::pair<std::uintptr_t, std::uintptr_t>>> watched_;  // per invariant (empty: every point)
+  const char* site_file_ = nullptr;  // the site of the operation after the current point
+  std::uint32_t site_line_ = 0;
   bool watching_ = false;                    // some invariant is watched: writes_ is kept
   std::vector<std::uintptr_t> writes_;       // addresses written since the last check
   tracer_fn tracer_;

@@ -33,7 +33,7 @@ struct platform {
   static T load(T* p, order_tag<O>, scope_tag<S>, std::source_location loc = std::source_location::current()) {
     static_assert(O != memory_order::release && O != memory_order::acq_rel, "a load cannot be release");
     world& wd = w();
-    wd.point(op::load);
+    wd.point(op::load, loc.file_name(), loc.line());
     cover(wd, p, false, loc);
     if constexpr (S == scope::block) wd.note_block_scope();
     if (memory_state* m = wd.memory()) return static_cast<T>(m->load(p, sizeof(T), O, model_scope(S)));
@@ -43,7 +43,7 @@ struct platform {
   static void store(T* p, std::type_identity_t<T> v, order_tag<O>, scope_tag<S>, std::source_location loc = std::source_location::current()) {
     static_assert(O != memory_order::acquire && O != memory_order::acq_rel, "a store cannot be acquire");
     world& wd = w();
-    wd.point(op::store);
+    wd.point(op::store, loc.file_name(), loc.line());
     wd.note_write(p);
     cover(wd, p, true, loc);
     if constexpr (S == scope::block) wd.note_block_scope();
@@ -57,7 +57,7 @@ struct platform {
   template <class T, memory_order O, scope S>
   static bool compare_exchange(T* p, T& expected, std::type_identity_t<T> desired, order_tag<O>, scope_tag<S>, std::source_location loc = std::source_location::current()) {
     world& wd = w();
-    wd.point(op::cas);
+    wd.point(op::cas, loc.file_name(), loc.line());
     wd.note_write(p);
     cover(wd, p, true, loc);
     if constexpr (S == scope::block) wd.note_block_scope();
@@ -208,7 +208,7 @@ struct platform {
   template <class T, memory_order O, scope S, class F>
   static T rmw(op k, T* p, F f, const std::source_location& loc) {
     world& wd = w();
-    wd.point(k);
+    wd.point(k, loc.file_name(), loc.line());
     wd.note_write(p);
     cover(wd, p, true, loc);
     if constexpr (S == scope::block) wd.note_block_scope();
