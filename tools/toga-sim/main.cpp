@@ -509,7 +509,12 @@ int cmd_replay(const common_args& a, const std::string& decisions, const std::st
   ts::world::tracer_fn tracer;
   ts::memory_state::tracer_fn mtracer;
   if (trace) {
-    tracer = [](std::uint64_t step, unsigned lane, ts::op k) { fmt::print("  step {:>7}  lane {:>4}  {}\n", step, lane, ts::to_string(k)); };
+    tracer = [](std::uint64_t step, unsigned lane, ts::op k) {
+      const ts::world* w = ts::world::current();
+      const char* file = w ? w->site_file() : nullptr;
+      if (file == nullptr) fmt::print("  step {:>7}  lane {:>4}  {}\n", step, lane, ts::to_string(k));
+      else fmt::print("  step {:>7}  lane {:>4}  {:<14} {}\n", step, lane, ts::to_string(k), ts::site_name({file, w->site_line()}));
+    };
     mtracer = [](const char* what, unsigned lane, const void* addr, std::uint64_t value, unsigned pick, unsigned n) {
       fmt::print("                lane {:>4}  {} {} = {:#x}{}\n", lane, what, addr, value,
                  n > 1 ? fmt::format("  (store {} of {} it could read; 0 = newest)", pick, n) : std::string());

@@ -124,6 +124,9 @@ class world {
   const lane_info& self() const { return lanes_[current_].info; }
   const launch_config& config() const { return cfg_; }
   const run_limits& limits() const { return limits_; }
+  //! The source site of the operation at the current point (Platform atomics; nullptr otherwise).
+  const char* site_file() const { return site_file_; }
+  std::uint32_t site_line() const { return site_line_; }
   //! Scheduling points executed so far.
   std::uint64_t steps() const { return result_.steps; }
   //! The memory model's state when this schedule tracks memory (--memory weak, or a block-scope
