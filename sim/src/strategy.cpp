@@ -206,13 +206,7 @@ unsigned guided_strategy::pick_lane(const pick_context& c) {
       left_ = static_cast<unsigned>(1 + rng_.below(256));
     }
   }
-  const bool skip = stalled_ < c.runnable.size() && c.runnable.test(stalled_);
-  const unsigned n = c.runnable.count() - (skip ? 1 : 0);
-  unsigned k = static_cast<unsigned>(rng_.below(n));
-  for (unsigned i = c.runnable.first_from(0);; i = c.runnable.first_from(i + 1)) {
-    if (skip && i == stalled_) continue;
-    if (k-- == 0) return i;
-  }
+  return pick_except(rng_, c.runnable, stalled_);
 }
 
 // ---- factory -----------------------------------------------------------------------------

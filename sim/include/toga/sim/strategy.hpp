@@ -107,6 +107,17 @@ class random_strategy final : public strategy {
   rng rng_;
 };
 
+//! A uniformly random runnable lane other than `stalled` (when that one is runnable): one draw.
+inline unsigned pick_except(rng& r, const lane_set& runnable, unsigned stalled) {
+  const bool skip = stalled < runnable.size() && runnable.test(stalled);
+  const unsigned n = runnable.count() - (skip ? 1 : 0);
+  unsigned k = static_cast<unsigned>(r.below(n));
+  for (unsigned i = runnable.first_from(0);; i = runnable.first_from(i + 1)) {
+    if (skip && i == stalled) continue;
+    if (k-- == 0) return i;
+  }
+}
+
 //! Random scheduling with long stalls (docs/simulator.md §6.7): now and then the running
 //! lane is kept off for a random 1..256 decisions while others can run, so that a lane can sit
 //! inside a critical window while the rest of the machine moves on.
@@ -123,13 +134,7 @@ class stall_strategy final : public strategy {
       stalled_ = c.current;
       left_ = static_cast<unsigned>(1 + rng_.below(256));
     }
-    const bool skip = stalled_ < c.runnable.size() && c.runnable.test(stalled_);
-    const unsigned n = c.runnable.count() - (skip ? 1 : 0);
-    unsigned k = static_cast<unsigned>(rng_.below(n));
-    for (unsigned i = c.runnable.first_from(0);; i = c.runnable.first_from(i + 1)) {
-      if (skip && i == stalled_) continue;
-      if (k-- == 0) return i;
-    }
+    return pick_except(rng_, c.runnable, stalled_);
   }
   std::uint32_t pick_value(std::uint32_t n, std::uint64_t, unsigned) override { return static_cast<std::uint32_t>(rng_.below(n)); }
 
