@@ -14,6 +14,7 @@
 
 #include "heap_scenarios.hpp"
 #include "toga/allocator.hpp"
+#include "toga/growth.hpp"
 #include "toga/heap_walk.hpp"
 #include "toga/sim/faults.hpp"
 #include "toga/sim/ghost.hpp"
@@ -755,15 +756,10 @@ struct heap_inst final : instance {
   std::uint64_t trim_to(std::uint64_t keep_bytes) {
     std::vector<std::uint64_t> out;
     const std::uint64_t left = a.trim_granules(keep_bytes, [&out](std::uint64_t off) { out.push_back(off); }, run_of.data());
-    std::vector<std::uint64_t> seen(granules, 0);
-    for (const std::uint64_t off : out) {
-      const std::uint64_t g = off / granule_bytes, n = std::uint64_t{1} << run_of[g];
-      ++seen[g & ~(n - 1)];
-    }
-    for (std::uint64_t h = 0; h < granules; ++h)
-      if (seen[h] != 0 && seen[h] != (std::uint64_t{1} << run_of[h]))
-        P::violated("G8: a trim withdrew " + str(seen[h]) + " of the " + str(std::uint64_t{1} << run_of[h]) + " granules of the run at granule " +
-                    str(h) + ": the host would unmap the whole run (one handle) under its other granules' blocks");
+    const auto [h, n] = first_partial_run(out, granule_bytes, granules, [this](std::uint64_t i) { return run_of[i]; });
+    if (n != 0)
+      P::violated("G8: a trim withdrew " + str(n) + " of the " + str(std::uint64_t{1} << run_of[h]) + " granules of the run at granule " +
+                  str(h) + ": the host would unmap the whole run (one handle) under its other granules' blocks");
     for (const std::uint64_t off : out) unmap_granule(off);
     return left;
   }

@@ -303,20 +303,12 @@ struct allocator {
     globals->growth.max_granules = heap_bytes >> (geom::page_shift + granule_order);
   }
   //! Growable heaps: the granule at heap offset `off` (a multiple of the granule size) now has
-  //! memory behind it; frees it into the tree (tbuddy::adopt). Any thread, while others allocate
-  //! and free. False if it was not unmapped (already adopted).
-  TOGA_DEVICE bool adopt_granule(std::uint64_t off) const TOGA_NOEXCEPT(P) {
-    if (small.buddy.grow_granule == 0 || !small.buddy.adopt(off, static_cast<unsigned>(small.buddy.grow_granule - 1))) return false;
-    // adopted before mapped_granules, both release: a request that sees the granule counted in
-    // mapped_granules (acquire) also sees it in adopted, and one that sees it in adopted sees it
-    // in the tree (allocate_waiting's `gen`)
-    P::fetch_add(&globals->growth.adopted, std::uint64_t{1}, release, device_scope);
-    P::fetch_add(&globals->growth.mapped_granules, std::uint64_t{1}, release, device_scope);
-    return true;
-  }
+  //! memory behind it; frees it into the tree (a run of one: adopt_run). Any thread, while others
+  //! allocate and free. False if it was not unmapped (already adopted).
+  TOGA_DEVICE bool adopt_granule(std::uint64_t off) const TOGA_NOEXCEPT(P) { return adopt_run(off, 0); }
   //! Growable heaps: adopts the run of granules in a growth-service ring entry (ring_entry: the
-  //! run's heap offset and log2 of its granules; one physical handle, design.md §12.8), granule by
-  //! granule (adopt_granule). False if one of them was not unmapped (adopted already).
+  //! run's heap offset and log2 of its granules; one physical handle, design.md §12.8) as one
+  //! block (adopt_run). False if one of them was not unmapped (adopted already).
   TOGA_DEVICE bool adopt_entry(std::uint64_t entry) const TOGA_NOEXCEPT(P) {
     return adopt_run(ring_entry_offset(entry), SB == service_bug::run_adopts_head_only ? 0u : ring_entry_log2(entry));
   }
@@ -325,7 +317,9 @@ struct allocator {
   //! others allocate and free. False if a granule of it was not unmapped (already adopted).
   TOGA_DEVICE bool adopt_run(std::uint64_t off, unsigned k) const TOGA_NOEXCEPT(P) {
     if (small.buddy.grow_granule == 0 || !small.buddy.adopt_run(off, static_cast<unsigned>(small.buddy.grow_granule - 1), k)) return false;
-    // adopted before mapped_granules, both release (adopt_granule)
+    // adopted before mapped_granules, both release: a request that sees the granules counted in
+    // mapped_granules (acquire) also sees them in adopted, and one that sees them in adopted sees
+    // them in the tree (allocate_waiting's `gen`)
     P::fetch_add(&globals->growth.adopted, std::uint64_t{1} << k, release, device_scope);
     P::fetch_add(&globals->growth.mapped_granules, std::uint64_t{1} << k, release, device_scope);
     return true;

@@ -492,6 +492,23 @@ inline std::vector<granule_run> group_runs(const std::vector<std::uint64_t>& gra
   return out;
 }
 
+//! A trim's check before unmapping (design.md §12.8): of the granules at heap offsets `withdrawn`
+//! (granules of `granule_bytes`; `run_log2(i)`: log2 of the granules of granule i's run, runs
+//! aligned to their size), the first run withdrawn in part, as {its first granule, how many of
+//! its granules were withdrawn}; {0, 0} when every run came back whole.
+template <class RunLog2>
+std::pair<std::uint64_t, std::uint64_t> first_partial_run(const std::vector<std::uint64_t>& withdrawn, std::uint64_t granule_bytes,
+                                                          std::uint64_t granules, RunLog2&& run_log2) {
+  std::vector<std::uint64_t> seen(granules, 0);  // per run head: granules withdrawn
+  for (const std::uint64_t off : withdrawn) {
+    const std::uint64_t i = off / granule_bytes;
+    ++seen[i & ~((std::uint64_t{1} << run_log2(i)) - 1)];
+  }
+  for (std::uint64_t h = 0; h < granules; ++h)
+    if (seen[h] != 0 && seen[h] != (std::uint64_t{1} << run_log2(h))) return {h, seen[h]};
+  return {0, 0};
+}
+
 //! The host side of one growable heap: its granule map, options and counters, and the two
 //! halves of the protocol that run on the host (the heaps of each backend run the device
 //! halves in between). Not thread-safe; call at quiescence (no kernel uses the heap).
@@ -515,7 +532,7 @@ class growth_controller {
   growth_controller(growth_controller&& o) noexcept
       : options_(o.options_), run_log2_(o.run_log2_), map_(std::move(o.map_)), usable_(o.usable_), counters_(o.counters_),
         account_(std::move(o.account_)), charged_(std::exchange(o.charged_, {})), last_refusal_(std::move(o.last_refusal_)),
-        planned_run_(o.planned_run_) {}
+        block_log2_(o.block_log2_) {}
   growth_controller& operator=(growth_controller&&) = delete;
   //! Releases the budget records of the runs still mapped (the granule map unmaps them).
   ~growth_controller() {
@@ -542,6 +559,8 @@ class growth_controller {
   const std::string& last_refusal() const noexcept { return last_refusal_; }
 
   granule_map<Provider, Bug>& granules() noexcept { return map_; }
+  //! Whether the last plan was an aligned run for a block larger than a granule.
+  bool planned_run() const noexcept { return block_log2_ != 0; }
   const granule_map<Provider, Bug>& granules() const noexcept { return map_; }
   const growth_options& options() const noexcept { return options_; }
   const growth_counters& counters() const noexcept { return counters_; }
@@ -612,8 +631,8 @@ class growth_controller {
   std::vector<std::uint64_t> plan(std::uint64_t bytes, unsigned order, std::uint64_t chunks) {
     bytes += chunks * geom::chunk_bytes;  // every arena that failed for want of a chunk gets one
     ++counters_.growth_requests;
-    planned_run_ = order < 63 - geom::page_shift && (geom::page_bytes << order) > map_.granule_bytes();
-    block_log2_ = planned_run_ ? static_cast<unsigned>(bits::ctz((geom::page_bytes << order) / map_.granule_bytes())) : 0u;
+    const bool run = order < 63 - geom::page_shift && (geom::page_bytes << order) > map_.granule_bytes();
+    block_log2_ = run ? static_cast<unsigned>(bits::ctz((geom::page_bytes << order) / map_.granule_bytes())) : 0u;
     return plan_growth<Bug>(bytes, order, options_.headroom_bytes, map_.granule_bytes(), usable_,
                             [this](std::uint64_t j) { return map_.is_mapped(j); });
   }
@@ -625,7 +644,7 @@ class growth_controller {
   std::vector<granule_run> plan_runs(std::uint64_t bytes, unsigned order, std::uint64_t chunks, std::uint64_t ahead_room = 0) {
     std::vector<std::uint64_t> v = plan(bytes, order, chunks);
     const std::uint64_t last_demand = v.empty() ? 0 : v.back();
-    if (ahead_room != 0 && !v.empty() && !planned_run_) {
+    if (ahead_room != 0 && !v.empty() && !planned_run()) {
       std::vector<std::uint64_t> more;
       add_ahead(v, more, ahead_room << run_log2_);
       std::vector<std::uint64_t> all(v.size() + more.size());
@@ -650,7 +669,7 @@ class growth_controller {
   granule_run map_run(granule_run r, bool ahead = false) {
     const granule_run none{no_granule, r.log2};
     if (!run_unmapped(r.first, r.count())) {  // a host run of this growth went there: the lowest free run instead
-      if (planned_run_) return none;
+      if (planned_run()) return none;
       const std::uint64_t k = find_unmapped_run(r.count(), false);
       if (k == no_granule) return none;
       r.first = k;
@@ -663,7 +682,7 @@ class growth_controller {
     if (ahead) return none;
     if (options_.spill == spill_policy::when_device_full) {
       granule_run h = r;
-      if (!planned_run_ && Bug != growth_bug::host_placed_in_plan) {
+      if (!planned_run() && Bug != growth_bug::host_placed_in_plan) {
         const std::uint64_t k = find_unmapped_run(r.count(), true);
         if (k != no_granule && k > r.first) h.first = k;
       }
@@ -742,26 +761,23 @@ class growth_controller {
   //! hold blocks (a toga bug).
   std::uint64_t withdrawn(const std::vector<std::uint64_t>& offsets) {
     const std::uint64_t g = map_.granule_bytes();
-    std::vector<std::uint64_t> seen(map_.granules(), 0);  // per run head: granules withdrawn
-    for (const std::uint64_t off : offsets)
-      if (map_.is_mapped(off / g)) ++seen[map_.run_head(off / g)];
-    for (std::uint64_t h = 0; h < seen.size(); ++h)
-      if (seen[h] != 0 && seen[h] != (std::uint64_t{1} << map_.run_log2(h)))
-        throw std::logic_error("toga: a trim withdrew " + std::to_string(seen[h]) + " of the " + std::to_string(std::uint64_t{1} << map_.run_log2(h)) +
-                               " granules of the run at granule " + std::to_string(h) + "; nothing was unmapped (a toga bug: please report it)");
-    std::uint64_t n = 0;
+    const auto [h, n] = first_partial_run(offsets, g, map_.granules(), [this](std::uint64_t i) { return map_.run_log2(i); });
+    if (n != 0)
+      throw std::logic_error("toga: a trim withdrew " + std::to_string(n) + " of the " + std::to_string(std::uint64_t{1} << map_.run_log2(h)) +
+                             " granules of the run at granule " + std::to_string(h) + "; nothing was unmapped (a toga bug: please report it)");
+    std::uint64_t unmapped = 0;
     for (const std::uint64_t off : offsets) {
       const std::uint64_t i = off / g;
       if (!map_.is_mapped(i)) continue;
-      const std::uint64_t h = map_.run_head(i);
-      n += map_.unmap(h);
-      account_.release(std::exchange(charged_[h], 0));
+      const std::uint64_t head = map_.run_head(i);
+      unmapped += map_.unmap(head);
+      account_.release(std::exchange(charged_[head], 0));
       ++counters_.runs_unmapped;
     }
     ++counters_.trims;
-    counters_.trimmed_bytes += n * g;
+    counters_.trimmed_bytes += unmapped * g;
     note_mapped();
-    return n * g;
+    return unmapped * g;
   }
 
  private:
@@ -824,8 +840,7 @@ class growth_controller {
   ledger_account account_{};
   std::vector<std::uint64_t> charged_;  // per run, in its first granule: its budget record (0: none)
   std::string last_refusal_;
-  bool planned_run_ = false;  // the last plan was an aligned run for a block larger than a granule
-  unsigned block_log2_ = 0;   // ... of 2^block_log2_ granules
+  unsigned block_log2_ = 0;  // the last plan's aligned run for a block larger than a granule: 2^block_log2_ granules (0: none)
   std::size_t demand_runs_ = 0;  // the last plan_runs' runs for the demand (the rest: ahead of it)
 };
 
