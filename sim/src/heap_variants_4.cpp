@@ -12,5 +12,6 @@ template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::climb_
 template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::climb_stop_ignores_generation>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::withdraw_splits_run>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::adopt_run_keeps_tags>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::find_before_section_barrier, tbuddy_bug::none>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

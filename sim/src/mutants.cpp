@@ -380,6 +380,14 @@ std::vector<mutant> build() {
          "them the leader's view: a lane that takes such a bin reads a granule's or a superbin's routing state stale "
          "and drops or misroutes a free")
           .gpu().weak(),
+      // found by random shapes under weak memory (simulator.md §18.3): the members' pin-slot reads
+      // in stage 2 after the leader entered its read-side section in the slow path
+      mb("ualloc.find-before-section-barrier", "its", "mixed-sizes",
+         P{{"bug", 57}, {"heap_kib", 1024}, {"keep", 2}, {"leak", 0}, {"ops", 3}, {"pins", 3}, {"sb_shift", 0}, {"sms", 1}, {"threads", 19}, {"warps", 3}},
+         "a group whose leader entered its read-side section in the slow path (the CAS loop, a steal) searches the pin "
+         "slots without the __syncwarp after it: a member reads a slot emptied before the epoch flip the leader saw and "
+         "hands the leader a bin already released and reused by another class (overlapping blocks)")
+          .gpu().weak(),
       // ---- tenants inside one heap (toga/tenants.hpp, scenarios_tenants.cpp) -----------------------
       mb("tenant.free-credits-caller", "accounting", "tenants", P{{"bug", 1}},
          "a free credits the freeing handle's tenant instead of the block's (frees across tenants)")

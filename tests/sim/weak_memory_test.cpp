@@ -257,6 +257,28 @@ TEST(WeakMemory, GrowBinsWithoutWarpBarrierIsKilledOnlyUnderWeakMemory) {
   EXPECT_FALSE(fixed.first_failure) << "the correct allocator in bug 52's shape: " << failure_text(fixed);
 }
 
+// A group whose leader entered its read-side section in the slow path (the CAS loop of stage 1,
+// or a steal) searches the pin slots with all its lanes; the members' reads are protected only
+// after the __syncwarp that follows the leader's read_lock (ualloc::allocate_slow). Without it
+// (bug 57) a member reads a slot that a retirer emptied before the flip the leader saw and hands
+// the leader a bin already reused by another class: overlapping blocks (G1; found by random shapes
+// under weak memory, simulator.md §18.3). Weak memory only; the correct core passes the shape.
+TEST(WeakMemory, FindBeforeSectionBarrierIsKilledOnlyUnderWeakMemory) {
+  const std::vector<std::pair<const char*, std::int64_t>> shape = {{"bug", 57}, {"heap_kib", 1024}, {"keep", 2}, {"leak", 0}, {"ops", 3},
+                                                                    {"pins", 3}, {"sb_shift", 0}, {"sms", 1}, {"threads", 19}, {"warps", 3}};
+  const auto weak = explore("mixed-sizes", shape, ts::memory_model::weak, ts::strategy_kind::portfolio, 3'000);
+  ASSERT_TRUE(weak.first_failure) << "bug 57 survived 3,000 weak schedules";
+  EXPECT_TRUE(weak.first_failure->deterministic) << failure_text(weak);
+  std::printf("[ mixed-sizes bug=57 ] killed at weak schedule %llu: %s\n",
+              static_cast<unsigned long long>(weak.first_failure->index + 1), weak.first_failure->result.message.c_str());
+  const auto sc = explore("mixed-sizes", shape, ts::memory_model::sc, ts::strategy_kind::portfolio, 1'000);
+  EXPECT_FALSE(sc.first_failure) << "bug 57 failed under sc: " << failure_text(sc);
+  auto correct = shape;
+  correct.front().second = 0;
+  const auto fixed = explore("mixed-sizes", correct, ts::memory_model::weak, ts::strategy_kind::portfolio, 1'000);
+  EXPECT_FALSE(fixed.first_failure) << "the correct allocator in bug 57's shape: " << failure_text(fixed);
+}
+
 TEST(WeakMemory, CorrectPrimitivesPassUnderWeakMemory) {
   for (const auto& [name, params] : std::vector<std::pair<const char*, std::vector<std::pair<const char*, std::int64_t>>>>{
            {"semaphore", {}},

@@ -119,6 +119,7 @@ enum class ualloc_bug : std::uint8_t {
   walk_ends_early,                //!< the lane that counts the next-to-last item ends the walk: the gate opens while the last one is walked
   walk_flags_after_count,         //!< a lane counts its item before it adds what the item found: the walk's result can miss it
   grow_bins_without_warp_barrier, //!< a chunk-class GROW's producers init and pin the leader's bins without the __syncwarp after the broadcast
+  find_before_section_barrier,    //!< a group's stage 2 after the CAS loop or a steal: members read pin slots without the __syncwarp after the leader's read_lock
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -706,6 +707,7 @@ struct ualloc {
     const std::uint32_t cap = capacity(c);
     const std::uint32_t t = g.size;
     pr.stage = g.broadcast(pr.stage);
+    bool entered = false;  // the leader entered its read-side section here (a steal, the CAS loop), not in the fast path
     if constexpr (G::superbins) {
       // Before a superbin GROW (a TBuddy climb): units of the class that another arena holds idle
       // (design.md §11.8). Taken, they make this group's stage 2 run in that arena's list.
@@ -716,6 +718,7 @@ struct ualloc {
           pr.stage = 1;
           pr.units = t;
           if (g.is_leader()) pr.token = arenas[a].lists[c].rcu.read_lock();
+          entered = true;
         }
       }
     }
@@ -745,7 +748,15 @@ struct ualloc {
         return mine;
       }
       pr.stage = 1;
+      entered = true;
     }
+    // [HB] the members read pin slots in find_reservation and trust the bins they find: only what
+    // happens after the leader's read_lock is protected by its section. A member's load without
+    // this __syncwarp may read a slot that a retirer emptied before the epoch flip the leader saw,
+    // and hand the leader a bin already released and reused by another class: overlapping blocks
+    // (G1; found by random shapes under --memory weak, simulator.md §18.3). The fast path's own
+    // __syncwarp comes after its read_lock.
+    if (entered && t > 1 && Bug != ualloc_bug::find_before_section_barrier) g.sync();
     // Stage 2: the leader holds pr.units semaphore units and pr.reserved units in pr.bin.
     if (g.is_leader()) {
       if (pr.stage == 3) {  // the fast path's short reservation on its pin: keep what it got
