@@ -434,6 +434,11 @@ std::vector<mutant> build() {
          "adopting a ring entry adopts the first granule of its run only: the rest stays mapped and never serves a request "
          "(S3: mapped and adopted granules differ)")
           .depth(0),
+      mb("service.give-up-without-walk", "liveness", "grow-service",
+         P{{"bug", 10}, {"reuse", 1}, {"budget", 1}, {"threads", 1}, {"warps", 2}, {"heap_kib", 4096}, {"granule_kib", 128}, {"sb_shift", 17}, {"size", 256}},
+         "a request that gives up on growth (refused, timed out, range full) returns nullptr without the reclaim walk its "
+         "failed attempt left to growth: memory cached by UAlloc never serves it (S6)")
+          .depth(0),
   };
   return c;
 }

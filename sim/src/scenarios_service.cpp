@@ -16,9 +16,12 @@
 // + refusals, heap failures), and the granules adopted are exactly those the service mapped; S4
 // every block's pattern intact at its free; S5 no request gives up (exhausted or refused) while
 // the mapped granules hold every lane's requests 4 times over plus a superbin and a chunk per SM
-// and class; the
-// heap walk with no live block. A waiter that never
-// wakes is a `livelock` verdict (the run's step bound).
+// and class; the heap walk with no live block; S6 (reuse=1: each worker frees its blocks when
+// done and asks once more for a block of 8x its size, another class) that request is not refused
+// while the request and a chunk and a superbin per block live and per other lane inside allocate
+// at that moment (what they may keep from the tree) fit twice in the mapped memory: the walk that its failed attempt left to growth must run before it
+// gives up (design.md §12.9; checked with one worker lane). A waiter that never wakes is a `livelock` verdict (the run's step
+// bound).
 // bug: 1 a granule published before it is mapped, 2 the adopter's lock not atomic (a granule
 // adopted twice: the core's TOGA_REQUIRE), 3 a lost wake-up (waiting for the round to change from
 // a value read after posting), 4 a refusing round that does not say so, 5 the courier reads the
@@ -30,7 +33,8 @@
 // what earlier rounds published (S5), 9 adopting a ring entry adopts the first granule of its run
 // only (S3: mapped and adopted granules differ). With run=N (a power of two) the service maps
 // consecutive granules in runs of up to N granules, one ring entry each (group_runs, design.md
-// §12.8).
+// §12.8). 10 a request that gives up on growth returns nullptr without the reclaim walk it left
+// to growth (S6 with reuse=1).
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -60,7 +64,7 @@ struct service_inst final : instance {
   };
   unsigned lanes, workers, ops, sms;
   std::uint64_t size, granule_bytes = 0, granules = 0, hb = 0;
-  bool mixed;
+  bool mixed, reuse;
   std::int64_t budget;
   std::uint64_t ahead;
   unsigned run_log2 = 0;  // the service's largest run: 2^run_log2 granules  // percent of the mapped granules a round maps at least (growth_options::service_ahead_percent)
@@ -72,7 +76,7 @@ struct service_inst final : instance {
   service_cursor cursor{};
   // ghost state (the host's knowledge, and the lanes' results)
   std::vector<bool> mapped;  // per granule: the service's driver call returned
-  std::uint64_t mapped_count = 0, nulls = 0, driver_calls = 0;
+  std::uint64_t mapped_count = 0, nulls = 0, driver_calls = 0, live_blocks = 0, busy = 0;  // (the lanes' blocks now; lanes inside allocate)
   std::uint32_t finished = 0, all_freed = 0;
   std::string violation;
   std::vector<std::vector<std::pair<char*, std::uint64_t>>> blocks;  // per lane: its blocks and their sizes
@@ -84,6 +88,7 @@ struct service_inst final : instance {
         sms(w.config().sms),
         size(static_cast<std::uint64_t>(p.get("size", 4096))),
         mixed(p.get("mixed", 0) != 0),
+        reuse(p.get("reuse", 0) != 0),
         budget(p.get("budget", -1)),
         ahead(static_cast<std::uint64_t>(p.get("ahead", 0))),
         blocks(lanes) {
@@ -154,7 +159,9 @@ struct service_inst final : instance {
     auto& mine = blocks[me];
     for (unsigned k = 0; k < ops; ++k) {
       const std::uint64_t bytes = size_of(me, k);
+      ++busy;
       char* q = static_cast<char*>(a.allocate(bytes));
+      --busy;
       if (q == nullptr) {
         ++nulls;
         const std::uint64_t wait = a.globals->growth.service_wait_ns;
@@ -183,7 +190,9 @@ struct service_inst final : instance {
                       " that the service has not mapped yet";
       std::memset(q, static_cast<int>(me + 1), bytes);
       mine.emplace_back(q, bytes);
+      ++live_blocks;
     }
+    if (reuse) reuse_once(me, mine);
     P::fetch_add(&finished, 1u, release, device_scope);
     // free after the service's final adoption, so that its counts are those of quiescence
     for (unsigned attempt = 0; P::load(&all_freed, acquire, device_scope) == 0; ++attempt) P::backoff(attempt);
@@ -195,6 +204,38 @@ struct service_inst final : instance {
         }
       a.deallocate(q);
     }
+  }
+
+  // reuse=1: the worker frees its blocks and asks once for 8x its size (another class, which
+  // needs a superbin, a chunk or a TBuddy block the freed ones may hold cached); S6.
+  void reuse_once(unsigned me, std::vector<std::pair<char*, std::uint64_t>>& mine) {
+    for (const auto& [q, bytes] : mine) {
+      (void)bytes;
+      a.deallocate(q);
+      --live_blocks;
+    }
+    mine.clear();
+    const std::uint64_t bytes = size << 3;
+    ++busy;
+    char* q = static_cast<char*>(a.allocate(bytes));
+    --busy;
+    if (q == nullptr) {
+      ++nulls;
+      // each live block, and each other lane inside allocate (its GROW may hold what the walk
+      // gave back), may keep a chunk and a superbin from the tree; everything else a walk gives
+      // back (empty bins and superbins, cached chunks)
+      const std::uint64_t pinned = (live_blocks + busy) * ((std::uint64_t{1} << layout.sb_shift) + geom::chunk_bytes);
+      const std::uint64_t mapped_now = a.globals->growth.mapped_granules * granule_bytes;
+      // (one worker only: with several, another arena's hysteresis and in-flight GROWs keep
+      // memory that no bound here accounts for exactly)
+      if (workers == 1 && a.globals->growth.service_wait_ns >= 1'000'000'000 && 2 * (pinned + bytes) <= mapped_now && violation.empty())
+        violation = "S6 lane " + str(me) + " got nullptr for " + str(bytes) + " B after freeing its blocks, though " + str(live_blocks) +
+                    " blocks are live, " + str(busy) + " other lanes allocate and " + str(mapped_now) + " B mapped: the reclaim walk its attempt left to growth did not run";
+      return;
+    }
+    std::memset(q, static_cast<int>(me + 1), bytes);
+    mine.emplace_back(q, bytes);
+    ++live_blocks;
   }
 
   std::optional<std::string> check_final() override {
@@ -226,6 +267,7 @@ std::unique_ptr<instance> make_service(world& w, const params& p) {
     case 7: return std::make_unique<service_inst<service_bug::adoption_overlap_ignored>>(w, p);
     case 8: return std::make_unique<service_inst<service_bug::refusal_ignores_adoptions>>(w, p);
     case 9: return std::make_unique<service_inst<service_bug::run_adopts_head_only>>(w, p);
+    case 10: return std::make_unique<service_inst<service_bug::give_up_without_walk>>(w, p);
     default: return std::make_unique<service_inst<service_bug::none>>(w, p);
   }
 }
@@ -239,7 +281,8 @@ void register_service_scenarios() {
        "adopt and retry; params warps=2 threads=2 sms=1 ops=2 size=4096 mixed=0 heap_kib=1024 granule_kib=256 budget=-1 "
        "wait_us=10000000 ahead=0 run=1 bug=0 (1 granule published before it is mapped, 2 adopter lock not atomic, 3 lost wake-up, 4 a "
        "refusal not published, 5 the courier's mirror without acquire/release, 6 the courier relays only new demand, 7 a failure an adoption overlapped gives up as exhausted, 8 a refused waiter does not try what was published, 9 a run's "
-       "entry adopts its first granule only)",
+       "entry adopts its first granule only, 10 a request that gives up on growth skips the reclaim walk left to growth); reuse=1: "
+       "workers free their blocks and ask once for 8x the size (S6)",
        expectation::pass,
        [](const params& p) {
          return launch_config{static_cast<unsigned>(p.get("sms", 1)), static_cast<unsigned>(p.get("warps", 2)),
@@ -260,7 +303,8 @@ void register_service_scenarios() {
        drawn_from({"ahead", 0, 1'000, 0, "percent of the mapped granules a round maps at least (service_ahead_percent)"}, {0, 100, 300}),
        drawn({"run", 1, 64, 1, "the largest run of granules one ring entry carries (max_run_bytes / granule)"}, 1, 8, draw_kind::pow2, true),
        {"sb_shift", -1, geom::sb_max_shift, -1, "log2 of the superbin bytes (0: none; -1: toga's choice)"},
-       {"bug", 0, 9, 0, "planted bug"}});
+       drawn({"reuse", 0, 1, 0, "1: each worker frees its blocks when done and asks once for 8x its size (S6)"}, 0, 1),
+       {"bug", 0, 10, 0, "planted bug"}});
   sc.shape_limit = [](const params& p) -> std::optional<std::string> {
     const std::int64_t lanes = p.get("sms", 1) * p.get("warps", 2) * p.get("threads", 2);
     if (lanes < 2) return "one lane: no worker beside the service";

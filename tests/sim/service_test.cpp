@@ -69,6 +69,10 @@ TEST(GrowService, PlantedBugsDieWithTheirReplayCommand) {
        {{"bug", 7}, {"ahead", 300}, {"granule_kib", 1024}, {"heap_kib", 4096}, {"ops", 2}, {"size", 4096}, {"threads", 8}, {"warps", 2}}},
       {"refusal_ignores_adoptions",
        {{"bug", 8}, {"budget", 2}, {"granule_kib", 1024}, {"heap_kib", 4096}, {"ops", 2}, {"size", 512}, {"threads", 4}, {"warps", 3}}},
+      // growth before the reclaim walk (design.md §12.9): one worker fills the one granule the
+      // budget allows with a 256 B superbin, frees it, asks for 2 KiB (another superbin class)
+      {"give_up_without_walk",
+       {{"bug", 10}, {"reuse", 1}, {"budget", 1}, {"threads", 1}, {"warps", 2}, {"heap_kib", 4096}, {"granule_kib", 128}, {"sb_shift", 17}, {"size", 256}}},
   };
   for (const planted& b : bugs) {
     const auto s = explore_service(b.params, 10'000, b.weak, false, b.strategy);
@@ -81,7 +85,7 @@ TEST(GrowService, PlantedBugsDieWithTheirReplayCommand) {
   // random shapes alone find each of them too
   for (std::int64_t bug = 1; bug <= 8; ++bug) {
     if (bug == 7) continue;  // needs every granule mapped early (ahead, a small range): random shapes take ~10^4 (above: its shape)
-    const auto s = explore_service({{"bug", bug}}, 10'000, bug == 5, true, ts::strategy_kind::random);
+    const auto s = explore_service({{"bug", bug}}, 10'000, bug == 5, true, ts::strategy_kind::random);  // (10: S6 needs one worker and a granule the budget fills: its shape above)
     EXPECT_TRUE(s.first_failure) << "planted bug " << bug << " survived 10,000 random shapes";
     if (s.first_failure) std::printf("[ mutant   ] service bug %lld, random shapes: killed at schedule %llu\n", static_cast<long long>(bug),
                                      static_cast<unsigned long long>(s.first_failure->index));

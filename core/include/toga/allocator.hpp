@@ -60,38 +60,6 @@ inline const char* to_string(heap_error_kind k) {
   return "?";
 }
 
-//! A growable heap's state (issue 14): what is mapped, and the demand that growth would serve.
-//! Counters are relaxed and read at quiescence, except `adopted` and `mapped_granules`, which
-//! adopt_granule adds with release (in that order) and the growth service's waiters read with
-//! acquire while kernels run (allocator::allocate_waiting).
-struct growth_state {
-  std::uint64_t mapped_granules;  //!< granules adopted and not withdrawn
-  std::uint64_t adopted;          //!< adoptions so far
-  std::uint64_t withdrawn;        //!< granules withdrawn by trims so far
-  //! Granules growth may ever map (init_growable: all of them; a backend whose max_bytes is below
-  //! the power-of-two range sets fewer): a failure while all of them are mapped is exhaustion.
-  std::uint64_t max_granules;
-  //! The growth service's mailbox (toga/growth_service.hpp; a growth_mailbox* as an integer, 0:
-  //! none): a failed request that growth could serve waits for the service instead of recording
-  //! demand. Set by the backend after init_growable, cleared before the mailbox goes away.
-  std::uint64_t service;
-  std::uint64_t service_wait_ns;  //!< how long such a request waits at most (nanoseconds)
-  //! The waiting requests' words (toga/growth_service.hpp): posted demand, the courier's and the
-  //! adopters' locks, mirrors of the service's words, the waits' statistics.
-  growth_relay relay;
-  std::uint64_t demand_requests;  //!< failed requests that growth could serve (unmapped granules remained)
-  std::uint64_t demand_bytes;     //!< their bytes, each at its served size (size class or TBuddy block)
-  std::uint64_t demand_max_order; //!< the largest order of 4 KiB pages among them
-  //! Arenas whose small requests (<= 1 KiB) failed for want of a chunk: each needs a chunk of its
-  //! own (512 KiB) whatever its requests add up to, so the growth policy maps one per such arena.
-  std::uint64_t demand_chunks;
-  static constexpr unsigned arena_bit_words = 16;  //!< arenas beyond 1,024 share bits (a ≤ count)
-  std::uint64_t demand_arena_bits[arena_bit_words];  //!< which arenas demand_chunks counted
-  //! Words from demand_requests to the end: what the backend clears after a growth.
-  static constexpr unsigned demand_words = 4 + arena_bit_words;
-};
-static_assert(sizeof(growth_state) == offsetof(growth_state, demand_requests) + growth_state::demand_words * sizeof(std::uint64_t),
-              "growth_state: the demand words run from demand_requests to the end");
 
 //! Global metadata: the error log and the byte limit.
 struct heap_globals {
@@ -102,6 +70,9 @@ struct heap_globals {
   byte_limit limit;
   growth_state growth;
 };
+// ualloc::growth_comes_first reaches the growth state from the byte limit it holds (buddy.limit)
+static_assert(offsetof(heap_globals, growth) == offsetof(heap_globals, limit) + sizeof(byte_limit),
+              "heap_globals: growth_state follows byte_limit (ualloc::growth_of)");
 
 //! Where everything lives in the metadata block, for a heap of 4 KiB x 2^(levels-1) bytes and
 //! `arenas` arenas. The block must be zeroed, then `allocator::init_after_zero` run once.
@@ -544,8 +515,12 @@ struct allocator {
     arena_stats& st = small.arenas[P::sm_id() % small.num_arenas].stats;
     // growth cannot serve it: the byte limit refuses, or every granule is mapped and adopted
     // (count_failed counted nothing for it: counted here, once)
+    // Growth came first (ualloc::growth_comes_first): the failed attempt may have left the
+    // reclaim walk to growth, so before giving up here the walk runs (and if it gave something
+    // back, the request tries again).
     const std::uint64_t lim = P::load(&globals->limit.limit, relaxed, device_scope);
     if (lim != 0 && P::load(&globals->limit.reserved, relaxed, device_scope) + block > lim) {
+      if (walk_before_giving_up()) return deadline;
       P::fetch_add(&st.failed_limit, std::uint64_t{1}, relaxed, device_scope);
       P::fetch_add(&gs.relay.exhausted, std::uint64_t{1}, relaxed, device_scope);
       return 0;
@@ -557,6 +532,7 @@ struct allocator {
       return deadline;  // an adoption overlapped the failed attempt: try again (no post, not exhausted)
     }
     if (full) {
+      if (walk_before_giving_up()) return deadline;
       P::fetch_add(&st.failed, std::uint64_t{1}, relaxed, device_scope);
       P::fetch_add(&gs.relay.exhausted, std::uint64_t{1}, relaxed, device_scope);
       return 0;
@@ -596,10 +572,18 @@ struct allocator {
     // the count it read before its attempt)
     if (o == W::outcome::refused && SB != service_bug::refusal_ignores_adoptions && g.broadcast(adopted_seen) != gen) return deadline;
     if (o != W::outcome::retry) {
+      if (walk_before_giving_up()) return deadline;
       P::fetch_add(o == W::outcome::timeout ? &gs.relay.timeouts : &gs.relay.refusals, std::uint64_t{1}, relaxed, device_scope);
       return 0;
     }
     return deadline;
+  }
+  // A request about to give up on growth (refused, timed out, the range full, or the byte limit):
+  // the reclaim walk that its failed attempt left to growth runs now (design.md §12.9). True if
+  // it gave something back (the caller tries again). The planted bug gives up without it.
+  TOGA_DEVICE bool walk_before_giving_up() const TOGA_NOEXCEPT(P) {
+    if constexpr (SB == service_bug::give_up_without_walk) return false;
+    return small.reclaim(false, true);
   }
   // Adopts the granules the growth service published (growth_waiter::adopt_published; a call of
   // its own: TBuddy's free path under it stays off the waiting path's frame).

@@ -68,6 +68,7 @@
 //! number of threads; `service_round` from one host thread at a time.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -94,6 +95,8 @@ enum class service_bug : unsigned {
                             //!< refusal may be a later round's, and earlier rounds' granules may serve it)
   run_adopts_head_only,     //!< adopting a ring entry adopts the run's first granule only (allocator::adopt_entry):
                             //!< the rest stays mapped and never serves a request
+  give_up_without_walk,     //!< a request that gives up on growth (refused, timed out, range full, byte limit) returns
+                            //!< nullptr without the reclaim walk its failed attempt left to growth (design.md §12.9)
 };
 
 //! The words the device and the growth service tell each other (see the file comment). Host
@@ -366,5 +369,38 @@ struct growth_waiter {
     return outcome::retry;
   }
 };
+
+//! A growable heap's state (issue 14): what is mapped, and the demand that growth would serve.
+//! Counters are relaxed and read at quiescence, except `adopted` and `mapped_granules`, which
+//! adopt_granule adds with release (in that order) and the growth service's waiters read with
+//! acquire while kernels run (allocator::allocate_waiting).
+struct growth_state {
+  std::uint64_t mapped_granules;  //!< granules adopted and not withdrawn
+  std::uint64_t adopted;          //!< adoptions so far
+  std::uint64_t withdrawn;        //!< granules withdrawn by trims so far
+  //! Granules growth may ever map (init_growable: all of them; a backend whose max_bytes is below
+  //! the power-of-two range sets fewer): a failure while all of them are mapped is exhaustion.
+  std::uint64_t max_granules;
+  //! The growth service's mailbox (toga/growth_service.hpp; a growth_mailbox* as an integer, 0:
+  //! none): a failed request that growth could serve waits for the service instead of recording
+  //! demand. Set by the backend after init_growable, cleared before the mailbox goes away.
+  std::uint64_t service;
+  std::uint64_t service_wait_ns;  //!< how long such a request waits at most (nanoseconds)
+  //! The waiting requests' words (toga/growth_service.hpp): posted demand, the courier's and the
+  //! adopters' locks, mirrors of the service's words, the waits' statistics.
+  growth_relay relay;
+  std::uint64_t demand_requests;  //!< failed requests that growth could serve (unmapped granules remained)
+  std::uint64_t demand_bytes;     //!< their bytes, each at its served size (size class or TBuddy block)
+  std::uint64_t demand_max_order; //!< the largest order of 4 KiB pages among them
+  //! Arenas whose small requests (<= 1 KiB) failed for want of a chunk: each needs a chunk of its
+  //! own (512 KiB) whatever its requests add up to, so the growth policy maps one per such arena.
+  std::uint64_t demand_chunks;
+  static constexpr unsigned arena_bit_words = 16;  //!< arenas beyond 1,024 share bits (a ≤ count)
+  std::uint64_t demand_arena_bits[arena_bit_words];  //!< which arenas demand_chunks counted
+  //! Words from demand_requests to the end: what the backend clears after a growth.
+  static constexpr unsigned demand_words = 4 + arena_bit_words;
+};
+static_assert(sizeof(growth_state) == offsetof(growth_state, demand_requests) + growth_state::demand_words * sizeof(std::uint64_t),
+              "growth_state: the demand words run from demand_requests to the end");
 
 }  // namespace toga

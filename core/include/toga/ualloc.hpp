@@ -66,6 +66,7 @@
 #include "toga/geometry.hpp"
 #include "toga/ghost.hpp"
 #include "toga/group.hpp"
+#include "toga/growth_service.hpp"
 #include "toga/platform.hpp"
 #include "toga/rcu.hpp"
 #include "toga/tbuddy.hpp"
@@ -476,12 +477,18 @@ struct ualloc {
   //! give back has happened since a walk that gave nothing back and skipped nothing
   //! (byte_limit::reclaim_changes against reclaim_clean), it returns false after two loads.
   //! `force` (the host's trim) walks regardless.
-  TOGA_DEVICE TOGA_NOINLINE bool reclaim(bool force = false) const TOGA_NOEXCEPT(P) {
+  //!
+  //! Growth first (design.md §12.9): on a growable heap with a growth service that can still map
+  //! a granule (some unmapped, the byte limit not refusing a chunk), a failing request leaves the
+  //! walk to growth and returns false at once; the request then waits for the service, which maps
+  //! ahead of demand. `despite_growth` (a request the service refused or timed out) walks anyway.
+  TOGA_DEVICE TOGA_NOINLINE bool reclaim(bool force = false, bool despite_growth = false) const TOGA_NOEXCEPT(P) {
     TOGA_PROFILE_COUNT(prof_ua_reclaim);
     if (buddy.limit == nullptr) {
       bool skipped = false;
       return reclaim_both(skipped);
     }
+    if (!force && !despite_growth && growth_comes_first()) return false;
     if (!force && known_clean()) return false;
     byte_limit* const l = buddy.limit;
     std::uint64_t* gate = &l->reclaim_gate;
@@ -511,6 +518,17 @@ struct ualloc {
       if ((now >> 2) != (w >> 2)) return (now & 2u) != 0;
       P::backoff(attempt);
     }
+  }
+  //! Whether growth, not a reclaim walk, answers a failing request now: a growable heap whose
+  //! growth service is attached, with a granule left unmapped, under no byte limit that refuses
+  //! a chunk. The growth state follows the byte limit in heap_globals (allocator.hpp asserts it).
+  TOGA_DEVICE bool growth_comes_first() const TOGA_NOEXCEPT(P) {
+    if (buddy.grow_granule == 0) return false;
+    growth_state* gs = reinterpret_cast<growth_state*>(reinterpret_cast<char*>(buddy.limit) + sizeof(byte_limit));
+    if (P::load(&gs->service, relaxed, device_scope) == 0) return false;
+    if (P::load(&gs->mapped_granules, relaxed, device_scope) >= P::load(&gs->max_granules, relaxed, device_scope)) return false;
+    const std::uint64_t lim = P::load(&buddy.limit->limit, relaxed, device_scope);
+    return lim == 0 || P::load(&buddy.limit->reserved, relaxed, device_scope) + geom::chunk_bytes <= lim;
   }
   //! Whether the last walk gave nothing back and skipped nothing, and no operation that could
   //! leave something to give back has completed since (two relaxed loads).
