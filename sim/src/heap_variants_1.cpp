@@ -19,4 +19,7 @@ template std::unique_ptr<instance> make_one<ualloc_bug::free_signals_short, tbud
 template std::unique_ptr<instance> make_one<ualloc_bug::undo_whole_reservation, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::relaxed_slot_free, tbuddy_bug::none>(world&, const params&, mode);
 
+template std::unique_ptr<instance> make_one<ualloc_bug::push_back_marks_before_link, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::free_or_over_group, tbuddy_bug::none>(world&, const params&, mode);
+
 }  // namespace toga::sim::heap_scenarios

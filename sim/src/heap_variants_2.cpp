@@ -21,4 +21,8 @@ template std::unique_ptr<instance> make_one<ualloc_bug::empty_bin_unnoted, tbudd
 template std::unique_ptr<instance> make_one<ualloc_bug::clean_read_late, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::superbin_route_coarse, tbuddy_bug::none>(world&, const params&, mode);
 
+template std::unique_ptr<instance> make_one<ualloc_bug::grow_batches_floor, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::set_slot_dead_check_relaxed, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::alignment_limit_doubled, tbuddy_bug::none>(world&, const params&, mode);
+
 }  // namespace toga::sim::heap_scenarios

@@ -20,4 +20,8 @@ template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::prespl
 template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::presplit_drain_charged>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::presplit_drain_unseen>(world&, const params&, mode);
 
+template std::unique_ptr<instance> make_one<ualloc_bug::leave_findable_skips_last_slot, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::claim_hint_wraps_late, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::reclaim_inbox_drops_partial, tbuddy_bug::none>(world&, const params&, mode);
+
 }  // namespace toga::sim::heap_scenarios

@@ -14,4 +14,7 @@ template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::withdr
 template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::adopt_run_keeps_tags>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::find_before_section_barrier, tbuddy_bug::none>(world&, const params&, mode);
 
+template std::unique_ptr<instance> make_one<ualloc_bug::hold_queued_no_wait, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::chunk_signal_after_unlock, tbuddy_bug::none>(world&, const params&, mode);
+
 }  // namespace toga::sim::heap_scenarios

@@ -388,6 +388,40 @@ std::vector<mutant> build() {
          "slots without the __syncwarp after it: a member reads a slot emptied before the epoch flip the leader saw and "
          "hands the leader a bin already released and reused by another class (overlapping blocks)")
           .gpu().weak(),
+      // issue 34's yardstick (simulator.md §18.6): bugs the scenarios' default shapes miss in
+      // 10,000 portfolio schedules; the shapes here are those random shapes drew when they killed them
+      mb("ualloc.leave-findable-skips-last-slot", "reclamation", "exhaust-recover",
+         P{{"bug", 58}, {"align", 512}, {"anchor", 1024}, {"heap_kib", 2048}, {"keep", 2}, {"leak", 1}, {"ops", 12}, {"pins", 3}, {"presplit_kib", 1024}, {"sb_shift", 16}, {"sms", 3}, {"threads", 1}, {"warps", 1}},
+         "a retired bin leaves every pin slot but the last: after it is reused the last slot still offers it to its old class (U2' a pinned bin is DEAD)")
+          .with(pct, 2),
+      mb("ualloc.claim-hint-wraps-late", "off-by-one", "alloc-storm",
+         P{{"bug", 59}, {"align", 1024}, {"anchor", 9714}, {"coalesced", 1}, {"heap_kib", 4096}, {"keep", 3}, {"ops", 12}, {"presplit_kib", 64}, {"sms", 1}, {"threads", 6}, {"warps", 3}},
+         "claim_bits wraps its hint to 0 only past the capacity: a hint equal to it reads the word after the class's and claims bits there (U1')")
+          .with(random),
+      mb("ualloc.reclaim-inbox-drops-partial", "list-integrity", "alloc-storm",
+         P{{"bug", 60}, {"align", 32}, {"coalesced", 1}, {"heap_kib", 512}, {"keep", 3}, {"leak", 1}, {"limit_kib", 1024}, {"ops", 7}, {"pins", 2}, {"presplit_kib", 128}, {"sb_arenas", 4}, {"sb_shift", 0}, {"size", 1024}, {"sms", 2}, {"threads", 8}, {"warps", 4}},
+         "reclaim's inbox pass drops bins with free slots, neither pinned nor queued: their units stay signalled and no search finds them (livelock)")
+          .with(random),
+      mb("ualloc.grow-batches-floor", "off-by-one", "grow-while-alloc",
+         P{{"bug", 61}, {"align", 4}, {"coalesced", 1}, {"granule_kib", 128}, {"heap_kib", 4096}, {"keep", 1}, {"ops", 2}, {"pins", 1}, {"presplit_kib", 256}, {"run_granules", 8}, {"sb_shift", 14}, {"size", 1024}, {"sms", 3}, {"threads", 32}, {"warps", 2}},
+         "a GROW for a group larger than a bin makes floor(t / cap) bins: the group's leftover overflows the semaphore (S1)")
+          .with(pct, 2),
+      mb("ualloc.set-slot-dead-check-relaxed", "memory-order", "exhaust-recover",
+         P{{"bug", 62}, {"align", 512}, {"heap_kib", 2048}, {"keep", 5}, {"leak", 1}, {"limit_kib", 512}, {"ops", 4}, {"pins", 4}, {"presplit_kib", 512}, {"sb_arenas", 3}, {"size", 16384}, {"sms", 1}, {"threads", 9}, {"warps", 2}},
+         "set_slot checks for a retirement that raced with its CAS by a relaxed load: under weak memory it reads a stale count and the retired bin stays pinned (U2')")
+          .with(random).weak(),
+      mb("ualloc.alignment-limit-doubled", "routing", "grow-while-alloc",
+         P{{"bug", 63}, {"align", 256}, {"anchor", 32768}, {"coalesced", 1}, {"granule_kib", 128}, {"heap_kib", 512}, {"keep", 3}, {"leak", 1}, {"ops", 7}, {"presplit_kib", 128}, {"run_granules", 8}, {"sb_shift", 0}, {"sms", 2}, {"threads", 8}, {"warps", 3}},
+         "allocate(bytes, alignment) lets UAlloc's 128 B-aligned slots serve 256 B alignment (G4)")
+          .with(pct, 3),
+      mb("ualloc.free-or-over-group", "atomicity", "grow-while-alloc",
+         P{{"bug", 65}, {"anchor", 1269}, {"coalesced", 1}, {"granule_kib", 512}, {"heap_kib", 4096}, {"keep", 3}, {"leak", 1}, {"limit_kib", 128}, {"ops", 8}, {"run_granules", 2}, {"sb_shift", 17}, {"size", 64}, {"sms", 2}, {"threads", 8}, {"warps", 3}},
+         "a group free ORs the lanes' bits over the whole group, not per word: each word leader clears other words' positions in its word (G1)")
+          .with(pct, 2),
+      mb("ualloc.hold-queued-no-wait", "list-integrity", "superbins",
+         P{{"bug", 66}, {"align", 4096}, {"coalesced", 1}, {"heap_kib", 256}, {"keep", 6}, {"ops", 7}, {"pins", 1}, {"sb_arenas", 2}, {"sms", 3}, {"threads", 32}, {"warps", 1}},
+         "a taker holds a bin that a pusher or another taker still holds (state 2): two holders of one inbox bin (U5: a retired bin still in use)")
+          .with(random),
       // ---- tenants inside one heap (toga/tenants.hpp, scenarios_tenants.cpp) -----------------------
       mb("tenant.free-credits-caller", "accounting", "tenants", P{{"bug", 1}},
          "a free credits the freeing handle's tenant instead of the block's (frees across tenants)")

@@ -76,6 +76,16 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 55: return make_one<ualloc_bug::none, tbuddy_bug::withdraw_splits_run>(w, p, md);
     case 56: return make_one<ualloc_bug::none, tbuddy_bug::adopt_run_keeps_tags>(w, p, md);
     case 57: return make_one<ualloc_bug::find_before_section_barrier, tbuddy_bug::none>(w, p, md);
+    case 58: return make_one<ualloc_bug::leave_findable_skips_last_slot, tbuddy_bug::none>(w, p, md);
+    case 59: return make_one<ualloc_bug::claim_hint_wraps_late, tbuddy_bug::none>(w, p, md);
+    case 60: return make_one<ualloc_bug::reclaim_inbox_drops_partial, tbuddy_bug::none>(w, p, md);
+    case 61: return make_one<ualloc_bug::grow_batches_floor, tbuddy_bug::none>(w, p, md);
+    case 62: return make_one<ualloc_bug::set_slot_dead_check_relaxed, tbuddy_bug::none>(w, p, md);
+    case 63: return make_one<ualloc_bug::alignment_limit_doubled, tbuddy_bug::none>(w, p, md);
+    case 64: return make_one<ualloc_bug::push_back_marks_before_link, tbuddy_bug::none>(w, p, md);
+    case 65: return make_one<ualloc_bug::free_or_over_group, tbuddy_bug::none>(w, p, md);
+    case 66: return make_one<ualloc_bug::hold_queued_no_wait, tbuddy_bug::none>(w, p, md);
+    case 67: return make_one<ualloc_bug::chunk_signal_after_unlock, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -153,6 +163,19 @@ const std::vector<planted_bug>& allocator_planted_bugs() {
       {52, "GROW, --memory weak", "a chunk-class GROW's members init and pin the leader's bins without the __syncwarp"},
       {53, "failing fast", "a climb that stops at a recorded failure keeps its promises"},
       {54, "failing fast", "a climb stops at a stale recorded failure"},
+      {55, "growable heaps", "a trim withdraws the free granules of a run with a live block"},
+      {56, "growable heaps", "a run adopted as one block keeps its granules' unmapped tags"},
+      {57, "slow path, --memory weak", "members search the pin slots without the __syncwarp after the leader's read_lock"},
+      {58, "UAlloc (yardstick)", "a retired bin leaves every pin slot but the last"},
+      {59, "UAlloc (yardstick)", "the claim's hint wraps to 0 only past the capacity"},
+      {60, "UAlloc (yardstick)", "reclaim's inbox pass drops bins with free slots"},
+      {61, "UAlloc (yardstick)", "a GROW for a group larger than a bin makes floor(t / cap) bins"},
+      {62, "UAlloc (yardstick), --memory weak", "set_slot's check for a racing retirement is a relaxed load"},
+      {63, "routing (yardstick)", "allocate(bytes, alignment) lets 128 B-aligned UAlloc slots serve 256 B alignment"},
+      {64, "inbox (yardstick)", "a pushed-back bin is marked queued before its link is read"},
+      {65, "free (yardstick)", "a group free ORs the lanes' bits over the group, not per word"},
+      {66, "inbox (yardstick)", "a taker holds a bin that another holder still holds"},
+      {67, "chunks (yardstick)", "release_bin signals the freed bin after unlocking the chunk mutex"},
   };
   return bugs;
 }
@@ -193,7 +216,7 @@ std::vector<param_spec> heap_keys(std::int64_t warps, std::int64_t threads, std:
           drawn_from({"align", 0, std::int64_t{1} << 20, 0, "alignment asked for with every allocation (0: none; a power of two)"}, pow2_to_4k, true),
           drawn({"anchor", 0, std::int64_t{1} << 20, 0, "alloc-storm, mixed-sizes, superbins: lane 0 first allocates a block of this many bytes (no alignment) and frees it last (0: none)"},
                 16, 65536, draw_kind::near_pow2, true),
-          {"bug", 0, 57, 0, "planted bug (keep in step with make_heap)"}};
+          {"bug", 0, 67, 0, "planted bug (keep in step with make_heap)"}};
 }
 
 // What a drawn heap shape may cost (scenario::shape_limit): at most 64 lanes; storms at most 256
@@ -277,21 +300,21 @@ void register_allocator_scenarios() {
                             "class (what the free path's read-side section prevents); 3 lanes, 1 SM") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {drawn({"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 256, 4096, draw_kind::pow2), drawn({"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, 256, 4096, draw_kind::pow2, true), drawn({"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, 1, 3, draw_kind::uniform, true), {"bug", 0, 57, 0, "planted bug (keep in step with make_heap)"}})));
+                         {drawn({"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 256, 4096, draw_kind::pow2), drawn({"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, 256, 4096, draw_kind::pow2, true), drawn({"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, 1, 3, draw_kind::uniform, true), {"bug", 0, 67, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"failfast-race",
                 std::string("targeted: a free races with a failing 4 KiB request (its recorded failure must not outlive "
                             "the free), then a failing 8 KiB request must not answer for 4 KiB (docs/design.md "
                             "section 13); 4 warps of 1 lane, 1 SM, an 8 KiB heap") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::failfast_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {{"heap_kib", 8, 8, 8, "heap size in KiB (two 4 KiB blocks)"}, {"bug", 0, 57, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 8, 8, 8, "heap size in KiB (two 4 KiB blocks)"}, {"bug", 0, 67, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"clean-race",
                 std::string("targeted: a free that empties a bin races with a reclaim walk (the walk must not record the "
                             "heap clean over it), then a 512 KiB request must get the chunk back (docs/design.md "
                             "section 13); 4 warps of 1 lane, 1 SM, a 1 MiB heap") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::clean_race); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         {{"heap_kib", 1024, 1024, 1024, "heap size in KiB (two 512 KiB halves)"}, {"bug", 0, 57, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 1024, 1024, 1024, "heap size in KiB (two 512 KiB halves)"}, {"bug", 0, 67, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"promise-race",
                 std::string("targeted: a 1 KiB request arrives while another group's GROW publishes the last superbin "
                             "and after a failed request recorded the superbin order exhausted: it must wait for the promised "
@@ -299,7 +322,7 @@ void register_allocator_scenarios() {
                             "64 KiB heap of 32 KiB superbins") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::promise_race); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         {{"heap_kib", 64, 64, 64, "heap size in KiB (two 32 KiB superbins)"}, {"bug", 0, 57, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 64, 64, 64, "heap size in KiB (two 32 KiB superbins)"}, {"bug", 0, 67, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"presplit-race",
                 std::string("targeted: four lanes each ask for a quarter of a 256 KiB heap whose lower half is the "
                             "pre-split reserve (four 32 KiB blocks): two find the tree empty and drain the reserve, "
@@ -307,20 +330,20 @@ void register_allocator_scenarios() {
                             "section 10.5); 4 warps of 1 lane, 1 SM") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::presplit_race); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         {{"heap_kib", 256, 256, 256, "heap size in KiB (a 128 KiB reserve of 32 KiB blocks, a free 128 KiB half)"}, {"bug", 0, 57, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 256, 256, 256, "heap size in KiB (a 128 KiB reserve of 32 KiB blocks, a free 128 KiB half)"}, {"bug", 0, 67, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"adopt-race",
                 std::string("targeted: a group leader adopts a superbin that a member found in a pin slot, and another warp "
                             "serves from the slot it adopted into (the __syncwarp after the scan; run with --memory weak); "
                             "5 warps of 2 lanes, 1 SM, 4 KiB slots in 32 KiB superbins, 3 pin slots") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 5, 2}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::adopt_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {drawn({"heap_kib", 512, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 512, 4096, draw_kind::pow2), {"pins", 3, 3, 3, "pin slots per (arena, class): 3, the roles' own slots are 8k mod 3"}, {"bug", 0, 57, 0, "planted bug (keep in step with make_heap)"}})));
+                         {drawn({"heap_kib", 512, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 512, 4096, draw_kind::pow2), {"pins", 3, 3, 3, "pin slots per (arena, class): 3, the roles' own slots are 8k mod 3"}, {"bug", 0, 67, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"inbox-race",
                 std::string("targeted: a taker holds an exhausted inbox bin while a free refills it (the re-read of the "
                             "count when the taker lets go); 3 warps of one lane, 1 SM, 1024 B, 1 pin slot; lane 1 keeps its block") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 3, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::inbox_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {drawn({"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 256, 4096, draw_kind::pow2), drawn({"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that a GROW queues its bin while the pinned one has slots"}, 1, 3, draw_kind::uniform, true), {"bug", 0, 57, 0, "planted bug (keep in step with make_heap)"}})));
+                         {drawn({"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 256, 4096, draw_kind::pow2), drawn({"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that a GROW queues its bin while the pinned one has slots"}, 1, 3, draw_kind::uniform, true), {"bug", 0, 67, 0, "planted bug (keep in step with make_heap)"}})));
   {
     auto keys = heap_keys(1, 32, 1, 1, 0, 2048);  // size 0: drawn per allocation (8 B .. 1 KiB), as the instance does
     // every nullptr fails this scenario: random shapes leave out what makes blocks scarce

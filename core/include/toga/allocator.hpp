@@ -365,7 +365,7 @@ struct allocator {
     if (alignment > s) s = alignment;
     // UAlloc slots are aligned to min(s, 128); beyond 128 only superbin slots (aligned to their
     // size) and TBuddy blocks are aligned enough.
-    const bool ualloc_ok = alignment <= geom::bin_header_bytes;
+    const bool ualloc_ok = alignment <= (UB == ualloc_bug::alignment_limit_doubled ? 2 * geom::bin_header_bytes : geom::bin_header_bytes);
     return s <= geom::ualloc_always_max_bytes && ualloc_ok ? allocate_small(geom::class_of(s), true)
                                                           : out_of_line([&](const allocator& v) { return v.allocate_above_small(s, ualloc_ok); });
   }

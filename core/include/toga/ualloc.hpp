@@ -121,6 +121,17 @@ enum class ualloc_bug : std::uint8_t {
   walk_flags_after_count,         //!< a lane counts its item before it adds what the item found: the walk's result can miss it
   grow_bins_without_warp_barrier, //!< a chunk-class GROW's producers init and pin the leader's bins without the __syncwarp after the broadcast
   find_before_section_barrier,    //!< a group's stage 2 after the CAS loop or a steal: members read pin slots without the __syncwarp after the leader's read_lock
+  // issue 34's yardstick: windows that the scenarios' default shapes do not reach (simulator.md §18.6)
+  leave_findable_skips_last_slot, //!< a retired bin leaves every pin slot but the last: the last slot keeps it after it is reused
+  claim_hint_wraps_late,          //!< claim_bits wraps its hint to 0 only past the capacity: a hint equal to it reads the word after the class's
+  reclaim_inbox_drops_partial,    //!< reclaim's inbox pass drops bins with free slots (neither pinned nor queued) instead of making them findable
+  grow_batches_floor,             //!< a GROW for a group larger than a bin makes floor(t / cap) bins, not the ceiling
+  set_slot_dead_check_relaxed,    //!< set_slot checks for a retirement that raced with its CAS by a relaxed load, not the acq_rel re-read
+  alignment_limit_doubled,        //!< allocate(bytes, alignment) lets UAlloc's slots (128 B aligned) serve alignments up to 256 B
+  push_back_marks_before_link,    //!< take_inbox marks a pushed-back bin queued before reading its link (a taker may relink it meanwhile)
+  free_or_over_group,             //!< a group free ORs the lanes' bits over the whole group, not per word: a word leader clears other words' positions
+  hold_queued_no_wait,            //!< a taker holds a bin another pusher or taker still holds (state 2) instead of waiting it out
+  chunk_signal_after_unlock,      //!< release_bin signals the chunk's freed bin after releasing the chunk mutex
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -438,8 +449,9 @@ struct ualloc {
       if constexpr (Bug == ualloc_bug::or_drops_lane) {
         if (bits::popc(wm) > 1 && P::lane_id() == 63u - bits::clz(static_cast<std::uint64_t>(wm))) lo = hi = 0;
       }
-      lo = P::reduce_or(wm, lo);
-      hi = P::reduce_or(wm, hi);
+      const std::uint32_t om = Bug == ualloc_bug::free_or_over_group ? g.mask : wm;
+      lo = P::reduce_or(om, lo);
+      hi = P::reduce_or(om, hi);
       const std::uint64_t all = (std::uint64_t{hi} << 32) | lo;
       // [HB] the warp barrier orders every lane's accesses to its slot before the word leader's
       // release RMW (cumulative), so one release covers the whole word group
@@ -747,7 +759,7 @@ struct ualloc {
       if (g.is_leader()) {
         // bins a GROW makes: what the group needs, and for classes of >= 32 slots up to 4 at once
         // (bulk production, E5: the groups arriving behind this one reserve against them)
-        std::uint32_t batches = (t + cap - 1) / cap;
+        std::uint32_t batches = Bug == ualloc_bug::grow_batches_floor && t > cap ? t / cap : (t + cap - 1) / cap;
         // (superbins: no over-production; one holds 32 .. 1024 slots and a whole TBuddy block)
         if (!G::superbins && cap >= hysteresis_min_capacity && batches < 4) batches = t < 4 ? (batches > t ? batches : t) : 4;
         TOGA_PROFILE_START;
@@ -907,7 +919,7 @@ struct ualloc {
   TOGA_DEVICE static std::uint64_t claim_bits(header_t* h, std::uint32_t cap, std::uint32_t n, std::uint32_t& hint) TOGA_NOEXCEPT(P) {
     if (n == 0) return 0;
     for (unsigned attempt = 0;; ++attempt) {
-      if (hint >= cap) hint = 0;
+      if (Bug == ualloc_bug::claim_hint_wraps_late ? hint > cap : hint >= cap) hint = 0;
       const unsigned w = hint / 64;
       const std::uint64_t cur = P::load(&h->bitmap[w], relaxed, device_scope);
       const std::uint64_t from = ~std::uint64_t{0} << (hint % 64);
@@ -1014,7 +1026,8 @@ struct ualloc {
         note_reclaimable();  // the displaced bin, now queued, may be empty
       }
     }
-    if (is_dead(free_sync(bin))) {
+    if (is_dead(Bug == ualloc_bug::set_slot_dead_check_relaxed ? static_cast<std::int32_t>(P::load(&bin_at(bin)->free, relaxed, device_scope))
+                                                                : free_sync(bin))) {
       std::uint64_t mine = entry;
       P::compare_exchange(&L.pins[s], mine, std::uint64_t{0}, acq_rel, device_scope);
     }
@@ -1048,6 +1061,7 @@ struct ualloc {
   TOGA_DEVICE std::uint32_t hold_queued(std::uint64_t b) const TOGA_NOEXCEPT(P) {
     std::uint32_t one = 1;
     for (unsigned attempt = 0; !P::compare_exchange(&bin_at(b)->queued, one, 2u, acq_rel, device_scope) && one == 2; ++attempt) {
+      if constexpr (Bug == ualloc_bug::hold_queued_no_wait) return 1;  // (planted: as if it had held it)
       one = 1;
       P::backoff(attempt);
     }
@@ -1108,9 +1122,11 @@ struct ualloc {
       push_chain(L, first, last);
       // mark them queued, reading each link before the mark (a taker may relink a marked bin)
       for (std::uint64_t x = first;;) {
-        const std::uint64_t nx = P::load(&bin_at(x)->inbox_next, relaxed, device_scope);
         const bool end = x == last;
+        std::uint64_t nx = 0;
+        if constexpr (Bug != ualloc_bug::push_back_marks_before_link) nx = P::load(&bin_at(x)->inbox_next, relaxed, device_scope);
         P::store(&bin_at(x)->queued, 1u, release, device_scope);
+        if constexpr (Bug == ualloc_bug::push_back_marks_before_link) nx = P::load(&bin_at(x)->inbox_next, relaxed, device_scope);
         if (end) break;
         x = nx;
       }
@@ -1409,7 +1425,8 @@ struct ualloc {
   // after its read-side section (false). Inside a read-side section.
   TOGA_DEVICE bool leave_findable(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     if constexpr (Bug != ualloc_bug::retire_keeps_pin) {
-      for (unsigned s = 0; s < num_pins; ++s) {
+      const unsigned slots = Bug == ualloc_bug::leave_findable_skips_last_slot && num_pins > 1 ? num_pins - 1 : num_pins;
+      for (unsigned s = 0; s < slots; ++s) {
         std::uint64_t mine = P::load(&L.pins[s], relaxed, device_scope);
         if (slot_bin(mine) == bin) P::compare_exchange(&L.pins[s], mine, std::uint64_t{0}, acq_rel, device_scope);
       }
@@ -1442,7 +1459,7 @@ struct ualloc {
         const bool empty = free_now(b) == static_cast<std::int32_t>(cap);
         const int r = empty ? try_retire(L, b, cap) : 0;
         if (r == 1) defer_bin(L, b);
-        if (r == 0) make_findable(L, b, false);
+        if (r == 0 && (Bug != ualloc_bug::reclaim_inbox_drops_partial || empty)) make_findable(L, b, false);
         any |= r != 0;
         skipped |= empty && r == 0;
       }
@@ -1479,8 +1496,9 @@ struct ualloc {
       return;
     }
     if (!P::load(&ch->listed, relaxed, device_scope)) link_chunk(A, chunk);
-    A.chunk_sem.signal(1, 0);  // under the mutex: try_wait above never sees a half-signalled chunk
+    if constexpr (Bug != ualloc_bug::chunk_signal_after_unlock) A.chunk_sem.signal(1, 0);  // under the mutex: try_wait above never sees a half-signalled chunk
     unlock(&A.chunk_mtx);
+    if constexpr (Bug == ualloc_bug::chunk_signal_after_unlock) A.chunk_sem.signal(1, 0);
     if (all_free) note_reclaimable();  // the arena's cached free chunk (E11)
   }
   // Under chunk_mtx: is another listed chunk of the arena entirely free (the cached one)?
