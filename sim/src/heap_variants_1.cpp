@@ -22,4 +22,10 @@ template std::unique_ptr<instance> make_one<ualloc_bug::relaxed_slot_free, tbudd
 template std::unique_ptr<instance> make_one<ualloc_bug::push_back_marks_before_link, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::free_or_over_group, tbuddy_bug::none>(world&, const params&, mode);
 
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::group_run_floor_log2>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::group_charges_whole_run>(world&, const params&, mode);
+
+template std::unique_ptr<instance> make_one<ualloc_bug::init_bin_keeps_queued, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::retire_queued_deferred_twice, tbuddy_bug::none>(world&, const params&, mode);
+
 }  // namespace toga::sim::heap_scenarios

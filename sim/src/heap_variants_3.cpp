@@ -24,4 +24,7 @@ template std::unique_ptr<instance> make_one<ualloc_bug::leave_findable_skips_las
 template std::unique_ptr<instance> make_one<ualloc_bug::claim_hint_wraps_late, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::reclaim_inbox_drops_partial, tbuddy_bug::none>(world&, const params&, mode);
 
+template std::unique_ptr<instance> make_one<ualloc_bug::super_fallback_bound_doubled, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::findable_unnoted, tbuddy_bug::none>(world&, const params&, mode);
+
 }  // namespace toga::sim::heap_scenarios

@@ -17,4 +17,8 @@ template std::unique_ptr<instance> make_one<ualloc_bug::find_before_section_barr
 template std::unique_ptr<instance> make_one<ualloc_bug::hold_queued_no_wait, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::chunk_signal_after_unlock, tbuddy_bug::none>(world&, const params&, mode);
 
+template std::unique_ptr<instance> make_one<ualloc_bug::grow_pins_from_two_left, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::undo_crossing_from_zero_missed, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::retire_takes_one_unit_short, tbuddy_bug::none>(world&, const params&, mode);
+
 }  // namespace toga::sim::heap_scenarios

@@ -422,6 +422,39 @@ std::vector<mutant> build() {
          P{{"bug", 66}, {"align", 4096}, {"coalesced", 1}, {"heap_kib", 256}, {"keep", 6}, {"ops", 7}, {"pins", 1}, {"sb_arenas", 2}, {"sms", 3}, {"threads", 32}, {"warps", 1}},
          "a taker holds a bin that a pusher or another taker still holds (state 2): two holders of one inbox bin (U5: a retired bin still in use)")
           .with(random),
+      mb("tbuddy.group-run-floor-log2", "off-by-one", "alloc-storm",
+         P{{"bug", 68}, {"align", 32}, {"anchor", 16384}, {"coalesced", 1}, {"heap_kib", 128}, {"keep", 5}, {"ops", 7}, {"sb_arenas", 3}, {"sb_shift", 14}, {"size", 32768}, {"sms", 4}, {"threads", 32}, {"warps", 1}},
+         "a group's carved run has 2^floor(log2 g) TBuddy blocks, not 2^ceil: the lanes past it get blocks outside the run (S1 overflow)")
+          .with(random),
+      mb("tbuddy.group-charges-whole-run", "accounting", "alloc-storm",
+         P{{"bug", 69}, {"align", 32}, {"anchor", 16384}, {"coalesced", 1}, {"heap_kib", 128}, {"keep", 5}, {"ops", 7}, {"sb_arenas", 3}, {"sb_shift", 14}, {"size", 32768}, {"sms", 4}, {"threads", 32}, {"warps", 1}},
+         "a group that carves a run charges the byte limit for the whole run, not its g blocks (the byte count and the blocks disagree)")
+          .with(random),
+      mb("ualloc.grow-pins-from-two-left", "list-integrity", "alloc-storm",
+         P{{"bug", 72}, {"align", 32}, {"coalesced", 1}, {"heap_kib", 512}, {"keep", 3}, {"leak", 1}, {"limit_kib", 1024}, {"ops", 7}, {"pins", 2}, {"presplit_kib", 128}, {"sb_arenas", 4}, {"sb_shift", 0}, {"size", 1024}, {"sms", 2}, {"threads", 8}, {"warps", 4}},
+         "a GROW pins its new bin only when two or more slots are left: a bin with one free slot stays unfindable while its unit is signalled")
+          .with(random),
+      mb("ualloc.undo-crossing-from-zero-missed", "list-integrity", "grow-while-alloc",
+         P{{"bug", 73}, {"align", 256}, {"anchor", 98}, {"coalesced", 1}, {"granule_kib", 64}, {"heap_kib", 256}, {"keep", 5}, {"limit_kib", 32}, {"ops", 7}, {"pins", 4}, {"presplit_kib", 128}, {"run_granules", 4}, {"sb_arenas", 4}, {"sb_shift", 13}, {"size", 1}, {"sms", 2}, {"threads", 8}, {"warps", 3}},
+         "an undo of a reservation makes the bin findable only from a negative count, not from exactly 0: a bin with free slots can stay unfindable")
+          .with(stall),
+      mb("ualloc.claim-stays-on-full-word", "liveness", "exhaust-recover",
+         P{{"bug", 75}, {"align", 4}, {"anchor", 32}, {"coalesced", 1}, {"heap_kib", 2048}, {"keep", 4}, {"limit_kib", 128}, {"ops", 4}, {"pins", 4}, {"presplit_kib", 1024}, {"sb_shift", 16}, {"size", 256}, {"sms", 3}, {"threads", 3}, {"warps", 1}},
+         "claim_bits moves its hint to the last bit of a full word instead of to the next word")
+          .with(stall),
+      mb("ualloc.retire-queued-deferred-twice", "reclamation", "exhaust-recover",
+         P{{"bug", 79}, {"align", 512}, {"anchor", 1024}, {"heap_kib", 2048}, {"keep", 2}, {"leak", 1}, {"ops", 12}, {"pins", 3}, {"presplit_kib", 1024}, {"sb_shift", 16}, {"sms", 3}, {"threads", 1}, {"warps", 1}},
+         "a retirer that finds the bin queued (state 1) defers it itself while the taker that meets state 3 defers it too")
+          .with(pct, 2),
+      // planted with the yardstick's bugs but killed by a scenario's default shape (not yardstick members)
+      mb("ualloc.super-fallback-bound-doubled", "routing", "superbins", P{{"bug", 70}},
+         "a superbin request that gets no superbin falls back to UAlloc's classes up to 2 KiB, past the last class (livelock)"),
+      mb("ualloc.retire-takes-one-unit-short", "accounting", "superbins", P{{"bug", 74}},
+         "a retirement takes cap - 1 of the bin's units: one unit stays signalled for slots that are gone (livelock)"),
+      mb("tbuddy.group-failure-keeps-charge", "accounting", "exhaust-recover", P{{"bug", 76}},
+         "a group request that gets no TBuddy block keeps its byte-limit charge (the byte count and the blocks disagree)"),
+      mb("ualloc.init-bin-keeps-queued", "list-integrity", "superbins", P{{"bug", 78}},
+         "init_bin leaves the inbox state of the bin's previous life (3, retired): the new bin is never queued (U2')"),
       // ---- tenants inside one heap (toga/tenants.hpp, scenarios_tenants.cpp) -----------------------
       mb("tenant.free-credits-caller", "accounting", "tenants", P{{"bug", 1}},
          "a free credits the freeing handle's tenant instead of the block's (frees across tenants)")

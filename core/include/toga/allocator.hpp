@@ -670,7 +670,8 @@ struct allocator {
     // 1 KiB: UAlloc's class (62, 31, 15, 7 or 3 slots per 4 KiB bin, from 512 KiB chunks) before a whole
     // 4 KiB block, when 128 B alignment is enough (`ualloc_ok`; a TBuddy block is aligned to its size).
     const std::uint64_t sbytes = geom::sb_class_bytes(c);
-    if ((ualloc_ok || UB == ualloc_bug::fallback_ignores_alignment) && sbytes <= geom::max_class_bytes) {
+    if ((ualloc_ok || UB == ualloc_bug::fallback_ignores_alignment) &&
+        sbytes <= (UB == ualloc_bug::super_fallback_bound_doubled ? 2 * geom::max_class_bytes : geom::max_class_bytes)) {
       const unsigned cu = geom::class_of(sbytes);
       const auto gu = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&small.arenas[au]) | cu));
       const std::uint64_t ou = small.allocate_group(au, cu, gu);

@@ -158,6 +158,10 @@ enum class tbuddy_bug : std::uint8_t {
                                   //!< host then unmaps the whole run, one physical handle, under live blocks)
   adopt_run_keeps_tags,           //!< adopting a run as one block leaves its granules tagged unmapped: frees of blocks in
                                   //!< them are dropped as frees of unmapped memory
+  // issue 34's yardstick (simulator.md §18.6)
+  group_run_floor_log2,           //!< a group's carved run has 2^floor(log2 g) blocks, not 2^ceil: lanes past it get blocks outside the run
+  group_charges_whole_run,        //!< a group that carves a run charges the byte limit for the whole run (2^j blocks), not its g blocks
+  group_failure_keeps_charge,     //!< a group request that gets no block leaves its charge on the byte limit
 };
 
 inline constexpr std::uint64_t no_block = ~std::uint64_t{0};
@@ -473,12 +477,14 @@ struct tbuddy {
   //! order + ceil(log2 g) could be had, or the byte limit): the lanes then fall back to alloc,
   //! which is exact at exhaustion. Blocks of a carved run are contiguous: lane r gets the r-th.
   TOGA_DEVICE std::uint64_t alloc_group(unsigned order, const coalesced_group<P>& g) const TOGA_NOEXCEPT(P) {
-    const unsigned j = g.size <= 1 ? 0u : 64u - bits::clz(std::uint64_t{g.size - 1u});  // ceil(log2 g)
+    const unsigned j = g.size <= 1 ? 0u
+                       : Bug == tbuddy_bug::group_run_floor_log2 ? 63u - bits::clz(std::uint64_t{g.size})
+                                                                 : 64u - bits::clz(std::uint64_t{g.size - 1u});  // ceil(log2 g)
     std::uint64_t base = no_block;
     std::uint32_t how = 0;  // 0: not served, 1: units taken (search), 2: a run carved from `base`
     if (g.is_leader() && order + j <= top() && !known_exhausted(order)) {
       std::uint64_t charged = 0;
-      const std::uint64_t bytes = (geom::page_bytes << order) * g.size;
+      const std::uint64_t bytes = (geom::page_bytes << order) * (Bug == tbuddy_bug::group_charges_whole_run ? (1u << j) : g.size);
       if (!limit || charge(bytes, charged)) {
         if (sem[order].try_wait(g.size)) {
           how = 1;  // one CAS for the whole group [E7]
@@ -497,7 +503,7 @@ struct tbuddy {
             settle_levels(order, left, 0);  // withdraw
           }
         }
-        if (how == 0 && limit) uncharge(bytes);
+        if (how == 0 && limit && Bug != tbuddy_bug::group_failure_keeps_charge) uncharge(bytes);
         if (how != 0 && limit) note_high_water(charged);
       }
     }

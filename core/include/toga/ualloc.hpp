@@ -132,6 +132,15 @@ enum class ualloc_bug : std::uint8_t {
   free_or_over_group,             //!< a group free ORs the lanes' bits over the whole group, not per word: a word leader clears other words' positions
   hold_queued_no_wait,            //!< a taker holds a bin another pusher or taker still holds (state 2) instead of waiting it out
   chunk_signal_after_unlock,      //!< release_bin signals the chunk's freed bin after releasing the chunk mutex
+  super_fallback_bound_doubled,   //!< a superbin request that gets no superbin falls back to UAlloc's classes up to 2 KiB (there are none above 1 KiB)
+  findable_unnoted,               //!< make_findable does not count a reclaim change: a refilled bin that empties later may outlive a clean record
+  grow_pins_from_two_left,        //!< a GROW pins its new bin only when at least two slots are left: a bin with one free slot stays unfindable
+  undo_crossing_from_zero_missed, //!< an undo of a reservation makes the bin findable only from a negative count, not from exactly 0
+  retire_takes_one_unit_short,    //!< a retirement takes cap - 1 of the bin's units from the semaphore: one unit is left for slots that are gone
+  claim_stays_on_full_word,       //!< claim_bits moves its hint to the last bit of a full word instead of the next word
+  free_cold_no_reread,            //!< a free of a class whose empty bins are retired retires only when its own count made the bin empty (no re-read)
+  init_bin_keeps_queued,          //!< init_bin leaves the inbox state of the bin's previous life (3, retired): the new bin can never be queued
+  retire_queued_deferred_twice,   //!< a retirer that finds the bin queued (state 1) defers it itself as well as leaving it to the taker
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -909,7 +918,9 @@ struct ualloc {
     P::inject(fault_site::stall_speculative_undo);
     const std::int32_t before = static_cast<std::int32_t>(P::fetch_add(&h->free, excess, relaxed, device_scope));
     ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(want - got));
-    if (before <= 0 && before + static_cast<std::int32_t>(excess) > 0 && Bug != ualloc_bug::no_relink_on_refill) make_findable(L, bin);
+    if ((Bug == ualloc_bug::undo_crossing_from_zero_missed ? before < 0 : before <= 0) && before + static_cast<std::int32_t>(excess) > 0 &&
+        Bug != ualloc_bug::no_relink_on_refill)
+      make_findable(L, bin);
   }
 
   // Claims up to `n` zero bits of the bin's bitmap for the holder of n reserved slots, one
@@ -926,7 +937,7 @@ struct ualloc {
       std::uint64_t zeros = ~cur & from;
       if (zeros == 0) zeros = ~cur;  // wrap within the word once
       if (zeros == 0) {
-        hint = (w + 1) * 64;
+        hint = Bug == ualloc_bug::claim_stays_on_full_word ? w * 64 + 63 : (w + 1) * 64;
         if (attempt % G::bitmap_words == G::bitmap_words - 1) P::backoff(attempt / G::bitmap_words);
         continue;
       }
@@ -965,7 +976,7 @@ struct ualloc {
     // owned by a slot (a borrowed entry does not count: the next round would share the bin)
     if (owned(L, bin)) return;
     pin_insert(L, bin, false);
-    if (note) note_reclaimable();
+    if (note && Bug != ualloc_bug::findable_unnoted) note_reclaimable();
   }
   TOGA_DEVICE bool owned(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     const std::uint32_t home = P::load(&bin_at(bin)->home, relaxed, device_scope);
@@ -1226,7 +1237,7 @@ struct ualloc {
         if constexpr (Bug == ualloc_bug::pin_before_init)
           if (left > 0) pin_insert(L, bin, true);
         init_bin(bin, c, a, static_cast<unsigned>(cap - left));
-        if (left > 0 && Bug != ualloc_bug::pin_before_init) pin_insert(L, bin, true);  // a full bin stays unfindable (U2')
+        if (left > (Bug == ualloc_bug::grow_pins_from_two_left ? 1u : 0u) && Bug != ualloc_bug::pin_before_init) pin_insert(L, bin, true);  // a full bin stays unfindable (U2')
         if (left > 0) L.rcu.read_unlock(e);
         L.slot_sem.signal(left, left);  // [HB] release: units after the pin that makes them findable
         if (left == cap) note_reclaimable();  // an over-produced bin, pinned empty (E5)
@@ -1350,7 +1361,7 @@ struct ualloc {
     // (pinned: a hint, read without a lock; a pinned bin is kept)
     if (cap < hysteresis_min_capacity && !pinned(L, bin) &&
         (before + static_cast<std::int32_t>(k) == static_cast<std::int32_t>(cap) ||
-         retirable(static_cast<std::int32_t>(P::load(&h->free, relaxed, device_scope)), cap))) {
+         (Bug != ualloc_bug::free_cold_no_reread && retirable(static_cast<std::int32_t>(P::load(&h->free, relaxed, device_scope)), cap)))) {
       const int r = try_retire(L, bin, cap);
       retire = r == 1;
       deferred = r == 2;
@@ -1394,7 +1405,7 @@ struct ualloc {
     P::store(&h->capacity, cap, relaxed, device_scope);
     P::store(&h->class_id, c, relaxed, device_scope);
     P::store(&h->arena, a, relaxed, device_scope);
-    P::store(&h->queued, 0u, relaxed, device_scope);
+    if constexpr (Bug != ualloc_bug::init_bin_keeps_queued) P::store(&h->queued, 0u, relaxed, device_scope);
     P::store(&h->home, 0u, relaxed, device_scope);
     ghost_add<P>(ghost_kind::bin_live, h, 1);
   }
@@ -1402,7 +1413,7 @@ struct ualloc {
   // after the section); 2: retired and already deferred (the caller flushes RCU after the section).
   TOGA_DEVICE int try_retire(class_list<P>& L, std::uint64_t bin, std::uint32_t cap) const TOGA_NOEXCEPT(P) {
     if constexpr (Bug != ualloc_bug::retire_without_try_wait)
-      if (!L.slot_sem.try_wait(cap)) return 0;  // the units are promised to waiters: keep it
+      if (!L.slot_sem.try_wait(Bug == ualloc_bug::retire_takes_one_unit_short ? cap - 1 : cap)) return 0;  // the units are promised to waiters: keep it
     std::uint32_t expected = cap;
     if constexpr (G::superbins && Bug == ualloc_bug::superbin_returned_live) {
       // (planted: retires what it finds, live slots or not)
@@ -1410,7 +1421,7 @@ struct ualloc {
       if (static_cast<std::int32_t>(expected) <= 0) expected = cap;
     }
     if (!P::compare_exchange(&bin_at(bin)->free, expected, dead, acq_rel, device_scope)) {
-      if constexpr (Bug != ualloc_bug::retire_without_try_wait) L.slot_sem.signal(cap, 0);
+      if constexpr (Bug != ualloc_bug::retire_without_try_wait) L.slot_sem.signal(Bug == ualloc_bug::retire_takes_one_unit_short ? cap - 1 : cap, 0);
       return 0;  // somebody reserved meanwhile
     }
     ghost_add<P>(ghost_kind::bin_live, bin_at(bin), -1);
@@ -1440,7 +1451,10 @@ struct ualloc {
       }
       if (P::compare_exchange(&bin_at(bin)->queued, st, 3u, acq_rel, device_scope)) break;
     }
-    if (st != 1) return true;
+    if (st != 1 || Bug == ualloc_bug::retire_queued_deferred_twice) {
+      if (st == 1) take_inbox(L);  // (planted: the taker defers it too)
+      return true;
+    }
     take_inbox(L);
     return false;
   }
