@@ -228,14 +228,36 @@ world::~world() {
 }
 
 void world::start_memory_tracking(memory_model m) {
-  auto& pool = memory_pool();
-  if (pool.empty()) pool.push_back(std::make_unique<memory_state>());
-  mem_ = pool.back().release();
-  pool.pop_back();
+  if (!mem_) {
+    auto& pool = memory_pool();
+    if (pool.empty()) pool.push_back(std::make_unique<memory_state>());
+    mem_ = pool.back().release();
+    pool.pop_back();
+  }
+  // (mem_ already set: the observer's shadow tracking, replaced by a fresh state here, as a world
+  // without an observer starts one at its first block-scope access)
+  shadow_memory_ = false;
   std::vector<unsigned> blocks(lanes_.size());
   for (std::size_t i = 0; i < lanes_.size(); ++i) blocks[i] = lanes_[i].info.block;
   mem_->reset(*this, m, blocks, cfg_.blocks);
-  mem_->set_tracer(memory_tracer_);
+  if (observer_) {
+    mem_->set_tracer([this](const char* what, unsigned lane, const void* addr, std::uint64_t value, unsigned pick,
+                            unsigned candidates) {
+      if (memory_tracer_) memory_tracer_(what, lane, addr, value, pick, candidates);
+      observe_memory(what, lane, addr);
+    });
+  } else {
+    mem_->set_tracer(memory_tracer_);
+  }
+}
+
+void world::observe_memory(const char* what, unsigned lane, const void* addr) {
+  // A seq_cst load or failed CAS advances its lane's epoch once (its seq_cst fence), a seq_cst
+  // store or RMW twice (the fence and the release); weaker orders less (memory.cpp).
+  const bool views = !shadow_memory_;
+  const std::uint32_t delta = views && lane < epoch_at_point_.size() ? mem_->mark_here().epoch - epoch_at_point_[lane] : 0;
+  const bool read = what[0] == 'l' || what[0] == 'c';  // "load", "cas-fail"
+  observer_->access(lane, reinterpret_cast<std::uintptr_t>(addr), !read, views && delta >= (read ? 1u : 2u));
 }
 
 void world::add_invariant(std::string name, invariant_fn fn) {
@@ -281,7 +303,14 @@ run_result world::run(const std::function<void()>& body) {
     return result_;
   }
   install_algorithm_once();
-  if (limits_.memory == memory_model::weak) start_memory_tracking(memory_model::weak);
+  if (limits_.memory == memory_model::weak) {
+    start_memory_tracking(memory_model::weak);
+  } else if (observer_) {
+    start_memory_tracking(memory_model::sc);
+    mem_->set_race_check(false);
+    shadow_memory_ = true;
+  }
+  if (observer_) epoch_at_point_.assign(n, 0);
   tls_current_ = this;
   for (unsigned i = 0; i < n; ++i) runnable_.set(i);
   alive_ = n;
@@ -419,6 +448,10 @@ void world::note_step(op k) {
   lanes_[current_].last_op = k;
   ++lanes_[current_].points;
   lanes_[current_].picks = 0;
+  if (observer_) {
+    if (mem_ && !shadow_memory_) epoch_at_point_[current_] = mem_->mark_here().epoch;
+    observer_->point_op(current_, k, mem_ && !shadow_memory_);
+  }
   std::uint64_t h = result_.trace_hash ^ ((static_cast<std::uint64_t>(current_) << 8) | static_cast<std::uint64_t>(k));
   result_.trace_hash = mix64(h);
 }

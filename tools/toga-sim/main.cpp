@@ -35,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "toga/sim/dpor.hpp"
 #include "toga/sim/faults.hpp"
 #include "toga/sim/litmus.hpp"
 #include "toga/sim/mutants.hpp"
@@ -120,6 +121,9 @@ ts::params parse_params(const ts::scenario& sc, const std::vector<std::string>& 
 
 ts::strategy_config parse_config(const common_args& a) {
   ts::strategy_config c;
+  if (a.strategy == "dpor")
+    throw usage_error("dpor is a command of its own: toga-sim dpor --scenario NAME [--memory weak] [--set ...] "
+                      "(docs/simulator.md section 20)");
   if (!ts::parse_strategy(a.strategy, c.kind) || c.kind == ts::strategy_kind::replay)
     throw usage_error("unknown strategy '" + a.strategy + "'; use random, pct, stall, guided, exhaustive or portfolio");
   if (a.pct_depth == 0) throw usage_error("--pct-depth must be at least 1");
@@ -580,6 +584,86 @@ int cmd_replay(const common_args& a, const std::string& decisions, const std::st
   return r.failed() ? 1 : 0;
 }
 
+// dpor: every execution of a small scenario up to equivalence (docs/simulator.md §20), and with
+// --compare the unreduced enumeration under the same await rule.
+struct dpor_args {
+  std::string scenario, memory = "sc", fair_after = "0", max_steps = "0", save, step_bound = "0", faults = "none";
+  std::vector<std::string> sets;
+  std::uint64_t schedules = 10'000'000;
+  double seconds = 0;
+  bool no_reduction = false, compare = false, keep_going = false;
+  std::string plain = "writers";
+};
+
+void print_dpor(const ts::dpor_summary& s, bool reduce) {
+  fmt::print("  {} {}{}  in {:.2f} s  ({:.1f} steps/run, longest {})\n", reduce ? "executions" : "executions (unreduced)",
+             s.executions, s.redundant ? fmt::format(" (+{} redundant runs cut by sleep sets)", s.redundant) : std::string(),
+             s.seconds, (s.executions + s.redundant) ? double(s.total_steps) / double(s.executions + s.redundant) : 0.0,
+             s.max_steps);
+  fmt::print("  {}\n", s.complete ? std::string("complete: every execution explored (up to equivalence and the await rule)")
+                                  : "INCOMPLETE (stopped: " + s.stopped + ")");
+  fmt::print("  verdicts:");
+  for (unsigned k = 0; k < ts::verdict_kind_count; ++k)
+    if (s.counts[k]) fmt::print(" {}={}", ts::to_string(static_cast<ts::verdict_kind>(k)), s.counts[k]);
+  fmt::print("\n");
+}
+
+int cmd_dpor(const dpor_args& d) {
+  const ts::scenario& sc = need_scenario(d.scenario);
+  const ts::params p = parse_params(sc, d.sets);
+  common_args a;
+  a.memory = d.memory;
+  a.fair_after = d.fair_after;
+  a.max_steps = d.max_steps;
+  a.faults = d.faults;
+  const ts::run_limits limits = limits_of(sc, a);
+  if (auto why = ts::dpor_unsupported(sc, p, limits)) throw usage_error(*why);
+  if (d.schedules == 0) throw usage_error("--schedules 0 explores nothing; give at least 1 (it is the limit on runs)");
+  if (d.seconds < 0) throw usage_error("--seconds must be positive (0: no time limit)");
+  if (d.no_reduction && d.compare) throw usage_error("--compare runs the unreduced enumeration after dpor; it does not go with --no-reduction");
+  ts::dpor_options o;
+  o.reduce = !d.no_reduction;
+  o.max_executions = d.schedules;
+  o.max_seconds = d.seconds;
+  o.step_bound = parse_steps("--step-bound", d.step_bound);
+  o.stop_on_failure = !d.keep_going;
+  if (!ts::parse_plain_mode(d.plain, o.plain))
+    throw usage_error("--plain " + d.plain + ": use all (every step may read plain state: sound for any scenario), writers "
+                      "(the default) or none (plain state ignored); docs/simulator.md section 20");
+  const ts::dpor_summary s = ts::explore_dpor(sc, p, limits, o);
+  fmt::print("scenario {}  dpor{}{}  memory {}", sc.name, o.reduce ? "" : " --no-reduction",
+             o.plain == ts::plain_mode::writers ? "" : std::string(" --plain ") + ts::to_string(o.plain), ts::to_string(limits.memory));
+  for (const auto& [k, v] : p.values()) fmt::print(" {}={}", k, v);
+  fmt::print("\n");
+  print_dpor(s, o.reduce);
+  for (std::size_t n = 0; n < s.failures.size(); ++n) {
+    const auto& f = s.failures[n];
+    fmt::print("  {} at run {}: {}\n    {}\n", n == 0 ? "FIRST FAILURE" : "FAILURE", f.index, ts::to_string(f.result.kind),
+               f.result.message);
+    fmt::print("    {} preemptions, {} switches, {} steps, trace hash {:016x}{}\n", f.result.preemptions, f.result.switches,
+               f.result.steps, f.result.trace_hash,
+               f.deterministic ? " (replayed: same hash)" : "  ** NON-DETERMINISTIC: the replay differed **");
+  }
+  if (!s.failures.empty()) {
+    if (!d.save.empty()) {
+      ts::save_decisions(d.save, sc, p, limits, s.failures.front().result);
+      fmt::print("  replay: {} replay --decisions {}\n", ts::program_name(), d.save);
+    } else {
+      fmt::print("  replay: {} replay --decisions FILE  (write FILE with --save-failure)\n", ts::program_name());
+    }
+  }
+  if (d.compare) {
+    ts::dpor_options u = o;
+    u.reduce = false;
+    const ts::dpor_summary b = ts::explore_dpor(sc, p, limits, u);
+    print_dpor(b, false);
+    if (b.complete && s.complete && s.executions)
+      fmt::print("  reduction: {} -> {} executions ({:.1f}x fewer), {:.2f} s -> {:.2f} s\n", b.executions, s.executions,
+                 double(b.executions) / double(s.executions), b.seconds, s.seconds);
+  }
+  return s.failures_found ? 1 : 0;
+}
+
 // litmus: every litmus configuration, exhaustively, as the Markdown table of docs/simulator.md §4.4:
 // one row per test and placement, one column per variant; each cell says whether PTX allows the
 // weak outcome and in how many of the explored schedules the simulator produced it.
@@ -990,6 +1074,27 @@ int main(int argc, char** argv) {
   lt->add_option("--bound", litmus_bound, "deviations from the default policy (scheduling and read choices)")->check(whole_number)->capture_default_str();
   lt->add_option("--schedules", litmus_schedules, "at most this many schedules per configuration")->check(whole_number)->capture_default_str();
 
+  dpor_args da;
+  auto* dp = app.add_subcommand("dpor", "explore every execution of a small scenario (at most 8 lanes) up to equivalence, with "
+                                        "dynamic partial-order reduction (docs/simulator.md section 20); exit 1 on a failure");
+  dp->add_option("--scenario", da.scenario, "scenario name (toga-sim list)")->required();
+  dp->add_option("--set", da.sets, "scenario parameter name=value (repeatable)");
+  dp->add_option("--memory", da.memory, "memory model: sc or weak")->capture_default_str();
+  dp->add_option("--fair-after", da.fair_after, "scheduling points before the fair tail (0: scenario default)");
+  dp->add_option("--max-steps", da.max_steps, "scheduling points before a livelock verdict (0: scenario default)");
+  dp->add_option("--faults", da.faults, "fault sites: only none (dpor does not reorder fault stalls)")->capture_default_str();
+  dp->add_option("--step-bound", da.step_bound, "choices at or past this step are not enumerated (the run is then "
+                                                "incomplete; 0: --fair-after)");
+  dp->add_option("--schedules", da.schedules, "stop (incomplete) after this many runs")->check(whole_number)->capture_default_str();
+  dp->add_option("--seconds", da.seconds, "stop (incomplete) after this many seconds (0: no limit)");
+  dp->add_flag("--no-reduction", da.no_reduction, "every runnable lane at every choice: the unreduced count");
+  dp->add_flag("--compare", da.compare, "then run the unreduced enumeration too and print the reduction");
+  dp->add_flag("--keep-going", da.keep_going, "do not stop at the first failure");
+  dp->add_option("--plain", da.plain, "plain (non-atomic) shared state: all (a step that may write it is dependent with every "
+                                       "step: sound for any scenario), writers (such steps are dependent with each other) or "
+                                       "none (ignored); docs/simulator.md section 20")->capture_default_str();
+  dp->add_option("--save-failure", da.save, "write the first failure's decisions to FILE (toga-sim replay --decisions FILE)");
+
   mutants_args ma;
   auto* mu = app.add_subcommand("mutants", "run the mutant suite: every planted bug, schedules to its first failure, "
                                            "regressions against the baseline");
@@ -1008,6 +1113,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand(cv)) return cmd_coverage(ca, cx, cov_list);
     if (app.got_subcommand(rp)) return cmd_replay(ra, decisions, rsave, rshrink, rtrace);
     if (app.got_subcommand(dm)) return cmd_demo(demo_schedules, demo_threads);
+    if (app.got_subcommand(dp)) return cmd_dpor(da);
     if (app.got_subcommand(lt)) return cmd_litmus(litmus_memory, litmus_bound, litmus_schedules);
     if (app.got_subcommand(mu)) return cmd_mutants(ma);
   } catch (const ts::input_error& e) {

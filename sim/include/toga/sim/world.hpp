@@ -70,6 +70,24 @@ struct lane_failure {
   std::string message;
 };
 
+//! Told what every step of a lane does to shared state: the dpor strategy's dependency relation
+//! (toga/sim/dpor.hpp, docs/simulator.md §20). A world with an observer tracks memory under
+//! --memory sc as well (with the scoped-race check off until the first block-scope access, as
+//! without one), so that loads name their address; values, verdicts and trace hashes are the same.
+class step_observer {
+ public:
+  virtual ~step_observer() = default;
+  //! Lane `lane` reached a scheduling point before an operation of kind k (or started or exited);
+  //! `views`: the memory model's views matter (--memory weak, or the scoped-race check is on).
+  virtual void point_op(unsigned lane, op k, bool views) = 0;
+  //! The running lane read (write false) or wrote the word at `addr` (a store, an RMW, a
+  //! successful compare-exchange; a failed one reads). `sc_order`: the operation also went
+  //! through the seq_cst order (a seq_cst fence before it: toga/sim/memory.hpp).
+  virtual void access(unsigned lane, std::uintptr_t addr, bool write, bool sc_order) = 0;
+  //! The running lane read state that every step changes (the step count: `platform::clock_ns`).
+  virtual void global(unsigned lane) = 0;
+};
+
 class world {
  public:
   using invariant_fn = std::function<std::optional<std::string>()>;
@@ -104,6 +122,8 @@ class world {
   void set_tracer(tracer_fn t) { tracer_ = std::move(t); }
   //! Called for every tracked memory operation (see memory_state::tracer_fn); weak model only.
   void set_memory_tracer(memory_state::tracer_fn t) { memory_tracer_ = std::move(t); }
+  //! Installs a step observer (before run; nullptr: none, the default).
+  void set_step_observer(step_observer* o) { observer_ = o; }
 
   //! Runs `body` once in every lane and returns the verdict. Call once per world.
   run_result run(const std::function<void()>& body);
@@ -128,7 +148,10 @@ class world {
   const char* site_file() const { return site_file_; }
   std::uint32_t site_line() const { return site_line_; }
   //! Scheduling points executed so far.
-  std::uint64_t steps() const { return result_.steps; }
+  std::uint64_t steps() const {
+    if (observer_ && current_ < lanes_.size()) observer_->global(current_);
+    return result_.steps;
+  }
   //! The memory model's state when this schedule tracks memory (--memory weak, or a block-scope
   //! access seen under sc: the scoped-race check), else nullptr: then every operation reads and
   //! writes the word directly.
@@ -139,7 +162,7 @@ class world {
   bool race_check() const { return race_check_; }
   //! Called before every block-scope operation: under sc, starts the scoped-race check.
   void note_block_scope() {
-    if (!mem_) start_memory_tracking(memory_model::sc);
+    if (!mem_ || shadow_memory_) start_memory_tracking(memory_model::sc);
   }
   //! A fault site (toga/sim/faults.hpp): true when a failure site fires; a stall or delay site
   //! that fires keeps the running lane off for a while (not a scheduling point otherwise).
@@ -216,6 +239,13 @@ class world {
   memory_state* mem_ = nullptr;
   bool race_check_ = true;
   memory_state::tracer_fn memory_tracer_;
+  // dpor: the observer, and whether mem_ tracks only for it (sc, race check off; replaced by real
+  // tracking at the first block-scope access). Per lane: its own epoch at its last point, to tell
+  // a seq_cst operation (a seq_cst fence inside it advances the epoch) from the others.
+  step_observer* observer_ = nullptr;
+  bool shadow_memory_ = false;
+  std::vector<std::uint32_t> epoch_at_point_;
+  void observe_memory(const char* what, unsigned lane, const void* addr);
   // fault sites: per site 0 = not yet decided, 1 = inactive, 2 = active in this schedule
   std::uint8_t fault_state_[32] = {};
   struct stalled_lane {

@@ -1,0 +1,105 @@
+//! @file toga/sim/dpor.hpp
+//! Exhaustive checking of small scenarios with dynamic partial-order reduction (`toga-sim dpor`,
+//! docs/simulator.md §20).
+//!
+//! A schedule is a sequence of *steps*: what one lane does between two lane choices of the world
+//! (its pending operation, the plain code after it, up to its next scheduling point). Two steps of
+//! different lanes are *dependent* when they touch one word and at least one writes it (failed
+//! compare-exchanges read), when both go through the seq_cst order (seq_cst fences, and the fence
+//! inside a seq_cst operation, under --memory weak or while the scoped-race check runs), or when
+//! either is a warp intrinsic or reads the step count (`clock_ns`): those are dependent with
+//! everything. The exploration is a depth-first search over the lane choices with the backtrack
+//! sets of Flanagan and Godefroid (POPL'05, every race of the executed trace rather than the last
+//! one only) and sleep sets (Godefroid), and over every value of every data choice (under --memory
+//! weak: which store each load reads, the reads-from as a branch of its own, as GenMC does).
+//!
+//! Spin loops. A lane that backs off (`P::backoff`) is not chosen again until another lane has
+//! written something, exited or blocked, unless no other lane can run (then every waiting lane
+//! may). That is the await reading of a spin loop (GenMC's spin-assume, Kokologiannakis et al.,
+//! PLDI'19): a failed iteration that wrote nothing is not repeated against the same memory. The
+//! unreduced enumeration (`reduce = false`) uses the same rule, so the two explore the same set of
+//! executions up to equivalence, and the counts compare.
+//!
+//! Single-threaded; one exploration at a time per OS thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "toga/sim/scenario.hpp"
+#include "toga/sim/types.hpp"
+
+namespace toga::sim {
+
+//! Most lanes a dpor exploration accepts (the brief: scenarios of up to about 4 lanes; the lane
+//! sets are 64-bit masks, and more than 8 lanes would not finish anyway).
+inline constexpr unsigned dpor_max_lanes = 8;
+
+//! Plain (non-atomic) shared state: scenario ghost state and data that lanes write between their
+//! scheduling points. The simulator does not see those accesses, so a step is taken to *write plain
+//! state* when it writes an atomic or its operation is a fence, a warp intrinsic, a lane's start or
+//! its exit; a step that only loads, fails a compare-exchange or backs off is taken not to.
+enum class plain_mode : std::uint8_t {
+  //! every step may read plain state: a step that writes it is dependent with every step (sound
+  //! for any scenario; least reduction)
+  all,
+  //! the steps that write plain state are dependent with each other (so every invariant sees the
+  //! same sequence of plain states), and a load-only step is assumed not to read plain state that
+  //! another lane writes without an atomic ordering the two (the default)
+  writers,
+  //! plain state is assumed lane-private or ordered by the atomics: only atomics count (most
+  //! reduction; misses admission's planted bugs, whose invariant counts lanes in a plain counter)
+  none,
+};
+const char* to_string(plain_mode m);
+bool parse_plain_mode(const std::string& s, plain_mode& out);
+
+struct dpor_options {
+  bool reduce = true;                  //!< false: every runnable lane at every choice (the unreduced count)
+  std::uint64_t max_executions = 10'000'000;  //!< schedule limit: stop (incomplete) after this many runs
+  double max_seconds = 0;              //!< time limit in seconds (0: none): stop (incomplete) past it
+  //! Choices at or past this step are not enumerated (the default policy, value 0) and make the
+  //! exploration incomplete; 0: the run's fair_after.
+  std::uint64_t step_bound = 0;
+  bool stop_on_failure = true;
+  //! How plain (non-atomic) shared state counts: see plain_mode.
+  plain_mode plain = plain_mode::writers;
+  //! Called after every run with its result and whether it was redundant (all its remaining
+  //! lanes asleep: an equivalent execution is explored elsewhere).
+  std::function<void(const run_result&, bool redundant)> on_run;
+};
+
+struct dpor_failure {
+  std::uint64_t index = 0;   //!< run number (0-based)
+  run_result result;
+  bool deterministic = true; //!< a replay of its decisions gave the same verdict and trace hash
+};
+
+struct dpor_summary {
+  std::string scenario;
+  std::uint64_t executions = 0;  //!< runs that are not redundant: one per equivalence class explored
+  std::uint64_t redundant = 0;   //!< runs cut by sleep sets (counted apart)
+  std::uint64_t truncated = 0;   //!< runs that reached the step bound (choices past it not enumerated)
+  bool complete = false;         //!< every execution explored: no limit hit, no run truncated
+  std::string stopped;           //!< why it stopped when not complete ("first failure", "schedule limit", ...)
+  double seconds = 0;
+  std::uint64_t counts[verdict_kind_count] = {};
+  std::uint64_t total_steps = 0;
+  std::uint64_t max_steps = 0;   //!< longest run, in scheduling points
+  std::vector<dpor_failure> failures;  //!< the first few, in order found
+  std::uint64_t failures_found = 0;
+};
+
+//! Checks that `sc` with `p` and `limits` fits a dpor exploration: at most dpor_max_lanes lanes,
+//! no fault sites. Returns what is wrong and what to do, or nullopt.
+std::optional<std::string> dpor_unsupported(const scenario& sc, const params& p, const run_limits& limits);
+
+//! Explores every execution of `sc` (with `p`, under `limits`) up to the equivalence above.
+//! Throws std::invalid_argument when dpor_unsupported says so, and std::runtime_error when the
+//! scenario is not deterministic (a replayed prefix reached a different choice).
+dpor_summary explore_dpor(const scenario& sc, const params& p, const run_limits& limits, const dpor_options& opt);
+
+}  // namespace toga::sim

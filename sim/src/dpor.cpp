@@ -1,0 +1,562 @@
+// Dynamic partial-order reduction over the simulator's schedules (toga/sim/dpor.hpp,
+// docs/simulator.md §20).
+#include "toga/sim/dpor.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "toga/sim/runner.hpp"
+#include "toga/sim/strategy.hpp"
+#include "toga/sim/world.hpp"
+
+namespace toga::sim {
+
+namespace {
+
+using mask = std::uint64_t;
+constexpr mask bit(unsigned i) { return mask{1} << i; }
+
+// The seq_cst order as a word: seq_cst fences (and seq_cst operations) write it.
+constexpr std::uintptr_t sc_order_word = ~std::uintptr_t{0};
+
+// What one step did: the words it read and wrote (by ordinal, see `stored`), or "dependent with
+// everything".
+struct summary {
+  bool global = false;
+  bool plain = false;  // may have written plain (non-atomic) shared state: see plain_writer
+  std::vector<std::pair<std::uintptr_t, bool>> acc;  // (word, written)
+  void add(std::uintptr_t a, bool w) {
+    for (auto& [x, wr] : acc)
+      if (x == a) {
+        wr = wr || w;
+        return;
+      }
+    acc.emplace_back(a, w);
+  }
+  void merge(const summary& o) {
+    global = global || o.global;
+    plain = plain || o.plain;
+    for (const auto& [a, w] : o.acc) add(a, w);
+  }
+};
+
+// A step as another run remembers it (sleep sets). Addresses change from run to run (the scenario's
+// state is allocated afresh), so words are named by the order in which the run first touched them
+// (`ordinal`): the same on every run that shares the prefix up to the choice that recorded the
+// step, for the words touched in that prefix (ordinal < prefix). A word first touched after it has
+// no stable name: any such word counts as possibly the same (conservative).
+struct stored {
+  bool global = false;
+  bool plain = false;
+  bool new_read = false, new_write = false;  // touched words the prefix had not touched
+  std::uint32_t prefix = 0;
+  std::vector<std::pair<std::uintptr_t, bool>> known;  // (ordinal < prefix, written)
+  void merge(const summary& s, std::uint32_t pre) {
+    prefix = pre;
+    global = global || s.global;
+    plain = plain || s.plain;
+    for (const auto& [o, w] : s.acc) {
+      if (o < pre) {
+        bool found = false;
+        for (auto& [x, wx] : known)
+          if (x == o) {
+            wx = wx || w;
+            found = true;
+          }
+        if (!found) known.emplace_back(o, w);
+      } else {
+        (w ? new_write : new_read) = true;
+      }
+    }
+  }
+};
+
+// A remembered step against a step of this run (ordinals of this run).
+// Plain state (dpor_options::plain): under plain_mode::all a step that may write it is dependent
+// with every step; under writers only with another such step.
+bool plain_dependent(bool a, bool b, plain_mode m) { return m == plain_mode::all ? (a || b) : (a && b); }
+
+bool dependent(const stored& a, const summary& b, plain_mode m) {
+  if (a.global || b.global || plain_dependent(a.plain, b.plain, m)) return true;
+  for (const auto& [o, w] : b.acc) {
+    if (o >= a.prefix) {
+      if (a.new_write || (w && a.new_read)) return true;
+      continue;
+    }
+    for (const auto& [x, wx] : a.known)
+      if (x == o && (w || wx)) return true;
+  }
+  return false;
+}
+
+bool dependent(const summary& a, const summary& b, plain_mode m) {
+  if (a.global || b.global || plain_dependent(a.plain, b.plain, m)) return true;
+  for (const auto& [x, wx] : a.acc)
+    for (const auto& [y, wy] : b.acc)
+      if (x == y && (wx || wy)) return true;
+  return false;
+}
+
+struct event {
+  unsigned lane;
+  int node;          // the lane choice that started it (index into the stack), -1: forced or past a cut
+  summary acc;
+  int enabler = -1;  // the event that ended its lane's wait (the await rule), -1: none
+  bool after_cut = false;
+};
+
+struct node {
+  bool data = false;
+  // data choice
+  std::uint32_t n = 0, value = 0;
+  // lane choice
+  mask enabled = 0, backtrack = 0, done = 0, sleep = 0;
+  unsigned chosen = 0;
+  std::uint32_t prefix = 0;           // words the run had touched when this choice was made
+  std::vector<stored> sleep_acc;      // per lane in `sleep`: its step
+  std::vector<stored> explored_acc;   // per lane explored here: its step (union over the runs)
+};
+
+}  // namespace
+
+//! The strategy and step observer of one exploration (stateful across runs, like
+//! exhaustive_strategy): begin / run / finish / advance.
+class dpor_strategy final : public strategy, public step_observer {
+ public:
+  dpor_strategy(bool reduce, std::uint64_t step_bound, plain_mode plain)
+      : reduce_(reduce), plain_rule_(plain != plain_mode::none), plain_(plain), step_bound_(step_bound) {}
+
+  void begin(std::uint64_t, unsigned lanes) override {
+    lanes_ = lanes;
+    pos_ = 0;
+    events_.clear();
+    cur_ = -1;
+    ended_ = -1;
+    cut_ = redundant_ = truncated_ = false;
+    spin_ = 0;
+    stale_ = 0;
+    exited_ = 0;
+    pending_.assign(lanes, op::start);
+    pending_open_.assign(lanes, false);
+    enabler_next_.assign(lanes, -1);
+    sleep_ = 0;
+    sleep_acc_.assign(lanes, stored{});
+    ordinal_.clear();
+    ordinal_.emplace(sc_order_word, 0);
+  }
+
+  unsigned pick_lane(const pick_context& c) override {
+    end_event();
+    // The await rule: a lane at a backoff waits until another lane writes, exits or blocks.
+    if (c.current < lanes_ && c.current_runnable && c.yield && pending_[c.current] == op::backoff) spin_ |= bit(c.current);
+    mask runnable = 0;
+    for (unsigned i = c.runnable.first_from(0); i < c.runnable.size(); i = c.runnable.first_from(i + 1)) runnable |= bit(i);
+    mask enabled = runnable & ~spin_;
+    if (enabled == 0) {  // every runnable lane waits: all may run (the last step let them)
+      for (mask m = runnable & spin_; m; m &= m - 1) enabler_next_[std::countr_zero(m)] = cur_;
+      spin_ &= ~runnable;
+      enabled = runnable;
+    }
+    if (c.step >= step_bound_) {
+      if (!cut_) truncated_ = true;
+      return start_forced(default_pick(c));
+    }
+    if (cut_) return start_forced(default_pick(c));
+    if (pos_ == stack_.size()) {
+      node nd;
+      nd.enabled = enabled;
+      if (reduce_) {
+        nd.sleep = sleep_ & enabled;
+        nd.sleep_acc = sleep_acc_;
+      }
+      nd.explored_acc.assign(lanes_, stored{});
+      nd.prefix = static_cast<std::uint32_t>(ordinal_.size());
+      const mask open = enabled & ~nd.sleep;
+      if (open == 0) {  // every enabled lane is asleep: equivalent runs are explored elsewhere
+        cut_ = redundant_ = true;
+        return start_forced(default_pick(c));
+      }
+      const unsigned def = default_pick(c);
+      nd.chosen = (open & bit(def)) ? def : static_cast<unsigned>(std::countr_zero(open));
+      nd.backtrack = reduce_ ? bit(nd.chosen) : enabled;
+      stack_.push_back(std::move(nd));
+    }
+    node& nd = stack_[pos_];
+    if (nd.data || nd.enabled != enabled)
+      throw std::runtime_error("dpor: the scenario is not deterministic (choice " + std::to_string(pos_) +
+                               " found other runnable lanes than before on the same prefix)");
+    const unsigned chosen = nd.chosen;
+    if (reduce_) {  // the lanes explored before this one sleep while the steps after it are independent
+      sleep_ = (nd.sleep | nd.done) & ~bit(chosen);
+      for (mask m = sleep_; m; m &= m - 1) {
+        const unsigned r = static_cast<unsigned>(std::countr_zero(m));
+        sleep_acc_[r] = (nd.sleep & bit(r)) ? nd.sleep_acc[r] : nd.explored_acc[r];
+      }
+    }
+    start_event(chosen, static_cast<int>(pos_++));
+    return chosen;
+  }
+
+  std::uint32_t pick_value(std::uint32_t n, std::uint64_t step, unsigned lane) override {
+    // The await rule for reads: a lane that backed off and saw no write since repeats its
+    // iteration against the same stores; it reads the newest (the older ones it could read the
+    // iteration before).
+    if (lane < lanes_ && (stale_ & bit(lane))) return 0;
+    if (step >= step_bound_) {
+      if (!cut_) truncated_ = true;
+      return 0;
+    }
+    if (cut_) return 0;
+    if (pos_ == stack_.size()) {
+      node nd;
+      nd.data = true;
+      nd.n = n;
+      stack_.push_back(std::move(nd));
+    }
+    const node& nd = stack_[pos_++];
+    if (!nd.data || nd.n != n)
+      throw std::runtime_error("dpor: the scenario is not deterministic (data choice " + std::to_string(pos_ - 1) +
+                               " changed on the same prefix)");
+    return nd.value;
+  }
+
+  // ---- step_observer --------------------------------------------------------------------------
+  void point_op(unsigned lane, op k, bool views) override {
+    ensure_lane(lane);
+    if (pending_open_[lane]) apply(lane, pending_[lane]);  // no choice since: it ran in this step
+    views_ = views;
+    if (k == op::start || k == op::exit) {
+      if (plain_rule_) events_[static_cast<std::size_t>(cur_)].acc.plain = true;
+      if (k == op::exit) {
+        exited_ |= bit(lane);
+        wake_all();  // a lane that exits may be what the waiting lanes wait for
+      }
+      pending_open_[lane] = false;
+      return;
+    }
+    if (k == op::backoff) stale_ |= bit(lane);
+    pending_[lane] = k;
+    pending_open_[lane] = true;
+  }
+  void access(unsigned lane, std::uintptr_t addr, bool write, bool sc_order) override {
+    ensure_lane(lane);
+    summary& s = events_[static_cast<std::size_t>(cur_)].acc;
+    s.add(ordinal(addr), write);
+    if (write && plain_rule_) s.plain = true;
+    if (sc_order) s.add(0, true);
+    if (write || sc_order) {
+      stale_ &= ~bit(lane);
+      wake_all();
+    }
+  }
+  void global(unsigned lane) override {
+    ensure_lane(lane);
+    events_[static_cast<std::size_t>(cur_)].acc.global = true;
+    wake_all();
+  }
+
+  // ---- after a run ----------------------------------------------------------------------------
+  //! The race analysis of the run just finished (reduce only): adds backtrack points.
+  void finish(const run_result& r) {
+    end_event();
+    if (!reduce_) return;
+    // An aborted run's lanes that did not exit had a pending step: unknown, so dependent with all.
+    if (r.failed())
+      for (unsigned l = 0; l < lanes_; ++l)
+        if (!(exited_ & bit(l))) {
+          event e{l, -1, {}, -1, true};
+          e.acc.global = true;
+          events_.push_back(std::move(e));
+        }
+    // Past a cut only each lane's first step counts (the next steps at the cut).
+    std::vector<std::size_t> ev;
+    mask seen_after = 0;
+    for (std::size_t j = 0; j < events_.size(); ++j) {
+      const event& e = events_[j];
+      if (e.after_cut) {
+        if (seen_after & bit(e.lane)) continue;
+        seen_after |= bit(e.lane);
+      }
+      ev.push_back(j);
+    }
+    // Vector clocks over the trace's happens-before (program order, dependence, await edges).
+    const std::size_t m = ev.size();
+    std::vector<std::vector<std::uint32_t>> vc(m, std::vector<std::uint32_t>(lanes_, 0));
+    std::vector<std::uint32_t> count(lanes_, 0), seq(m, 0);
+    std::vector<long> last(lanes_, -1);
+    std::vector<std::pair<std::size_t, std::size_t>> races;
+    for (std::size_t jj = 0; jj < m; ++jj) {
+      const event& ej = events_[ev[jj]];
+      const unsigned p = ej.lane;
+      seq[jj] = ++count[p];
+      if (last[p] >= 0) vc[jj] = vc[static_cast<std::size_t>(last[p])];
+      const std::vector<std::uint32_t> before = vc[jj];  // p's state before this step
+      vc[jj][p] = seq[jj];
+      for (std::size_t ii = 0; ii < jj; ++ii) {
+        const event& ei = events_[ev[ii]];
+        if (ei.lane == p) continue;
+        const bool enabling = ej.enabler >= 0 && static_cast<std::size_t>(ej.enabler) == ev[ii];
+        if (!enabling && !dependent(ei.acc, ej.acc, plain_)) continue;
+        if (before[ei.lane] < seq[ii] && ei.node >= 0) races.emplace_back(ii, jj);
+        for (unsigned l = 0; l < lanes_; ++l) vc[jj][l] = std::max(vc[jj][l], vc[ii][l]);
+      }
+      last[p] = static_cast<long>(jj);
+    }
+    // Each race e_i, e_j is reversed from the state before e_i by a lane that can start the
+    // events after e_i that do not depend on it, followed by e_j: an *initial* of that sequence
+    // (source sets, Abdulla, Aronis, Jonsson, Sagonas, POPL'14). Adding e_j's lane instead (the
+    // rule of Flanagan and Godefroid) loses executions together with sleep sets.
+    const auto hb = [&](std::size_t a, std::size_t b) { return vc[b][events_[ev[a]].lane] >= seq[a]; };
+    std::vector<std::size_t> v;
+    for (const auto& [ii, jj] : races) {
+      v.clear();
+      mask lanes_seen = 0, initials = 0;
+      const auto consider = [&](std::size_t kk) {
+        const unsigned q = events_[ev[kk]].lane;
+        if (!(lanes_seen & bit(q))) {
+          bool first = true;
+          for (std::size_t k2 : v)
+            if (hb(k2, kk)) {
+              first = false;
+              break;
+            }
+          if (first) initials |= bit(q);
+          lanes_seen |= bit(q);
+        }
+        v.push_back(kk);
+      };
+      for (std::size_t kk = ii + 1; kk < jj; ++kk)
+        if (!hb(ii, kk)) consider(kk);
+      consider(jj);
+      add_backtrack(static_cast<std::size_t>(events_[ev[ii]].node), initials);
+    }
+  }
+
+  //! Moves to the next run; false when the search is over.
+  bool advance() {
+    stack_.resize(std::min(stack_.size(), pos_));
+    while (!stack_.empty()) {
+      node& nd = stack_.back();
+      if (nd.data) {
+        if (nd.value + 1 < nd.n) {
+          ++nd.value;
+          return true;
+        }
+      } else {
+        nd.done |= bit(nd.chosen);
+        const mask cand = nd.backtrack & nd.enabled & ~nd.done & ~nd.sleep;
+        if (cand) {
+          nd.chosen = static_cast<unsigned>(std::countr_zero(cand));
+          return true;
+        }
+      }
+      stack_.pop_back();
+    }
+    return false;
+  }
+
+  bool redundant() const { return redundant_; }
+  bool truncated() const { return truncated_; }
+
+ private:
+  // Makes one of `initials` run first at choice n (nothing to do when one is already in its
+  // backtrack set); an initial that cannot run there (it waits) brings in every lane that can.
+  void add_backtrack(std::size_t n, mask initials) {
+    node& nd = stack_[n];
+    if (initials & nd.backtrack) return;
+    const mask ok = initials & nd.enabled & ~nd.sleep;
+    if (ok) nd.backtrack |= ok & (~ok + 1);
+    else if (initials & nd.enabled) nd.backtrack |= initials & nd.enabled & (~(initials & nd.enabled) + 1);
+    else nd.backtrack |= nd.enabled;
+  }
+  void wake_all() {
+    const unsigned me = cur_ >= 0 ? events_[static_cast<std::size_t>(cur_)].lane : ~0u;
+    stale_ &= me < 64 ? bit(me) : 0;
+    for (mask m = spin_ & ~(me < 64 ? bit(me) : 0); m; m &= m - 1) {
+      const unsigned l = static_cast<unsigned>(std::countr_zero(m));
+      enabler_next_[l] = cur_;
+      spin_ &= ~bit(l);
+    }
+  }
+  // What a pending operation does when it runs, beyond the accesses the memory model reports.
+  void apply(unsigned lane, op k) {
+    pending_open_[lane] = false;
+    summary& s = events_[static_cast<std::size_t>(cur_)].acc;
+    if (plain_rule_ && k != op::load && k != op::cas && k != op::backoff && k != op::choice) s.plain = true;
+    switch (k) {
+      case op::fence:
+        if (views_) {
+          s.add(0, true);
+          wake_all();
+        }
+        break;
+      case op::activemask:
+      case op::ballot:
+      case op::shfl:
+      case op::match_any:
+      case op::syncwarp:
+      case op::reduce_or:
+        s.global = true;  // warp intrinsics: dependent with every step (conservative)
+        wake_all();
+        break;
+      default: break;
+    }
+  }
+  // A step of `lane` began without a lane choice (the only runnable lane after a block or exit).
+  void ensure_lane(unsigned lane) {
+    if (cur_ >= 0 && events_[static_cast<std::size_t>(cur_)].lane == lane) return;
+    end_event();
+    start_event(lane, -1);
+  }
+  // A lane choice that does not branch (past the step bound, or after a cut).
+  unsigned start_forced(unsigned lane) {
+    start_event(lane, -1);
+    return lane;
+  }
+  void start_event(unsigned lane, int nd) {
+    event e{lane, nd, {}, enabler_next_[lane], cut_};
+    enabler_next_[lane] = -1;
+    events_.push_back(std::move(e));
+    cur_ = static_cast<int>(events_.size() - 1);
+    if (pending_open_[lane]) apply(lane, pending_[lane]);
+  }
+  void end_event() {
+    if (cur_ < 0 || ended_ == cur_) return;
+    ended_ = cur_;
+    const event& e = events_[static_cast<std::size_t>(cur_)];
+    if (!reduce_) return;
+    if (e.node >= 0) {
+      node& nd = stack_[static_cast<std::size_t>(e.node)];
+      nd.explored_acc[e.lane].merge(e.acc, nd.prefix);
+    }
+    // sleeping lanes wake when this step is dependent with theirs
+    for (mask m = sleep_; m; m &= m - 1) {
+      const unsigned r = static_cast<unsigned>(std::countr_zero(m));
+      if (r == e.lane || dependent(sleep_acc_[r], e.acc, plain_)) sleep_ &= ~bit(r);
+    }
+  }
+
+  bool reduce_;
+  bool plain_rule_;  // steps that may write plain shared state are marked (summary::plain)
+  plain_mode plain_;
+  std::uint64_t step_bound_;
+  unsigned lanes_ = 0;
+  std::vector<node> stack_;
+  std::size_t pos_ = 0;
+  std::vector<event> events_;
+  int cur_ = -1;
+  int ended_ = -1;
+  bool cut_ = false, redundant_ = false, truncated_ = false, views_ = false;
+  mask spin_ = 0, exited_ = 0, sleep_ = 0;
+  mask stale_ = 0;  // lanes that backed off and have seen no other lane's write since
+  std::vector<stored> sleep_acc_;
+  std::unordered_map<std::uintptr_t, std::uint32_t> ordinal_;  // word -> order of first touch in this run (0: the seq_cst order)
+  std::uintptr_t ordinal(std::uintptr_t a) {
+    return ordinal_.emplace(a, static_cast<std::uint32_t>(ordinal_.size())).first->second;
+  }
+  std::vector<op> pending_;
+  std::vector<bool> pending_open_;
+  std::vector<int> enabler_next_;
+};
+
+const char* to_string(plain_mode m) {
+  switch (m) {
+    case plain_mode::all: return "all";
+    case plain_mode::writers: return "writers";
+    case plain_mode::none: return "none";
+  }
+  return "?";
+}
+
+bool parse_plain_mode(const std::string& s, plain_mode& out) {
+  for (auto m : {plain_mode::all, plain_mode::writers, plain_mode::none})
+    if (s == to_string(m)) {
+      out = m;
+      return true;
+    }
+  return false;
+}
+
+std::optional<std::string> dpor_unsupported(const scenario& sc, const params& p, const run_limits& limits) {
+  const unsigned lanes = sc.shape(p).lanes();
+  if (lanes > dpor_max_lanes)
+    return "scenario " + sc.name + " has " + std::to_string(lanes) + " lanes with these parameters; dpor explores at most " +
+           std::to_string(dpor_max_lanes) + " (shrink the shape with --set, e.g. lanes=, warps=, threads=: toga-sim list --keys)";
+  if (limits.faults)
+    return "dpor does not take fault sites (--faults): their stalls are not steps it can reorder; use --faults none";
+  return std::nullopt;
+}
+
+dpor_summary explore_dpor(const scenario& sc, const params& p, const run_limits& limits, const dpor_options& opt) {
+  validate_params(sc, p);
+  if (auto why = dpor_unsupported(sc, p, limits)) throw std::invalid_argument(*why);
+  dpor_summary sum;
+  sum.scenario = sc.name;
+  const std::uint64_t bound = opt.step_bound ? std::min(opt.step_bound, limits.fair_after) : limits.fair_after;
+  dpor_strategy st(opt.reduce, bound, opt.plain);
+  const auto t0 = std::chrono::steady_clock::now();
+  const launch_config cfg = sc.shape(p);
+  for (std::uint64_t i = 0;; ++i) {
+    if (i >= opt.max_executions) {
+      sum.stopped = "schedule limit (" + std::to_string(opt.max_executions) + " runs)";
+      break;
+    }
+    if (opt.max_seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > opt.max_seconds) {
+      sum.stopped = "time limit";
+      break;
+    }
+    st.begin(i, cfg.lanes());
+    run_result r;
+    {
+      world w(cfg, st, limits);
+      w.set_step_observer(&st);
+      std::unique_ptr<instance> inst = sc.make(w, p);
+      r = w.run([&] { inst->lane(); });
+      if (!r.failed())
+        if (auto msg = inst->check_final()) {
+          r.kind = verdict_kind::invariant;
+          r.message = "final check failed: " + *msg;
+        }
+      r.metrics = inst->metrics();
+    }
+    st.finish(r);
+    const bool redundant = st.redundant();
+    if (redundant) ++sum.redundant;
+    else ++sum.executions;
+    if (st.truncated()) ++sum.truncated;
+    ++sum.counts[static_cast<unsigned>(r.kind)];
+    sum.total_steps += r.steps;
+    sum.max_steps = std::max(sum.max_steps, r.steps);
+    if (opt.on_run) opt.on_run(r, redundant);
+    const bool failed = r.failed();
+    if (failed) {
+      ++sum.failures_found;
+      if (sum.failures.size() < 10) {
+        dpor_failure f;
+        f.index = i;
+        // The determinism check: its decisions, replayed as `toga-sim replay --decisions` does.
+        replay_strategy again(r.decisions);
+        const run_result r2 = run_one(sc, p, again, 0, limits);
+        f.deterministic = r2.kind == r.kind && r2.trace_hash == r.trace_hash;
+        f.result = std::move(r);
+        sum.failures.push_back(std::move(f));
+      }
+      if (opt.stop_on_failure) {
+        sum.stopped = "first failure";
+        break;
+      }
+    }
+    if (!st.advance()) {
+      if (sum.truncated) sum.stopped = std::to_string(sum.truncated) + " runs reached the step bound (" + std::to_string(bound) + ")";
+      else sum.complete = true;
+      break;
+    }
+  }
+  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return sum;
+}
+
+}  // namespace toga::sim
