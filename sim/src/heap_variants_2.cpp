@@ -25,4 +25,7 @@ template std::unique_ptr<instance> make_one<ualloc_bug::grow_batches_floor, tbud
 template std::unique_ptr<instance> make_one<ualloc_bug::set_slot_dead_check_relaxed, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::alignment_limit_doubled, tbuddy_bug::none>(world&, const params&, mode);
 
+template std::unique_ptr<instance> make_one<ualloc_bug::steal_locks_old_arena, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::overproduced_bin_unnoted, tbuddy_bug::none>(world&, const params&, mode);
+
 }  // namespace toga::sim::heap_scenarios

@@ -27,4 +27,6 @@ template std::unique_ptr<instance> make_one<ualloc_bug::reclaim_inbox_drops_part
 template std::unique_ptr<instance> make_one<ualloc_bug::super_fallback_bound_doubled, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::findable_unnoted, tbuddy_bug::none>(world&, const params&, mode);
 
+template std::unique_ptr<instance> make_one<ualloc_bug::more_claims_from_zero, tbuddy_bug::none>(world&, const params&, mode);
+
 }  // namespace toga::sim::heap_scenarios

@@ -455,6 +455,14 @@ std::vector<mutant> build() {
          "a group request that gets no TBuddy block keeps its byte-limit charge (the byte count and the blocks disagree)"),
       mb("ualloc.init-bin-keeps-queued", "list-integrity", "superbins", P{{"bug", 78}},
          "init_bin leaves the inbox state of the bin's previous life (3, retired): the new bin is never queued (U2')"),
+      mb("ualloc.steal-locks-old-arena", "reclamation", "alloc-storm", P{{"bug", 80}},
+         "a group that stole another arena's units enters its own arena's read-side section and leaves the other's (R4)"),
+      mb("ualloc.more-claims-from-zero", "off-by-one", "grow-while-alloc", P{{"bug", 82}},
+         "the fast path's second claim asks for t more bits, not t minus those it got: bits claimed for nobody (U1)"),
+      mb("ualloc.overproduced-bin-unnoted", "fail-fast", "superbins",
+         P{{"bug", 81}, {"heap_kib", 512}, {"keep", 3}, {"leak", 1}, {"ops", 2}, {"pins", 2}, {"presplit_kib", 64}, {"sb_arenas", 4}, {"sms", 3}, {"threads", 32}, {"warps", 2}},
+         "a GROW that pins an over-produced empty bin counts no reclaim change: the heap is recorded clean while a walk would give it back")
+          .with(pct, 3),
       // ---- tenants inside one heap (toga/tenants.hpp, scenarios_tenants.cpp) -----------------------
       mb("tenant.free-credits-caller", "accounting", "tenants", P{{"bug", 1}},
          "a free credits the freeing handle's tenant instead of the block's (frees across tenants)")

@@ -141,6 +141,9 @@ enum class ualloc_bug : std::uint8_t {
   free_cold_no_reread,            //!< a free of a class whose empty bins are retired retires only when its own count made the bin empty (no re-read)
   init_bin_keeps_queued,          //!< init_bin leaves the inbox state of the bin's previous life (3, retired): the new bin can never be queued
   retire_queued_deferred_twice,   //!< a retirer that finds the bin queued (state 1) defers it itself as well as leaving it to the taker
+  steal_locks_old_arena,          //!< a group that stole units enters the read-side section of its own arena's list, not the one it searches
+  overproduced_bin_unnoted,       //!< a GROW that pins an over-produced (empty) bin does not count a reclaim change
+  more_claims_from_zero,          //!< the fast path's second claim (bits of its guess were taken) asks for t more bits, not t minus those it got
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -390,7 +393,7 @@ struct ualloc {
           if (bits::popc(claimed) < t && ~(was | want) != 0) {
             // bits of the guess were taken (a used bin): the word's other zero bits, as seen
             std::uint64_t zeros = ~(was | want), more = 0;
-            for (unsigned k = bits::popc(claimed); k < t && zeros != 0; ++k) {
+            for (unsigned k = Bug == ualloc_bug::more_claims_from_zero ? 0u : bits::popc(claimed); k < t && zeros != 0; ++k) {
               more |= zeros & (~zeros + 1);
               zeros &= zeros - 1;
             }
@@ -751,12 +754,13 @@ struct ualloc {
       // Before a superbin GROW (a TBuddy climb): units of the class that another arena holds idle
       // (design.md §11.8). Taken, they make this group's stage 2 run in that arena's list.
       if (TOGA_SB_STEAL_ROUNDS > 0 && pr.stage == 0 && num_arenas > 1) {
+        const unsigned a0 = a;
         const unsigned b = steal_units(a, c, g, t);
         if (b != a) {
           if constexpr (Bug != ualloc_bug::steal_searches_own_arena) a = b;
           pr.stage = 1;
           pr.units = t;
-          if (g.is_leader()) pr.token = arenas[a].lists[c].rcu.read_lock();
+          if (g.is_leader()) pr.token = arenas[Bug == ualloc_bug::steal_locks_old_arena ? a0 : a].lists[c].rcu.read_lock();
           entered = true;
         }
       }
@@ -1240,7 +1244,7 @@ struct ualloc {
         if (left > (Bug == ualloc_bug::grow_pins_from_two_left ? 1u : 0u) && Bug != ualloc_bug::pin_before_init) pin_insert(L, bin, true);  // a full bin stays unfindable (U2')
         if (left > 0) L.rcu.read_unlock(e);
         L.slot_sem.signal(left, left);  // [HB] release: units after the pin that makes them findable
-        if (left == cap) note_reclaimable();  // an over-produced bin, pinned empty (E5)
+        if (left == cap && Bug != ualloc_bug::overproduced_bin_unnoted) note_reclaimable();  // an over-produced bin, pinned empty (E5)
         P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{1}, relaxed, device_scope);
         P::fetch_add(&arenas[a].stats.grows, std::uint64_t{1}, relaxed, device_scope);
       }
