@@ -21,4 +21,6 @@ template std::unique_ptr<instance> make_one<ualloc_bug::grow_pins_from_two_left,
 template std::unique_ptr<instance> make_one<ualloc_bug::undo_crossing_from_zero_missed, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::retire_takes_one_unit_short, tbuddy_bug::none>(world&, const params&, mode);
 
+template std::unique_ptr<instance> make_one<ualloc_bug::placement_race_pushed_back, tbuddy_bug::none>(world&, const params&, mode);
+
 }  // namespace toga::sim::heap_scenarios

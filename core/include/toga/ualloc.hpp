@@ -144,6 +144,7 @@ enum class ualloc_bug : std::uint8_t {
   steal_locks_old_arena,          //!< a group that stole units enters the read-side section of its own arena's list, not the one it searches
   overproduced_bin_unnoted,       //!< a GROW that pins an over-produced (empty) bin does not count a reclaim change
   more_claims_from_zero,          //!< the fast path's second claim (bits of its guess were taken) asks for t more bits, not t minus those it got
+  placement_race_pushed_back,     //!< a taker whose pin CAS failed while somebody queued the bin keeps it for its push-back too (queued twice)
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -1120,7 +1121,7 @@ struct ualloc {
           } else {
             std::uint32_t zero = 0;
             if (!P::compare_exchange(&bin_at(b)->queued, zero, 2u, acq_rel, device_scope)) {
-              placed = true;  // somebody queued it meanwhile (or it was retired: its retirer defers it)
+              placed = Bug != ualloc_bug::placement_race_pushed_back;  // somebody queued it meanwhile (or it was retired: its retirer defers it)
               break;
             }
           }
