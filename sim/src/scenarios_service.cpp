@@ -17,11 +17,10 @@
 // every block's pattern intact at its free; S5 no request gives up (exhausted or refused) while
 // the mapped granules hold every lane's requests 4 times over plus a superbin and a chunk per SM
 // and class; the heap walk with no live block; S6 (reuse=1: each worker frees its blocks when
-// done and asks once more for a block of 8x its size, another class) that request is not refused
-// while the request and a chunk and a superbin per block live and per other lane inside allocate
-// at that moment (what they may keep from the tree) fit twice in the mapped memory: the walk that its failed attempt left to growth must run before it
-// gives up (design.md §12.9; checked with one worker lane). A waiter that never wakes is a `livelock` verdict (the run's step
-// bound).
+// done and asks once more for a block of 8x its size, another class; checked with one worker
+// lane) that request is not refused while it fits twice in the mapped memory: the walk that its
+// failed attempt left to growth must run before it gives up (design.md §12.9). A waiter that
+// never wakes is a `livelock` verdict (the run's step bound).
 // bug: 1 a granule published before it is mapped, 2 the adopter's lock not atomic (a granule
 // adopted twice: the core's TOGA_REQUIRE), 3 a lost wake-up (waiting for the round to change from
 // a value read after posting), 4 a refusing round that does not say so, 5 the courier reads the
@@ -76,7 +75,7 @@ struct service_inst final : instance {
   service_cursor cursor{};
   // ghost state (the host's knowledge, and the lanes' results)
   std::vector<bool> mapped;  // per granule: the service's driver call returned
-  std::uint64_t mapped_count = 0, nulls = 0, driver_calls = 0, live_blocks = 0, busy = 0;  // (the lanes' blocks now; lanes inside allocate)
+  std::uint64_t mapped_count = 0, nulls = 0, driver_calls = 0;
   std::uint32_t finished = 0, all_freed = 0;
   std::string violation;
   std::vector<std::vector<std::pair<char*, std::uint64_t>>> blocks;  // per lane: its blocks and their sizes
@@ -159,9 +158,7 @@ struct service_inst final : instance {
     auto& mine = blocks[me];
     for (unsigned k = 0; k < ops; ++k) {
       const std::uint64_t bytes = size_of(me, k);
-      ++busy;
       char* q = static_cast<char*>(a.allocate(bytes));
-      --busy;
       if (q == nullptr) {
         ++nulls;
         const std::uint64_t wait = a.globals->growth.service_wait_ns;
@@ -190,7 +187,6 @@ struct service_inst final : instance {
                       " that the service has not mapped yet";
       std::memset(q, static_cast<int>(me + 1), bytes);
       mine.emplace_back(q, bytes);
-      ++live_blocks;
     }
     if (reuse) reuse_once(me, mine);
     P::fetch_add(&finished, 1u, release, device_scope);
@@ -209,33 +205,23 @@ struct service_inst final : instance {
   // reuse=1: the worker frees its blocks and asks once for 8x its size (another class, which
   // needs a superbin, a chunk or a TBuddy block the freed ones may hold cached); S6.
   void reuse_once(unsigned me, std::vector<std::pair<char*, std::uint64_t>>& mine) {
-    for (const auto& [q, bytes] : mine) {
-      (void)bytes;
-      a.deallocate(q);
-      --live_blocks;
-    }
+    for (const auto& blk : mine) a.deallocate(blk.first);
     mine.clear();
     const std::uint64_t bytes = size << 3;
-    ++busy;
     char* q = static_cast<char*>(a.allocate(bytes));
-    --busy;
     if (q == nullptr) {
       ++nulls;
-      // each live block, and each other lane inside allocate (its GROW may hold what the walk
-      // gave back), may keep a chunk and a superbin from the tree; everything else a walk gives
-      // back (empty bins and superbins, cached chunks)
-      const std::uint64_t pinned = (live_blocks + busy) * ((std::uint64_t{1} << layout.sb_shift) + geom::chunk_bytes);
+      // One worker only: it has freed everything, so a walk gives the whole mapped memory back
+      // (empty bins and superbins, cached chunks). With several, another arena's hysteresis and
+      // GROWs in flight keep memory that no bound here accounts for exactly.
       const std::uint64_t mapped_now = a.globals->growth.mapped_granules * granule_bytes;
-      // (one worker only: with several, another arena's hysteresis and in-flight GROWs keep
-      // memory that no bound here accounts for exactly)
-      if (workers == 1 && a.globals->growth.service_wait_ns >= 1'000'000'000 && 2 * (pinned + bytes) <= mapped_now && violation.empty())
-        violation = "S6 lane " + str(me) + " got nullptr for " + str(bytes) + " B after freeing its blocks, though " + str(live_blocks) +
-                    " blocks are live, " + str(busy) + " other lanes allocate and " + str(mapped_now) + " B mapped: the reclaim walk its attempt left to growth did not run";
+      if (workers == 1 && a.globals->growth.service_wait_ns >= 1'000'000'000 && 2 * bytes <= mapped_now && violation.empty())
+        violation = "S6 lane " + str(me) + " got nullptr for " + str(bytes) + " B after freeing all its blocks, though " + str(mapped_now) +
+                    " B are mapped and nothing else is live: the reclaim walk its attempt left to growth did not run";
       return;
     }
     std::memset(q, static_cast<int>(me + 1), bytes);
     mine.emplace_back(q, bytes);
-    ++live_blocks;
   }
 
   std::optional<std::string> check_final() override {

@@ -72,7 +72,7 @@ struct heap_globals {
 };
 // ualloc::growth_comes_first reaches the growth state from the byte limit it holds (buddy.limit)
 static_assert(offsetof(heap_globals, growth) == offsetof(heap_globals, limit) + sizeof(byte_limit),
-              "heap_globals: growth_state follows byte_limit (ualloc::growth_of)");
+              "heap_globals: growth_state follows byte_limit (ualloc::growth_comes_first)");
 
 //! Where everything lives in the metadata block, for a heap of 4 KiB x 2^(levels-1) bytes and
 //! `arenas` arenas. The block must be zeroed, then `allocator::init_after_zero` run once.

@@ -1456,12 +1456,9 @@ struct ualloc {
       }
       if (P::compare_exchange(&bin_at(bin)->queued, st, 3u, acq_rel, device_scope)) break;
     }
-    if (st != 1 || Bug == ualloc_bug::retire_queued_deferred_twice) {
-      if (st == 1) take_inbox(L);  // (planted: the taker defers it too)
-      return true;
-    }
+    if (st != 1) return true;
     take_inbox(L);
-    return false;
+    return Bug == ualloc_bug::retire_queued_deferred_twice;  // (planted: the caller defers it too, as does the taker)
   }
   // reclaim's part for the inbox (inside a read-side section): takes it; empty bins are retired
   // and deferred to RCU, bins with free slots made findable again. True if anything was retired.
