@@ -511,7 +511,7 @@ TEST(SharingPlantedBugs, TrustDescriptorIsKilled) {
 }  // namespace
 
 namespace {
-// A measurement, not a test (design.md §18.4): the importer is killed while its threads are inside
+// A measurement, not a test (design.md §23.4): the importer is killed while its threads are inside
 // allocate and deallocate, 200 times at different moments; the survivor then runs the workload
 // (a hang: no progress in 5 s) and walks the heap. A kill mid-operation can leave a lock held, a
 // reservation unclaimed or an RCU reader counted: this prints how often each outcome came.

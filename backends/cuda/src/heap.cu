@@ -7,6 +7,8 @@
                    // start (and their GPU tests skip) on machines with the toolkit but no driver
 
 #include <algorithm>
+#include <array>
+#include <random>
 #include <cstddef>
 #include <cstring>
 #include <map>
@@ -14,6 +16,7 @@
 #include <utility>
 
 #include <sys/mman.h>  // heap::check's host copy of the range
+#include <unistd.h>    // close, getpid (shared heaps)
 
 namespace toga::cuda {
 namespace {
@@ -106,6 +109,9 @@ struct driver_api {
   decltype(&cuMemSetAccess) mem_set_access = nullptr;
   decltype(&cuMemUnmap) mem_unmap = nullptr;
   decltype(&cuMemRelease) mem_release = nullptr;
+  decltype(&cuMemExportToShareableHandle) mem_export = nullptr;
+  decltype(&cuMemImportFromShareableHandle) mem_import = nullptr;
+  decltype(&cuMemGetAllocationPropertiesFromHandle) mem_properties = nullptr;
 };
 
 template <class F>
@@ -137,6 +143,9 @@ const driver_api& driver() {
     driver_entry("cuMemSetAccess", a.mem_set_access);
     driver_entry("cuMemUnmap", a.mem_unmap);
     driver_entry("cuMemRelease", a.mem_release);
+    driver_entry("cuMemExportToShareableHandle", a.mem_export);
+    driver_entry("cuMemImportFromShareableHandle", a.mem_import);
+    driver_entry("cuMemGetAllocationPropertiesFromHandle", a.mem_properties);
     return a;
   }();
   return api;
@@ -251,6 +260,44 @@ struct growth_impl {
   std::unique_lock<std::mutex> hold() { return service.running() ? service.lock() : std::unique_lock<std::mutex>(); }
 };
 
+//! A shareable or imported heap's VMM pieces in this process: the two handles, their mappings,
+//! and (importers) the private resident copy of the view. Released in the reverse order.
+struct heap::share_impl {
+  toga::share_descriptor d{};
+  bool imported = false;
+  CUmemGenericAllocationHandle handle[2] = {0, 0};  // heap, metadata
+  bool has_handle[2] = {false, false};
+  char* va[2] = {nullptr, nullptr};
+  std::uint64_t bytes[2] = {0, 0};
+  bool mapped[2] = {false, false};
+  void* resident = nullptr;  // importers: cudaMalloc'd copy of the view (the metadata's holds the exporter's addresses)
+  ~share_impl() {
+    if (resident) (void)cudaFree(resident);
+    for (int i = 1; i >= 0; --i) {
+      if (mapped[i]) driver().mem_unmap(reinterpret_cast<CUdeviceptr>(va[i]), bytes[i]);
+      if (va[i]) driver().mem_address_free(reinterpret_cast<CUdeviceptr>(va[i]), bytes[i]);
+      if (has_handle[i]) driver().mem_release(handle[i]);
+    }
+  }
+  //! Reserves a range for handle i, maps it read-write for `device`; "" or what failed.
+  std::string map(int i, int device) {
+    CUdeviceptr p = 0;
+    CUresult r = driver().mem_address_reserve(&p, bytes[i], 0, 0, 0);
+    if (r != CUDA_SUCCESS) return "cuMemAddressReserve of " + std::to_string(bytes[i]) + " B: " + vmm_provider::describe(r);
+    va[i] = reinterpret_cast<char*>(p);
+    r = driver().mem_map(p, bytes[i], 0, handle[i], 0);
+    if (r != CUDA_SUCCESS) return "cuMemMap of " + std::to_string(bytes[i]) + " B: " + vmm_provider::describe(r);
+    mapped[i] = true;
+    CUmemAccessDesc a{};
+    a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    a.location.id = device;
+    a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    r = driver().mem_set_access(p, bytes[i], &a, 1);
+    if (r != CUDA_SUCCESS) return "cuMemSetAccess: " + vmm_provider::describe(r);
+    return "";
+  }
+};
+
 namespace {
 
 //! The default-heap slots of every translation unit (their host shadows), and which heap (by its
@@ -340,13 +387,26 @@ heap::heap(std::uint64_t bytes, heap_options options) : options_(options) {
       options_.release_threshold != ~std::uint64_t{0})
     throw std::invalid_argument("toga::cuda::heap: initial_bytes, headroom_bytes, granule_bytes, max_run_bytes and release_threshold apply to growable "
                                 "heaps only; set max_bytes and construct with heap(options), or leave them at their defaults");
+  if (options_.shareable && (options_.pool || options_.tenants))
+    throw std::invalid_argument(std::string("toga::cuda::heap: shareable heaps take their memory from cuMemCreate and cannot ") +
+                                (options_.pool ? "take a memory pool; leave options.pool null" : "have tenants; leave options.tenants off") +
+                                " or make a private heap");
   if (options_.device < 0) TOGA_CUDA_TRY(cudaGetDevice(&options_.device));
   device_ = options_.device;
   device_guard guard(device_);
   layout_ = make_layout(options_, toga::heap_layout::levels_for(bytes), device_);
   const std::uint64_t heap_bytes = toga::geom::page_bytes << (layout_.levels - 1);
   const std::uint64_t upstream = heap_bytes + toga::geom::page_bytes;  // room to align the base to 4 KiB
-  open_account("fixed, " + toga::format_bytes(heap_bytes));
+  open_account(std::string(options_.shareable ? "shareable" : "fixed") + ", " + toga::format_bytes(heap_bytes));
+  if (options_.shareable) {
+    try {
+      make_shareable(heap_bytes);
+    } catch (...) {
+      release();
+      throw;
+    }
+    return;
+  }
   const std::uint64_t record = charge_or_throw("heap", upstream);
   cudaError_t e;
   if (options_.pool) {
@@ -381,6 +441,9 @@ heap::heap(heap_options options) : options_(options) {
   if (options_.pool)
     throw std::invalid_argument("toga::cuda::heap: a growable heap maps its own memory (CUDA VMM) and cannot take a memory pool; "
                                 "leave options.pool null or make a fixed heap");
+  if (options_.shareable)
+    throw std::invalid_argument("toga::cuda::heap: shareable heaps do not grow (design.md §23.2); make a fixed heap of the size the "
+                                "processes need with heap(bytes, options), or leave shareable off");
   if (options_.presplit_bytes != 0 && options_.presplit_bytes != ~std::uint64_t{0})
     throw std::invalid_argument("toga::cuda::heap: presplit_bytes " + std::to_string(options_.presplit_bytes) +
                                 " was given for a growable heap, which has no pre-split reserve (its memory arrives granule by "
@@ -572,6 +635,11 @@ void heap::release() noexcept {
   }
   if (tenants_) (void)cudaFree(tenants_);
   tenants_ = nullptr;
+  if (share_) {
+    (void)cudaDeviceSynchronize();  // no kernel of this process may touch the mappings as they go
+    share_.reset();                 // unmaps and releases this process's handles (the memory lives on in other processes)
+    meta_ = nullptr;
+  }
   for (char* p : {raw_heap_, meta_}) {
     if (!p) continue;
     if (options_.pool) (void)cudaFreeAsync(p, options_.stream);
@@ -593,7 +661,8 @@ heap::~heap() { release(); }
 heap::heap(heap&& o) noexcept
     : view_(o.view_), layout_(o.layout_), options_(o.options_), raw_heap_(std::exchange(o.raw_heap_, nullptr)),
       meta_(std::exchange(o.meta_, nullptr)), device_(o.device_), init_ms_(o.init_ms_), growth_(std::move(o.growth_)),
-      account_(std::exchange(o.account_, toga::ledger_account{})), tenants_(std::exchange(o.tenants_, nullptr)), quotas_(std::move(o.quotas_)) {
+      account_(std::exchange(o.account_, toga::ledger_account{})), tenants_(std::exchange(o.tenants_, nullptr)), quotas_(std::move(o.quotas_)),
+      share_(std::move(o.share_)) {
   o.view_ = device_allocator{};
 }
 
@@ -611,6 +680,7 @@ heap& heap::operator=(heap&& o) noexcept {
     account_ = std::exchange(o.account_, toga::ledger_account{});
     tenants_ = std::exchange(o.tenants_, nullptr);
     quotas_ = std::move(o.quotas_);
+    share_ = std::move(o.share_);
     o.view_ = device_allocator{};
   }
   return *this;
@@ -677,6 +747,11 @@ heap_attributes heap::attributes() const {
   a.capacity = s.heap_bytes;
   a.metadata_bytes = layout_.bytes;
   a.device_bytes = growth_ ? growth_->ctl.mapped_bytes() + layout_.bytes : s.heap_bytes + toga::geom::page_bytes + layout_.bytes;
+  if (share_) {
+    a.device_bytes = share_->d.heap_alloc_bytes + share_->d.meta_alloc_bytes;
+    a.shared = true;
+    a.imported = share_->imported;
+  }
   a.limit_bytes = options_.limit_bytes;
   a.reserved_mem_current = s.buddy_bytes;
   a.reserved_mem_high = std::min(s.buddy_high_bytes, s.heap_bytes);
@@ -937,6 +1012,9 @@ void heap::trim() {
 
 void heap::reset() {
   if (!meta_) throw std::logic_error("toga::cuda::heap::reset: the heap was moved from");
+  if (imported())
+    throw std::logic_error("toga::cuda::heap::reset: this heap was imported from another process; reset it in the exporting process, "
+                           "while no process uses it");
   device_guard guard(device_);
   TOGA_CUDA_TRY(cudaDeviceSynchronize());
   std::unique_lock<std::mutex> lk;
@@ -1029,5 +1107,184 @@ toga::budget_state device_budget(int device) {
 }
 
 toga::memory_report memory_report() { return toga::process_memory_ledger().report(); }
+
+// ---- heaps shared by processes (issue 32; docs/usage.md §13, design.md §23) --------------------
+
+namespace {
+CUmemAllocationProp share_prop(int device) {
+  CUmemAllocationProp p{};
+  p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  p.location.id = device;
+  p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  return p;
+}
+std::uint64_t share_granularity(int device, const char* who) {
+  const CUmemAllocationProp p = share_prop(device);
+  size_t g = 0;
+  const CUresult r = driver().mem_get_allocation_granularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  if (r != CUDA_SUCCESS || g == 0)
+    throw std::invalid_argument(std::string(who) + ": device " + std::to_string(device) + " cannot make memory exportable as POSIX file descriptors (" +
+                                vmm_provider::describe(r) + "); shared heaps need the CUDA VMM API with IPC handles on Linux");
+  return g;
+}
+std::array<std::uint8_t, 16> device_uuid(int device) {
+  cudaDeviceProp p{};
+  TOGA_CUDA_TRY(cudaGetDeviceProperties(&p, device));
+  std::array<std::uint8_t, 16> u{};
+  std::memcpy(u.data(), p.uuid.bytes, 16);
+  return u;
+}
+std::string uuid_text(const std::uint8_t* u) {
+  static const char* hex = "0123456789abcdef";
+  std::string t = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) t += '-';
+    t += hex[u[i] >> 4];
+    t += hex[u[i] & 15];
+  }
+  return t;
+}
+}  // namespace
+
+heap::heap(import_tag) noexcept {}
+
+void heap::make_shareable(std::uint64_t heap_bytes) {
+  const char* who = "toga::cuda::heap";
+  TOGA_CUDA_TRY(cudaFree(nullptr));  // the primary context, which the driver calls below use
+  const std::uint64_t gran = share_granularity(device_, who);
+  share_.reset(new share_impl);
+  share_impl& s = *share_;
+  std::uint64_t header_off = 0;
+  s.bytes[0] = (heap_bytes + gran - 1) / gran * gran;
+  s.bytes[1] = toga::share_meta_alloc_bytes(layout_, gran, &header_off);
+  const char* what[2] = {"heap", "metadata"};
+  const CUmemAllocationProp p = share_prop(device_);
+  for (int i = 0; i < 2; ++i) {
+    const std::uint64_t record = charge_or_throw(what[i], s.bytes[i]);
+    const CUresult r = driver().mem_create(&s.handle[i], s.bytes[i], &p, 0);
+    if (r != CUDA_SUCCESS)
+      throw toga::bad_alloc(std::string(who) + ": cannot obtain " + std::to_string(s.bytes[i]) + " B of exportable device memory for the " + what[i] +
+                            " (cuMemCreate: " + vmm_provider::describe(r) + "); ask for a smaller heap or free device memory");
+    s.has_handle[i] = true;
+    const std::string err = s.map(i, device_);
+    if (!err.empty()) throw toga::cuda_error(cudaErrorMemoryAllocation, std::string(who) + ": " + err);
+    account_.set_address(record, s.va[i]);
+  }
+  meta_ = s.va[1];
+  std::random_device rd;
+  const std::uint64_t id = (std::uint64_t{rd()} << 32) ^ rd() ^ static_cast<std::uint64_t>(getpid());
+  const auto uuid = device_uuid(device_);
+  s.d = toga::make_share_descriptor(toga::memory_backend::cuda, id, layout_, s.bytes[0], s.bytes[1], header_off, options_.limit_bytes, uuid.data());
+  view_ = device_allocator::make(s.va[0], meta_, layout_);
+  initialise();  // (zeroes the metadata's layout bytes only: the descriptor's copy after them stays)
+  TOGA_CUDA_TRY(cudaMemcpy(meta_ + header_off, &s.d, sizeof s.d, cudaMemcpyHostToDevice));
+}
+
+bool heap::imported() const noexcept { return share_ && share_->imported; }
+
+shareable_heap heap::export_shareable() const {
+  if (!meta_) throw std::logic_error("toga::cuda::heap::export_shareable: the heap was moved from");
+  if (!share_)
+    throw std::logic_error("toga::cuda::heap::export_shareable: the heap was made without heap_options::shareable (its memory cannot be "
+                           "exported); make it with shareable = true");
+  shareable_heap e;
+  e.descriptor = share_->d;
+  int fd[2] = {-1, -1};
+  for (int i = 0; i < 2; ++i) {
+    const CUresult r = driver().mem_export(&fd[i], share_->handle[i], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    if (r != CUDA_SUCCESS) {
+      if (i == 1) close(fd[0]);
+      throw cuda_error(cudaErrorInvalidValue, "toga::cuda::heap::export_shareable: cuMemExportToShareableHandle: " + vmm_provider::describe(r));
+    }
+  }
+  e.heap_fd = fd[0];
+  e.meta_fd = fd[1];
+  return e;
+}
+
+heap heap::import(const void* descriptor, std::size_t descriptor_bytes, int heap_fd, int meta_fd, int device) {
+  const std::string who = "toga::cuda::heap::import";
+  int count = 0;
+  TOGA_CUDA_TRY(cudaGetDeviceCount(&count));
+  if (device >= count)
+    throw std::invalid_argument(who + ": device " + std::to_string(device) + " is not in [0, " + std::to_string(count) + "); use -1 for the exporter's device");
+  int probe = device;
+  if (probe < 0) TOGA_CUDA_TRY(cudaGetDevice(&probe));
+  std::uint64_t gran = 0;
+  {
+    device_guard g(probe);
+    TOGA_CUDA_TRY(cudaFree(nullptr));
+    gran = share_granularity(probe, who.c_str());
+  }
+  toga::share_descriptor d = toga::check_share_descriptor<platform>(descriptor, descriptor_bytes, toga::memory_backend::cuda, gran, who);
+  int dev = -1;
+  for (int i = 0; i < count && dev < 0; ++i)
+    if (std::memcmp(device_uuid(i).data(), d.device_uuid, 16) == 0) dev = i;
+  if (dev < 0)
+    throw std::invalid_argument(who + ": the heap lives on " + uuid_text(d.device_uuid) +
+                                ", which this process does not see (CUDA_VISIBLE_DEVICES?); make that GPU visible to this process");
+  if (device >= 0 && device != dev)
+    throw std::invalid_argument(who + ": device " + std::to_string(device) + " is not the heap's (" + uuid_text(d.device_uuid) + " is device " +
+                                std::to_string(dev) + " here); pass -1 or " + std::to_string(dev) + " (other GPUs cannot use a shared heap yet)");
+  device_guard guard(dev);
+  TOGA_CUDA_TRY(cudaFree(nullptr));
+  if (dev != probe && share_granularity(dev, who.c_str()) != gran)
+    d = toga::check_share_descriptor<platform>(descriptor, descriptor_bytes, toga::memory_backend::cuda, share_granularity(dev, who.c_str()), who);
+  heap h{import_tag{}};
+  h.device_ = h.options_.device = dev;
+  h.options_.shareable = true;
+  h.options_.limit_bytes = d.limit_bytes;
+  h.layout_ = toga::heap_layout::make<platform>(d.levels, d.arenas, static_cast<int>(d.sb_shift), d.sb_arenas);
+  h.layout_.pins = d.pins;
+  h.share_.reset(new share_impl);
+  share_impl& s = *h.share_;
+  s.d = d;
+  s.imported = true;
+  s.bytes[0] = d.heap_alloc_bytes;
+  s.bytes[1] = d.meta_alloc_bytes;
+  const char* what[2] = {"heap", "metadata"};
+  const int fds[2] = {heap_fd, meta_fd};
+  for (int i = 0; i < 2; ++i) {
+    const CUresult r = driver().mem_import(&s.handle[i], reinterpret_cast<void*>(static_cast<std::uintptr_t>(fds[i])), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    if (r != CUDA_SUCCESS)
+      throw std::invalid_argument(who + ": the " + what[i] + " file descriptor " + std::to_string(fds[i]) + " is not a CUDA memory handle (" +
+                                  vmm_provider::describe(r) + "); pass the descriptors export_shareable() returned, received by this process");
+    s.has_handle[i] = true;
+    CUmemAllocationProp p{};
+    if (driver().mem_properties(&p, s.handle[i]) != CUDA_SUCCESS || p.location.type != CU_MEM_LOCATION_TYPE_DEVICE || p.location.id != dev)
+      throw std::invalid_argument(who + ": the " + what[i] + " handle is not memory of device " + std::to_string(dev) +
+                                  " (the descriptor's device); pass the handles and the descriptor of one export_shareable() call");
+    const std::string err = s.map(i, dev);
+    if (!err.empty())
+      throw std::invalid_argument(who + ": the " + what[i] + " handle cannot be mapped as the " + std::to_string(s.bytes[i]) + " B the descriptor says (" +
+                                  err + "): a handle of another heap, or a forged descriptor; pass the descriptor and handles of one export_shareable() call");
+  }
+  toga::share_descriptor copy{};
+  TOGA_CUDA_TRY(cudaMemcpy(&copy, s.va[1] + d.header_off, sizeof copy, cudaMemcpyDeviceToHost));
+  toga::check_share_header(d, &copy, who);
+  h.meta_ = s.va[1];
+  h.open_account("imported, " + toga::format_bytes(d.heap_bytes));
+  h.view_ = device_allocator::make(s.va[0], h.meta_, h.layout_);
+  // the metadata's resident copy of the view holds the exporter's addresses: this process keeps its own
+  TOGA_CUDA_TRY(cudaMalloc(&s.resident, toga::heap_layout::resident_bytes));
+  h.view_.resident = static_cast<const device_allocator*>(s.resident);
+  TOGA_CUDA_TRY(cudaMemcpy(s.resident, &h.view_, sizeof h.view_, cudaMemcpyHostToDevice));
+  return h;
+}
+
+std::uint64_t heap::export_pointer(const void* p) const {
+  const std::uint64_t off = meta_ ? toga::share_offset(view_.small.base, view_.heap_bytes, p) : ~std::uint64_t{0};
+  if (off == ~std::uint64_t{0})
+    throw std::invalid_argument("toga::cuda::heap::export_pointer: the pointer is not inside this heap; export blocks this heap allocated");
+  return off;
+}
+
+void* heap::import_pointer(std::uint64_t offset) const {
+  if (!meta_ || offset >= view_.heap_bytes)
+    throw std::invalid_argument("toga::cuda::heap::import_pointer: offset " + std::to_string(offset) + " is not below the heap's " +
+                                std::to_string(capacity()) + " B; pass what export_pointer returned");
+  return view_.small.base + offset;
+}
 
 }  // namespace toga::cuda

@@ -1,5 +1,5 @@
 //! @file toga/sharing.hpp
-//! Heaps shared by processes (issue 32; docs/usage.md §13 "Sharing heaps", design.md §18):
+//! Heaps shared by processes (issue 32; docs/usage.md §13 "Sharing heaps", design.md §23):
 //! what a process needs, besides the memory handles, to map a heap another process made, and
 //! the checks an import makes before it trusts any of it. Backend-agnostic: the CUDA heap
 //! (toga::cuda::heap with heap_options::shareable, memory from cuMemCreate exported as POSIX file
@@ -24,7 +24,7 @@
 //! whose handles were reused, is refused). Each failure throws std::invalid_argument naming what
 //! was wrong and what to do, and maps nothing.
 //!
-//! Growth: shared heaps do not grow (design.md §18.2 says why); their memory is mapped whole by
+//! Growth: shared heaps do not grow (design.md §23.2 says why); their memory is mapped whole by
 //! the exporter at construction and by each importer at import.
 #pragma once
 
@@ -164,7 +164,7 @@ inline void check_share_header(const share_descriptor& d, const void* mapped_cop
 }
 
 //! A block's heap offset (what travels between processes), or ~0 for a pointer outside the heap.
-inline std::uint64_t share_offset(const char* base, std::uint64_t heap_bytes, const void* p) noexcept {
+TOGA_HOST_DEVICE inline std::uint64_t share_offset(const char* base, std::uint64_t heap_bytes, const void* p) noexcept {
   const auto* c = static_cast<const char*>(p);
   if (c < base || static_cast<std::uint64_t>(c - base) >= heap_bytes) return ~std::uint64_t{0};
   return static_cast<std::uint64_t>(c - base);

@@ -59,6 +59,7 @@
 #include "toga/cuda/platform.cuh"
 #include "toga/growth.hpp"
 #include "toga/heap_walk.hpp"
+#include "toga/sharing.hpp"
 #include "toga/tenants.hpp"
 
 namespace toga {
@@ -159,6 +160,24 @@ struct heap_options {
   //! a kernel filling a heap from empty waits a few rounds, not one per granule. The part ahead of
   //! demand is device memory only and is given back by trims like the rest. 0 .. 1,000.
   std::uint64_t growth_ahead_percent = 100;
+  // ---- heaps shared by processes (issue 32; docs/usage.md §13) ----
+  //! A fixed heap that other processes on this machine can import (heap::export_shareable,
+  //! heap::import): its memory and its metadata are two cuMemCreate allocations exportable as
+  //! POSIX file descriptors, each rounded up to the device's VMM granularity (2 MiB on an
+  //! H100/H200), mapped whole at construction. Fixed heaps only (shared heaps do not grow:
+  //! design.md §23.2); not with a memory pool or tenants (std::invalid_argument). Kernels and
+  //! heap_ref are the same as a private heap's.
+  bool shareable = false;
+};
+
+//! What another process needs to import a shareable heap (heap::export_shareable): the
+//! descriptor's bytes and two POSIX file descriptors (the heap's memory, its metadata), which the
+//! caller owns: send them (a Unix socket with SCM_RIGHTS: tools/examples/fd_passing.hpp), then
+//! close them. Valid while the exporting heap, or any process that imported it, holds the memory.
+struct shareable_heap {
+  toga::share_descriptor descriptor{};
+  int heap_fd = -1;
+  int meta_fd = -1;
 };
 
 using device_allocator = toga::allocator<platform>;
@@ -180,6 +199,12 @@ class heap_ref {
   //! thread, any later kernel). nullptr: nothing. Anything else: see "Invalid frees" at the top
   //! of this file (undefined in the default build; logged and ignored in checked builds).
   __device__ void deallocate(void* ptr) const noexcept { a_.deallocate(ptr); }
+  //! Heap offset of `p` (a block of this heap), the same in every process that maps the heap
+  //! (heaps shared by processes, docs/usage.md §13); ~0 for a pointer outside the heap.
+  __host__ __device__ std::uint64_t export_pointer(const void* p) const noexcept { return toga::share_offset(a_.small.base, a_.heap_bytes, p); }
+  //! This process's address of heap offset `offset` (export_pointer's result in any process);
+  //! nullptr for an offset not below the capacity.
+  __host__ __device__ void* import_pointer(std::uint64_t offset) const noexcept { return offset < a_.heap_bytes ? a_.small.base + offset : nullptr; }
   //! Warp-cooperative allocate: every thread of `group` (a cooperative-groups group within one
   //! warp: coalesced_group or thread_block_tile<N <= 32>) calls it; threads asking for the same
   //! size class are served together (one semaphore operation, shared statistics update). Sizes,
@@ -304,6 +329,9 @@ struct heap_attributes {
   std::uint64_t mapped_mem_current = 0;
   std::uint64_t mapped_mem_high = 0;     //!< the highest mapped_mem_current (reset_high_water resets it)
   std::uint64_t metadata_bytes = 0;      //!< device memory of the buddy tree, arenas and statistics
+  // ---- heaps shared by processes ----
+  bool shared = false;                   //!< heap_options::shareable, or imported
+  bool imported = false;                 //!< made by heap::import
   std::uint64_t failed_growable = 0;     //!< nullptr that growth can serve: a granule was unmapped (demand)
   std::uint64_t growth_requests = 0;     //!< grow_if_needed calls that found demand
   std::uint64_t growth_failures = 0;     //!< granules whose mapping failed (rolled back, nothing half mapped)
@@ -458,6 +486,35 @@ class heap {
   //! touched) and takes about a second per 8 GiB. Throws toga::cuda_error, std::logic_error (moved from).
   std::optional<std::string> check(toga::heap_quality* quality = nullptr) const;
 
+  // ---- heaps shared by processes (heap_options::shareable; docs/usage.md §13) ----
+  //! What another process needs to import this heap: the descriptor and two new POSIX file
+  //! descriptors (cuMemExportToShareableHandle), which the caller owns and closes after sending.
+  //! Throws std::logic_error (a heap made without heap_options::shareable, or moved from),
+  //! toga::cuda_error (the driver refused the export).
+  shareable_heap export_shareable() const;
+  //! Maps a heap another process exported (export_shareable's descriptor bytes and the two file
+  //! descriptors, received by this process; the caller keeps and closes its descriptors) on
+  //! `device` (-1: the device whose UUID the descriptor names, as this process numbers it). The
+  //! heap's memory lives until the last process unmaps it; kernels of every process then
+  //! allocate and free in it at once through ref(), and blocks travel between the processes as
+  //! heap offsets (export_pointer / import_pointer). Before mapping, the descriptor is checked
+  //! (toga::check_share_descriptor: size, magic, version, checksum, geometry); after mapping, the
+  //! copy of it the exporter wrote in the metadata must match. Throws std::invalid_argument for a
+  //! truncated, corrupted, forged or stale descriptor, for descriptors that are not CUDA memory
+  //! handles or are smaller than the descriptor says, for a device that is not the exporter's:
+  //! the message names what was wrong, and nothing stays mapped; toga::cuda_error otherwise.
+  static heap import(const void* descriptor, std::size_t descriptor_bytes, int heap_fd, int meta_fd, int device = -1);
+  //! Whether this heap can be exported (heap_options::shareable) or was imported.
+  bool shared() const noexcept { return share_ != nullptr; }
+  //! Whether this heap object was made by import (its process is not the exporter).
+  bool imported() const noexcept;
+  //! The heap offset of block `p` (what another process passes to import_pointer); as
+  //! heap_ref::export_pointer, but throws std::invalid_argument for a pointer outside the heap.
+  std::uint64_t export_pointer(const void* p) const;
+  //! This process's address of heap offset `offset`; std::invalid_argument for an offset not
+  //! below the capacity.
+  void* import_pointer(std::uint64_t offset) const;
+
   //! The device the heap lives on.
   int device() const noexcept { return device_; }
   //! Milliseconds the last initialisation (constructor or reset) took on the stream.
@@ -486,6 +543,11 @@ class heap {
   toga::tenant_table* tenants_ = nullptr;  // heap_options::tenants: device memory
   std::vector<std::uint64_t> quotas_;      // tenants: each tenant's quota (host copy, restored by reset)
   void check_tenant(const char* call, unsigned id) const;
+  struct share_impl;
+  struct import_tag {};
+  explicit heap(import_tag) noexcept;
+  void make_shareable(std::uint64_t heap_bytes);
+  std::unique_ptr<share_impl> share_;  // shareable or imported heaps: the VMM handles and mappings
 };
 
 // ---- budgets and the allocation registry (toga/budget.hpp; docs/usage.md §12) ---------------------

@@ -1,0 +1,500 @@
+// Heaps shared by processes on one GPU (issue 32; heap_options::shareable, heap::export_shareable,
+// heap::import; docs/usage.md §13). The second process is this executable again (fork + exec,
+// `--sharing-child MODE FD`), handed the heap over a Unix socket with SCM_RIGHTS.
+//  * TwoProcessesChurnOneHeapAtOnce: each process runs rounds of 2^20 threads that allocate
+//    (16 B - 4 KiB), stamp, publish half their blocks as heap offsets and free blocks taken from
+//    the other side: 0 corrupt blocks, frees of the other process's blocks, shared statistics,
+//    a heap walk that passes once both freed everything.
+//  * AKilledProcessLeavesTheOthersBlocksIntact: the importer holds 2^16 blocks and is killed
+//    (SIGKILL, between its launches); the exporter's blocks and the dead one's are intact, and the
+//    exporter goes on and frees them all.
+//  * MalformedImportsAreRefused: truncated, forged, foreign descriptors, non-CUDA descriptors.
+//  * T1OnASharedHeapAgainstAPrivateOne: allocate + free of 2^20 blocks, same run, medians of 7
+//    (figures, printed; the target of 1.1x is read from them, not asserted).
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../../tools/examples/fd_passing.hpp"
+#include "gpu_test_support.cuh"
+#include "toga/cuda/heap.cuh"
+
+namespace {
+
+using toga::cuda::heap;
+using toga::cuda::heap_ref;
+using ull = unsigned long long;
+
+constexpr std::uint64_t GiB = 1ull << 30;
+constexpr unsigned ring_slots = 1u << 17;
+constexpr std::uint64_t ring_bytes = 64 + 8ull * ring_slots;
+// words of the ring block's header (then the slots: heap offset + 1, or 0)
+enum : unsigned { cross_frees = 0, corrupt = 2, failures = 4 };
+
+__device__ ull stamp_of(unsigned role, unsigned t, std::uint64_t size, unsigned round) {
+  return (ull{role} << 62) | (ull{round & 0xff} << 54) | (ull{size & 0xffff} << 32) | t;
+}
+__device__ void stamp(void* p, std::uint64_t size, ull s) {
+  ull* w = static_cast<ull*>(p);
+  w[0] = s;
+  w[size / 8 - 1] = s;
+  if (size >= 32) w[1] = ~s;
+}
+// 0 when the block's stamps disagree, else the stamp
+__device__ ull read_stamp(const void* p) {
+  const ull* w = static_cast<const ull*>(p);
+  const ull s = w[0];
+  const std::uint64_t size = (s >> 32) & 0xffff;
+  if (size < 16 || w[size / 8 - 1] != s || (size >= 32 && w[1] != ~s)) return 0;
+  return s;
+}
+
+__global__ void make_ring(heap_ref h, ull* out) {
+  void* p = h.allocate(ring_bytes);
+  if (p) memset(p, 0, ring_bytes);
+  *out = p ? h.export_pointer(p) : ~0ull;
+}
+
+// One round of one process: allocate, stamp, publish half (as heap offsets), take one slot
+// (either process's block), check and free it, free what was not published.
+__global__ void churn(heap_ref h, std::uint64_t ring_off, unsigned role, unsigned round, unsigned n) {
+  const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  ull* ring = static_cast<ull*>(h.import_pointer(ring_off));
+  ull* slots = ring + 8;
+  constexpr std::uint64_t sizes[] = {16, 64, 256, 1024, 4096};
+  const std::uint64_t size = sizes[(t / 32 + round) % 5];
+  void* p = h.allocate(size);
+  bool published = false;
+  if (p == nullptr) {
+    atomicAdd(&ring[failures + role], 1ull);
+  } else {
+    stamp(p, size, stamp_of(role, t, size, round));
+    __threadfence();  // the stamps before the offset that publishes them
+    if (t % 2 == 0) published = atomicCAS(&slots[(t * 2654435761u + round * 7919u + role * 13u) % ring_slots], 0ull, h.export_pointer(p) + 1) == 0;
+  }
+  const ull v = atomicExch(&slots[(t * 40503u + round * 104729u + role * 29u) % ring_slots], 0ull);
+  if (v != 0) {
+    __threadfence();  // the publisher's stamps after its offset
+    void* q = h.import_pointer(v - 1);
+    const ull s = q ? read_stamp(q) : 0;
+    if (s == 0) atomicAdd(&ring[corrupt + role], 1ull);
+    else if ((s >> 62) != role) atomicAdd(&ring[cross_frees + role], 1ull);
+    h.deallocate(q);
+  }
+  if (p != nullptr && !published) {
+    if (read_stamp(p) != stamp_of(role, t, size, round)) atomicAdd(&ring[corrupt + role], 1ull);
+    h.deallocate(p);
+  }
+}
+
+// Every block left in the ring: checked and freed; counts the ones of `dead_role`.
+__global__ void drain(heap_ref h, std::uint64_t ring_off, unsigned role, unsigned dead_role, ull* dead) {
+  const unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+  ull* ring = static_cast<ull*>(h.import_pointer(ring_off));
+  if (k >= ring_slots) return;
+  const ull v = ring[8 + k];
+  if (v == 0) return;
+  ring[8 + k] = 0;
+  void* q = h.import_pointer(v - 1);
+  const ull s = q ? read_stamp(q) : 0;
+  if (s == 0) atomicAdd(&ring[corrupt + role], 1ull);
+  else if ((s >> 62) == dead_role) atomicAdd(dead, 1ull);
+  h.deallocate(q);
+}
+
+__global__ void free_at(heap_ref h, std::uint64_t off) { h.deallocate(h.import_pointer(off)); }
+
+// Blocks held across another process's life: allocated, stamped, kept in `held`; check counts the bad ones.
+__global__ void hold_blocks(heap_ref h, void** held, unsigned role, unsigned n, std::uint64_t ring_off) {
+  const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  const std::uint64_t size = 16ull << (t % 9);
+  void* p = h.allocate(size);
+  if (p) stamp(p, size, stamp_of(role, t, size, 0));
+  if (held) held[t] = p;
+  if (ring_off != ~0ull && p) static_cast<ull*>(h.import_pointer(ring_off))[8 + t] = h.export_pointer(p) + 1;
+}
+__global__ void check_held(void* const* held, unsigned role, unsigned n, ull* bad, bool free_them, heap_ref h) {
+  const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  const std::uint64_t size = 16ull << (t % 9);
+  if (held[t] == nullptr || read_stamp(held[t]) != stamp_of(role, t, size, 0)) atomicAdd(bad, 1ull);
+  if (free_them && held[t]) h.deallocate(held[t]);
+}
+
+__global__ void alloc_kernel(heap_ref h, void** out, std::uint64_t size, unsigned n, ull* failed) {
+  const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  void* p = h.allocate(size);
+  out[t] = p;
+  if (!p) atomicAdd(failed, 1ull);
+}
+// Frees blocks `from` handed out through `to`'s mapping of the same heap: translated by offset.
+__global__ void free_translated(heap_ref from, heap_ref to, void* const* in, unsigned n) {
+  const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < n) to.deallocate(to.import_pointer(from.export_pointer(in[t])));
+}
+__global__ void now(ull* out) { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(*out)); }
+__global__ void free_kernel(heap_ref h, void* const* in, unsigned n) {
+  const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < n) h.deallocate(in[t]);
+}
+
+void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(e));
+}
+ull read_word(const heap& h, std::uint64_t ring_off, unsigned w) {
+  ull v = 0;
+  cuda_check(cudaMemcpy(&v, static_cast<char*>(h.import_pointer(ring_off)) + 8 * w, 8, cudaMemcpyDeviceToHost), "read ring");
+  return v;
+}
+
+// ---- the second process -------------------------------------------------------------------------
+
+struct hello {
+  toga::share_descriptor d;
+  std::uint64_t ring_off;
+  unsigned threads, rounds;
+};
+
+struct child_process {
+  pid_t pid = -1;
+  int sock = -1;
+};
+
+// Starts this executable again as the second process (exec right after fork: no CUDA state
+// crosses the fork) with one end of a socket pair.
+child_process start_child(const char* mode) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) != 0) throw std::runtime_error("socketpair");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(sv[0]);
+    const std::string fd = std::to_string(sv[1]);
+    execl("/proc/self/exe", "toga_gpu_sharing_tests", "--sharing-child", mode, fd.c_str(), static_cast<char*>(nullptr));
+    _exit(97);
+  }
+  close(sv[1]);
+  return {pid, sv[0]};
+}
+
+void send_heap(int sock, const heap& h, std::uint64_t ring_off, unsigned threads, unsigned rounds) {
+  const toga::cuda::shareable_heap e = h.export_shareable();
+  const hello m{e.descriptor, ring_off, threads, rounds};
+  std::string err;
+  const bool ok = toga_example::send_with_fds(sock, &m, sizeof m, {e.heap_fd, e.meta_fd}, err);
+  close(e.heap_fd);
+  close(e.meta_fd);
+  if (!ok) throw std::runtime_error(err);
+}
+
+int wait_child(pid_t pid) {
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+void put_byte(int sock) {
+  const char c = 1;
+  if (write(sock, &c, 1) != 1) throw std::runtime_error("write to the other process");
+}
+bool get_byte(int sock) {
+  char c;
+  return read(sock, &c, 1) == 1;
+}
+
+int child_main(const std::string& mode, int sock) {
+  hello m{};
+  std::size_t n = 0;
+  std::vector<int> fds;
+  std::string err;
+  if (!toga_example::receive_with_fds(sock, &m, sizeof m, n, fds, err) || n != sizeof m || fds.size() != 2) {
+    std::fprintf(stderr, "child: %s\n", err.c_str());
+    return 10;
+  }
+  heap h = heap::import(&m.d, sizeof m.d, fds[0], fds[1]);
+  close(fds[0]);
+  close(fds[1]);
+  const heap_ref r = h.ref();
+  if (mode == "churn") {
+    ull* when = nullptr;  // [0] the first round's start, [1] the last round's end (%globaltimer, ns)
+    cuda_check(cudaMalloc(&when, 16), "cudaMalloc");
+    churn<<<1, 32>>>(r, m.ring_off, 1, 0, 0);  // loads the module: the rounds below start at once
+    cuda_check(cudaDeviceSynchronize(), "child warm-up");
+    put_byte(sock);  // imported
+    if (!get_byte(sock)) return 11;
+    now<<<1, 1>>>(when);
+    for (unsigned k = 0; k < m.rounds; ++k) churn<<<(m.threads + 255) / 256, 256>>>(r, m.ring_off, 1, k, m.threads);
+    now<<<1, 1>>>(when + 1);
+    cuda_check(cudaDeviceSynchronize(), "child churn");
+    ull w[2];
+    cuda_check(cudaMemcpy(w, when, 16, cudaMemcpyDeviceToHost), "when");
+    if (write(sock, w, 16) != 16) return 14;
+    return read_word(h, m.ring_off, corrupt + 1) == 0 && read_word(h, m.ring_off, failures + 1) == 0 ? 0 : 12;
+  }
+  if (mode == "hold") {
+    hold_blocks<<<(m.threads + 255) / 256, 256>>>(r, nullptr, 1, m.threads, m.ring_off);
+    cuda_check(cudaDeviceSynchronize(), "child hold");
+    put_byte(sock);
+    pause();  // killed here
+    return 0;
+  }
+  return 13;
+}
+
+// ---- the tests -------------------------------------------------------------------------------
+
+std::uint64_t free_device_bytes() {
+  std::size_t f = 0, t = 0;
+  (void)cudaMemGetInfo(&f, &t);
+  return f;
+}
+
+toga::cuda::heap_options shareable() {
+  toga::cuda::heap_options o;
+  o.shareable = true;
+  return o;
+}
+
+std::uint64_t make_ring_in(const heap& h) {
+  toga::test::device_buffer<ull> out;
+  cuda_check(cudaMalloc(&out.ptr, 8), "cudaMalloc");
+  make_ring<<<1, 1>>>(h.ref(), out.ptr);
+  ull off = 0;
+  cuda_check(cudaMemcpy(&off, out.ptr, 8, cudaMemcpyDeviceToHost), "ring");
+  if (off == ~0ull) throw std::runtime_error("no ring");
+  return off;
+}
+
+TEST(SharingGpu, TwoProcessesChurnOneHeapAtOnce) {
+  TOGA_TEST_REQUIRE_GPU();
+  if (free_device_bytes() < 12 * GiB) GTEST_SKIP() << "needs 12 GiB free";
+  constexpr unsigned threads = 1u << 20, rounds = 40;
+  heap h(8 * GiB, shareable());
+  const std::uint64_t ring_off = make_ring_in(h);
+  toga::test::device_buffer<ull> when;
+  TOGA_TEST_CUDA(cudaMalloc(&when.ptr, 16));
+  churn<<<1, 32>>>(h.ref(), ring_off, 0, 0, 0);  // loads the module
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  child_process c = start_child("churn");
+  send_heap(c.sock, h, ring_off, threads, rounds);
+  ASSERT_TRUE(get_byte(c.sock)) << "the importing process ended early (exit code " << wait_child(c.pid) << ")";
+  put_byte(c.sock);
+  now<<<1, 1>>>(when.ptr);
+  for (unsigned k = 0; k < rounds; ++k) churn<<<threads / 256, 256>>>(h.ref(), ring_off, 0, k, threads);
+  now<<<1, 1>>>(when.ptr + 1);
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  ull w0[2] = {0, 0}, w1[2] = {0, 0};
+  TOGA_TEST_CUDA(cudaMemcpy(w0, when.ptr, 16, cudaMemcpyDeviceToHost));
+  const bool timed = read(c.sock, w1, 16) == 16;
+  const int child = wait_child(c.pid);
+  close(c.sock);
+  EXPECT_EQ(child, 0) << "the importing process's checks failed (exit code; 128 + signal)";
+  EXPECT_TRUE(timed);
+  // how long the two processes' rounds overlapped in time (the GPU time-slices their contexts)
+  const double overlap_ms = (std::min(w0[1], w1[1]) > std::max(w0[0], w1[0]) ? std::min(w0[1], w1[1]) - std::max(w0[0], w1[0]) : 0) / 1e6;
+  const double ms = (std::max(w0[1], w1[1]) - std::min(w0[0], w1[0])) / 1e6;
+  const ull during0 = read_word(h, ring_off, cross_frees), during1 = read_word(h, ring_off, cross_frees + 1);
+  // one more round of the exporter alone: it takes the importer's last blocks whatever the slicing
+  churn<<<threads / 256, 256>>>(h.ref(), ring_off, 0, rounds, threads);
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  toga::test::device_buffer<ull> dead;
+  TOGA_TEST_CUDA(cudaMalloc(&dead.ptr, 8));
+  TOGA_TEST_CUDA(cudaMemset(dead.ptr, 0, 8));
+  drain<<<ring_slots / 256, 256>>>(h.ref(), ring_off, 0, 1, dead.ptr);
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  const ull cross0 = read_word(h, ring_off, cross_frees), cross1 = read_word(h, ring_off, cross_frees + 1);
+  EXPECT_EQ(read_word(h, ring_off, corrupt) + read_word(h, ring_off, corrupt + 1), 0u) << "corrupt blocks: two blocks over the same bytes";
+  EXPECT_EQ(read_word(h, ring_off, failures) + read_word(h, ring_off, failures + 1), 0u);
+  EXPECT_GT(cross0, 1000u) << "the exporter freed blocks of the importer";
+  EXPECT_GT(cross1, 1000u) << "the importer freed blocks of the exporter";
+  free_at<<<1, 1>>>(h.ref(), ring_off);
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  h.trim();
+  const toga::cuda::heap_attributes a = h.attributes();
+  EXPECT_TRUE(a.shared);
+  EXPECT_FALSE(a.imported);
+  EXPECT_EQ(a.allocations, a.deallocations) << "the statistics are shared: every allocation of both processes was freed";
+  EXPECT_EQ(a.used_mem_current, 0u);
+  EXPECT_EQ(a.allocations, 2ull * threads * rounds + threads + 1);
+  const auto walk = h.check();
+  EXPECT_FALSE(walk.has_value()) << *walk;
+  std::printf("two processes x %u rounds x %u threads: %.1f ms from the first start to the last end, the processes' rounds overlapping for %.1f ms "
+              "(exporter %.1f ms, importer %.1f ms); cross-process frees while both ran: exporter %llu, importer %llu; in all: %llu, %llu\n",
+              rounds, threads, ms, overlap_ms, (w0[1] - w0[0]) / 1e6, (w1[1] - w1[0]) / 1e6, during0, during1, cross0, cross1);
+}
+
+TEST(SharingGpu, AKilledProcessLeavesTheOthersBlocksIntact) {
+  TOGA_TEST_REQUIRE_GPU();
+  if (free_device_bytes() < 4 * GiB) GTEST_SKIP() << "needs 4 GiB free";
+  constexpr unsigned held = 1u << 16;
+  heap h(2 * GiB, shareable());
+  const std::uint64_t ring_off = make_ring_in(h);
+  toga::test::device_buffer<void*> mine;
+  TOGA_TEST_CUDA(cudaMalloc(&mine.ptr, held * sizeof(void*)));
+  hold_blocks<<<held / 256, 256>>>(h.ref(), mine.ptr, 0, held, ~0ull);
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  child_process c = start_child("hold");
+  send_heap(c.sock, h, ring_off, held, 0);
+  ASSERT_TRUE(get_byte(c.sock)) << "the importing process ended early (exit code " << wait_child(c.pid) << ")";
+  kill(c.pid, SIGKILL);
+  EXPECT_EQ(wait_child(c.pid), 128 + SIGKILL);
+  close(c.sock);
+  toga::test::device_buffer<ull> counts;
+  TOGA_TEST_CUDA(cudaMalloc(&counts.ptr, 16));
+  TOGA_TEST_CUDA(cudaMemset(counts.ptr, 0, 16));
+  check_held<<<held / 256, 256>>>(mine.ptr, 0, held, counts.ptr, false, h.ref());
+  for (unsigned k = 0; k < 5; ++k) churn<<<(1u << 18) / 256, 256>>>(h.ref(), ring_off, 0, k, 1u << 18);  // the survivor goes on
+  drain<<<ring_slots / 256, 256>>>(h.ref(), ring_off, 0, 1, counts.ptr + 1);  // the dead one's blocks (those churn did not take)
+  check_held<<<held / 256, 256>>>(mine.ptr, 0, held, counts.ptr, true, h.ref());
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  ull c2[2];
+  TOGA_TEST_CUDA(cudaMemcpy(c2, counts.ptr, 16, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(c2[0], 0u) << "blocks of the surviving process changed";
+  EXPECT_EQ(read_word(h, ring_off, corrupt), 0u) << "blocks of the dead process changed";
+  EXPECT_EQ(read_word(h, ring_off, cross_frees) + c2[1], held) << "every block of the dead process was found intact and freed";
+  free_at<<<1, 1>>>(h.ref(), ring_off);
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  h.trim();
+  const auto a = h.attributes();
+  EXPECT_EQ(a.used_mem_current, 0u);
+  EXPECT_EQ(a.allocations, a.deallocations);
+  const auto walk = h.check();
+  EXPECT_FALSE(walk.has_value()) << *walk;
+}
+
+std::string import_error(const void* d, std::size_t n, int hf, int mf, int device = -1) {
+  try {
+    heap h = heap::import(d, n, hf, mf, device);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SharingGpu, MalformedImportsAreRefused) {
+  TOGA_TEST_REQUIRE_GPU();
+  heap a(64ull << 20, shareable()), b(64ull << 20, shareable());
+  const auto ea = a.export_shareable(), eb = b.export_shareable();
+  auto forged = ea.descriptor;
+  forged.levels += 1;
+  forged.checksum = toga::share_checksum(forged);
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  int count = 0;
+  TOGA_TEST_CUDA(cudaGetDeviceCount(&count));
+  struct bad {
+    const char* name;
+    std::string msg;
+    const char* says;
+  };
+  const std::vector<bad> cases = {
+      {"truncated", import_error(&ea.descriptor, 64, ea.heap_fd, ea.meta_fd), "truncated"},
+      {"forged geometry", import_error(&forged, sizeof forged, ea.heap_fd, ea.meta_fd), "do not follow from its geometry"},
+      {"not a CUDA handle", import_error(&ea.descriptor, sizeof ea.descriptor, p[0], ea.meta_fd), "is not a CUDA memory handle"},
+      {"handles of another export", import_error(&ea.descriptor, sizeof ea.descriptor, eb.heap_fd, eb.meta_fd), "belongs to another heap"},
+      {"a device CUDA does not see", import_error(&ea.descriptor, sizeof ea.descriptor, ea.heap_fd, ea.meta_fd, count), "is not in [0"},
+  };
+  for (const bad& c : cases) {
+    EXPECT_NE(c.msg.find(c.says), std::string::npos) << c.name << ": got \"" << c.msg << "\"";
+    EXPECT_NE(c.msg.find("toga::cuda::heap::import"), std::string::npos) << c.name;
+  }
+  // the good one imports in this process too (a second mapping) and sees a's statistics
+  heap c = heap::import(&ea.descriptor, sizeof ea.descriptor, ea.heap_fd, ea.meta_fd);
+  EXPECT_TRUE(c.imported());
+  EXPECT_THROW(c.reset(), std::logic_error);
+  EXPECT_THROW((void)heap(toga::cuda::heap_options{.max_bytes = 1ull << 30, .shareable = true}), std::invalid_argument);
+  EXPECT_THROW((void)heap(1ull << 26).export_shareable(), std::logic_error);
+  for (int fd : {ea.heap_fd, ea.meta_fd, eb.heap_fd, eb.meta_fd, p[0], p[1]}) close(fd);
+  const std::uint64_t before = c.attributes().allocations;
+  toga::test::device_buffer<void*> one;
+  toga::test::device_buffer<ull> failed;
+  TOGA_TEST_CUDA(cudaMalloc(&one.ptr, sizeof(void*)));
+  TOGA_TEST_CUDA(cudaMalloc(&failed.ptr, 8));
+  TOGA_TEST_CUDA(cudaMemset(failed.ptr, 0, 8));
+  alloc_kernel<<<1, 1>>>(a.ref(), one.ptr, 4096, 1, failed.ptr);
+  free_translated<<<1, 1>>>(a.ref(), c.ref(), one.ptr, 1);  // allocated through one mapping, freed through the other
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  EXPECT_EQ(c.attributes().allocations, before + 1);
+  EXPECT_EQ(a.attributes().deallocations, 1u);
+  EXPECT_FALSE(a.check().has_value());
+}
+
+// T1 (2^20 x allocate, then free) on a private heap, a shareable heap and its import in this
+// process, interleaved, medians of 7 after a warm-up. Figures only.
+TEST(SharingGpu, T1OnASharedHeapAgainstAPrivateOne) {
+  TOGA_TEST_REQUIRE_GPU();
+  if (free_device_bytes() < 20 * GiB) GTEST_SKIP() << "needs 20 GiB free";
+  constexpr unsigned n = 1u << 20;
+  heap priv(8 * GiB), shared(8 * GiB, shareable());
+  const auto e = shared.export_shareable();
+  heap imp = heap::import(&e.descriptor, sizeof e.descriptor, e.heap_fd, e.meta_fd);
+  close(e.heap_fd);
+  close(e.meta_fd);
+  toga::test::device_buffer<void*> ptrs;
+  toga::test::device_buffer<ull> failed;
+  TOGA_TEST_CUDA(cudaMalloc(&ptrs.ptr, n * sizeof(void*)));
+  TOGA_TEST_CUDA(cudaMalloc(&failed.ptr, 8));
+  TOGA_TEST_CUDA(cudaMemset(failed.ptr, 0, 8));
+  cudaEvent_t e0, e1, e2;
+  TOGA_TEST_CUDA(cudaEventCreate(&e0));
+  TOGA_TEST_CUDA(cudaEventCreate(&e1));
+  TOGA_TEST_CUDA(cudaEventCreate(&e2));
+  const heap* heaps[3] = {&priv, &shared, &imp};
+  const char* names[3] = {"private", "shareable (exporter)", "imported"};
+  for (std::uint64_t size : {16ull, 256ull, 4096ull}) {
+    std::vector<float> am[3], fm[3];
+    for (int rep = 0; rep < 8; ++rep)
+      for (int k = 0; k < 3; ++k) {
+        const heap_ref r = heaps[k]->ref();
+        TOGA_TEST_CUDA(cudaEventRecord(e0));
+        alloc_kernel<<<n / 256, 256>>>(r, ptrs.ptr, size, n, failed.ptr);
+        TOGA_TEST_CUDA(cudaEventRecord(e1));
+        free_kernel<<<n / 256, 256>>>(r, ptrs.ptr, n);
+        TOGA_TEST_CUDA(cudaEventRecord(e2));
+        TOGA_TEST_CUDA(cudaEventSynchronize(e2));
+        float a = 0, f = 0;
+        TOGA_TEST_CUDA(cudaEventElapsedTime(&a, e0, e1));
+        TOGA_TEST_CUDA(cudaEventElapsedTime(&f, e1, e2));
+        if (rep > 0) {  // rep 0: the warm-up
+          am[k].push_back(a);
+          fm[k].push_back(f);
+        }
+      }
+    auto median = [](std::vector<float> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    for (int k = 0; k < 3; ++k)
+      std::printf("T1 %llu B, %s: allocate %.3f ms (%.2fx private), free %.3f ms (%.2fx)\n", static_cast<ull>(size), names[k], median(am[k]),
+                  median(am[k]) / median(am[0]), median(fm[k]), median(fm[k]) / median(fm[0]));
+  }
+  ull f = 0;
+  TOGA_TEST_CUDA(cudaMemcpy(&f, failed.ptr, 8, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(f, 0u) << "T1 rows with failed requests are not figures";
+  EXPECT_FALSE(shared.check().has_value());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 4 && std::string(argv[1]) == "--sharing-child") {
+    try {
+      return child_main(argv[2], std::atoi(argv[3]));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sharing child: %s\n", e.what());
+      return 20;
+    }
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
