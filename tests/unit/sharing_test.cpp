@@ -401,55 +401,24 @@ TEST(Sharing, EveryMalformedDescriptorIsRefusedAndMapsNothing) {
   };
   int pipe_fd[2];
   ASSERT_EQ(pipe(pipe_fd), 0);
+  // an import of e's descriptor changed by `change` (and its checksum made right again unless `reseal` is false)
+  const auto forged = [&](auto change, bool reseal = true) {
+    return [&e, change, reseal] {
+      toga::share_descriptor d = e.descriptor;
+      change(d);
+      if (reseal) d = resealed(d);
+      return import_error(&d, sizeof d, e.heap_fd, e.meta_fd);
+    };
+  };
   const std::vector<bad> cases = {
       {"truncated", [&] { return import_error(&e.descriptor, 100, e.heap_fd, e.meta_fd); }, "truncated"},
       {"null", [&] { return import_error(nullptr, sizeof e.descriptor, e.heap_fd, e.meta_fd); }, "truncated"},
-      {"not toga's",
-       [&] {
-         auto d = e.descriptor;
-         d.magic[0] = 'x';
-         return import_error(&d, sizeof d, e.heap_fd, e.meta_fd);
-       },
-       "magic"},
-      {"other version",
-       [&] {
-         auto d = e.descriptor;
-         d.version = 2;
-         d = resealed(d);
-         return import_error(&d, sizeof d, e.heap_fd, e.meta_fd);
-       },
-       "version 2"},
-      {"corrupted",
-       [&] {
-         auto d = e.descriptor;
-         d.heap_id ^= 1;
-         return import_error(&d, sizeof d, e.heap_fd, e.meta_fd);
-       },
-       "checksum"},
-      {"other backend",
-       [&] {
-         auto d = e.descriptor;
-         d.backend = static_cast<std::uint32_t>(toga::memory_backend::cuda);
-         d = resealed(d);
-         return import_error(&d, sizeof d, e.heap_fd, e.meta_fd);
-       },
-       "cuda heap"},
-      {"forged geometry",
-       [&] {
-         auto d = e.descriptor;
-         d.levels += 1;
-         d = resealed(d);
-         return import_error(&d, sizeof d, e.heap_fd, e.meta_fd);
-       },
-       "do not follow from its geometry"},
-      {"absurd geometry",
-       [&] {
-         auto d = e.descriptor;
-         d.levels = 200;
-         d = resealed(d);
-         return import_error(&d, sizeof d, e.heap_fd, e.meta_fd);
-       },
-       "not one toga makes"},
+      {"not toga's", forged([](auto& d) { d.magic[0] = 'x'; }, false), "magic"},
+      {"other version", forged([](auto& d) { d.version = 2; }), "version 2"},
+      {"corrupted", forged([](auto& d) { d.heap_id ^= 1; }, false), "checksum"},
+      {"other backend", forged([](auto& d) { d.backend = static_cast<std::uint32_t>(toga::memory_backend::cuda); }), "cuda heap"},
+      {"forged geometry", forged([](auto& d) { d.levels += 1; }), "do not follow from its geometry"},
+      {"absurd geometry", forged([](auto& d) { d.levels = 200; }), "not one toga makes"},
       {"heap file too small", [&] { return import_error(&e.descriptor, sizeof e.descriptor, e.meta_fd, e.meta_fd); }, "heap file holds"},
       {"closed descriptor", [&] { return import_error(&e.descriptor, sizeof e.descriptor, 1000, e.meta_fd); }, "is not open"},
       {"not a file", [&] { return import_error(&e.descriptor, sizeof e.descriptor, e.heap_fd, pipe_fd[0]); }, "metadata file"},
