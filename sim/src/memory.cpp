@@ -270,11 +270,13 @@ void memory_state::check_race(location& l, unsigned me, bool write, scope s, con
       }
   if (!other) return;
   std::ostringstream m;
-  m << "scoped race: " << w_->describe(me) << " " << what << " with " << to_string(s) << " scope, and "
+  auto name = [&](scope x) { return x == scope::block ? inner_name_ : outer_name_; };
+  m << "scoped race: " << w_->describe(me) << " " << what << " with " << name(s) << " scope, and "
     << w_->describe(other->lane) << " " << (other->write ? "wrote" : "read") << " the same " << l.bytes
-    << "-byte word with " << to_string(other->sc) << " scope, "
+    << "-byte word with " << name(other->sc) << " scope, "
     << "unordered by happens-before"
-    << ": a block-scope atomic is atomic only within its block, so the two are not morally strong (PTX) and race";
+    << ": a " << inner_name_ << "-scope atomic is atomic only within its " << inner_name_
+    << ", so the two are not morally strong (PTX) and race";
   w_->abort_run(verdict_kind::cuda_rule, m.str());
 }
 

@@ -471,6 +471,10 @@ std::vector<mutant> build() {
          "the quota is checked with a load before the charge is added: two lanes of a tenant pass it together"),
       mb("tenant.charge-kept-on-heap-failure", "accounting", "tenants", P{{"bug", 3}},
          "a request the heap cannot serve keeps its charge to the tenant"),
+      // ---- heaps shared by devices (toga/sharing.hpp's system_scoped, scenarios_sharing.cpp) ------------
+      mb("sharing.device-scope-on-two-devices", "scope", "two-devices", P{{"bug", 1}},
+         "the heap's words keep device scope (a one-device heap) while kernels of two devices use it: not morally strong")
+          .depth(0),
       // ---- the growth service (toga/growth_service.hpp, scenarios_service.cpp) ------------------------
       mb("service.published-before-mapped", "publication", "grow-service", P{{"bug", 1}, {"budget", 1}},
          "the service publishes a granule's offset before mapping it: a granule whose mapping then fails is adopted")

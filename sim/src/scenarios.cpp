@@ -414,6 +414,7 @@ void register_primitive_scenarios();  // scenarios_primitives.cpp
 void register_allocator_scenarios();  // scenarios_allocator.cpp
 void register_litmus_scenarios();     // scenarios_litmus.cpp
 void register_tenant_scenarios();     // scenarios_tenants.cpp
+void register_sharing_scenarios();    // scenarios_sharing.cpp
 void register_service_scenarios();    // scenarios_service.cpp
 
 void register_builtin_scenarios() {
@@ -423,6 +424,7 @@ void register_builtin_scenarios() {
     register_allocator_scenarios();
     register_litmus_scenarios();
     register_tenant_scenarios();
+    register_sharing_scenarios();
     register_service_scenarios();
     const param_spec lanes{"lanes", 1, 1024, 4, "lanes in one block"};
     add_scenario(with_keys({"lost-update",

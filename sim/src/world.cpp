@@ -201,6 +201,7 @@ world::world(const launch_config& cfg, strategy& strat, run_limits limits)
     li.warp = li.thread / 32;
     li.lane = li.thread % 32;
     li.sm = cfg.sms ? li.block % cfg.sms : 0;
+    li.device = cfg.devices > 1 ? li.sm % cfg.devices : 0;
     li.warp_global = li.block * warps_per_block + li.warp;
   }
   for (unsigned b = 0; b < cfg.blocks; ++b)
@@ -237,9 +238,13 @@ void world::start_memory_tracking(memory_model m) {
   // (mem_ already set: the observer's shadow tracking, replaced by a fresh state here, as a world
   // without an observer starts one at its first block-scope access)
   shadow_memory_ = false;
+  // The model's scope groups: blocks (block scope inside, device scope across); with several
+  // devices, devices (device scope inside, system scope across; platform::model_scope).
+  const bool by_device = cfg_.devices > 1;
   std::vector<unsigned> blocks(lanes_.size());
-  for (std::size_t i = 0; i < lanes_.size(); ++i) blocks[i] = lanes_[i].info.block;
-  mem_->reset(*this, m, blocks, cfg_.blocks);
+  for (std::size_t i = 0; i < lanes_.size(); ++i) blocks[i] = by_device ? lanes_[i].info.device : lanes_[i].info.block;
+  mem_->reset(*this, m, blocks, by_device ? cfg_.devices : cfg_.blocks);
+  mem_->set_group_names(by_device ? "device" : "block", by_device ? "system" : "device");
   if (observer_) {
     mem_->set_tracer([this](const char* what, unsigned lane, const void* addr, std::uint64_t value, unsigned pick,
                             unsigned candidates) {
@@ -278,8 +283,9 @@ void world::add_invariant(std::string name, invariant_fn fn, watched_ranges watc
 std::string world::describe(unsigned i) const {
   const lane_info& li = lanes_[i].info;
   std::ostringstream s;
-  s << "lane " << i << " (block " << li.block << ", warp " << li.warp << ", lane " << li.lane
-    << ", SM " << li.sm << ")";
+  s << "lane " << i << " (block " << li.block << ", warp " << li.warp << ", lane " << li.lane << ", SM " << li.sm;
+  if (cfg_.devices > 1) s << " = SM " << li.sm / cfg_.devices << " of device " << li.device;
+  s << ")";
   return s.str();
 }
 
@@ -289,6 +295,12 @@ run_result world::run(const std::function<void()>& body) {
   if (n == 0 || cfg_.sms == 0) {
     result_.kind = verdict_kind::cuda_rule;
     result_.message = "launch has no threads or no SMs";
+    return result_;
+  }
+  if (cfg_.devices == 0 || cfg_.sms % cfg_.devices != 0) {
+    result_.kind = verdict_kind::cuda_rule;
+    result_.message = "launch of " + std::to_string(cfg_.sms) + " SMs on " + std::to_string(cfg_.devices) +
+                      " devices: the SMs must split evenly over at least one device";
     return result_;
   }
   const unsigned blocks_per_sm = (cfg_.blocks + cfg_.sms - 1) / cfg_.sms;

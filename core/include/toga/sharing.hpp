@@ -170,4 +170,55 @@ TOGA_HOST_DEVICE inline std::uint64_t share_offset(const char* base, std::uint64
   return static_cast<std::uint64_t>(c - base);
 }
 
+//! The Platform P with every atomic operation and fence at system scope: the allocator for a
+//! heap whose words are touched by kernels of several devices (issue 32; design.md §23.5), where
+//! a device-scope atomic is atomic only among one device's threads (PTX: not morally strong
+//! across devices). `toga::allocator<system_scoped<P>>` is the core with that scope; the
+//! simulator's `two-devices` scenario runs it (and, as its planted bug, the device-scoped core)
+//! on lanes of two devices. Identity, warp collectives, backoff and fault sites are P's.
+template <class P>
+struct system_scoped : P {
+  template <class T, memory_order O, scope S>
+  TOGA_HOST_DEVICE TOGA_FORCEINLINE static T load(T* p, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
+    return P::load(p, o, system_scope);
+  }
+  template <class T, memory_order O, scope S>
+  TOGA_HOST_DEVICE TOGA_FORCEINLINE static void store(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
+    P::store(p, v, o, system_scope);
+  }
+  template <class T, memory_order O, scope S>
+  TOGA_HOST_DEVICE TOGA_FORCEINLINE static T exchange(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
+    return P::exchange(p, v, o, system_scope);
+  }
+  template <class T, memory_order O, scope S>
+  TOGA_HOST_DEVICE TOGA_FORCEINLINE static bool compare_exchange(T* p, T& expected, std::type_identity_t<T> desired, order_tag<O> o,
+                                                                 scope_tag<S>) TOGA_NOEXCEPT(P) {
+    return P::compare_exchange(p, expected, desired, o, system_scope);
+  }
+  template <class T, memory_order O, scope S>
+  TOGA_HOST_DEVICE TOGA_FORCEINLINE static T fetch_add(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
+    return P::fetch_add(p, v, o, system_scope);
+  }
+  template <class T, memory_order O, scope S>
+  TOGA_HOST_DEVICE TOGA_FORCEINLINE static T fetch_sub(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
+    return P::fetch_sub(p, v, o, system_scope);
+  }
+  template <class T, memory_order O, scope S>
+  TOGA_HOST_DEVICE TOGA_FORCEINLINE static T fetch_and(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
+    return P::fetch_and(p, v, o, system_scope);
+  }
+  template <class T, memory_order O, scope S>
+  TOGA_HOST_DEVICE TOGA_FORCEINLINE static T fetch_or(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
+    return P::fetch_or(p, v, o, system_scope);
+  }
+  template <class T, memory_order O, scope S>
+  TOGA_HOST_DEVICE TOGA_FORCEINLINE static T fetch_max(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
+    return P::fetch_max(p, v, o, system_scope);
+  }
+  template <memory_order O, scope S>
+  TOGA_HOST_DEVICE TOGA_FORCEINLINE static void fence(order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
+    P::fence(o, system_scope);
+  }
+};
+
 }  // namespace toga

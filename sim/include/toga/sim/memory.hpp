@@ -106,6 +106,12 @@ class memory_state {
 
   //! Turns the scoped-race verdict off (litmus tests that observe what non-morally-strong pairs do).
   void set_race_check(bool on) { check_races_ = on; }
+  //! What the model's two scopes are called in verdicts: "block" / "device" (one device), or
+  //! "device" / "system" (launch_config::devices > 1, where the groups are devices).
+  void set_group_names(const char* inner, const char* outer) {
+    inner_name_ = inner;
+    outer_name_ = outer;
+  }
 
   //! The running lane's current point (not a scheduling point). Accesses it made before the
   //! call are covered by the mark; a later release of the lane publishes it.
@@ -196,6 +202,8 @@ class memory_state {
   std::vector<std::uint32_t> pend_dev_;  // lanes x lanes: ... that only a device-scope acquire fence joins
   std::vector<std::uint32_t> observed_;  // lanes x lanes: per writer, the newest epoch of a store the lane read
   bool check_races_ = true;
+  const char* inner_name_ = "block";
+  const char* outer_name_ = "device";
   tracer_fn tracer_;
   std::vector<std::uint32_t> snap_;      // per lane: a view equal to its clock, or 0
   std::vector<token> rel_fence_;         // per lane: the view of its last release fence

@@ -42,6 +42,12 @@ struct launch_config {
   unsigned sms = 1;
   unsigned blocks = 1;
   unsigned threads_per_block = 32;
+  //! Devices the SMs belong to (SM s is SM s / devices of device s % devices, so that blocks,
+  //! placed round-robin on the SMs, alternate between the devices; sms a multiple of devices).
+  //! With more than one, each device numbers its SMs from 0 (Platform::sm_id), device scope
+  //! covers one device's lanes and system scope all (issue 32's heaps used by several GPUs;
+  //! docs/simulator.md §21), and block scope is checked as device scope.
+  unsigned devices = 1;
   unsigned lanes() const { return blocks * threads_per_block; }
 };
 //! Resident-thread bound per SM (Hopper and every Volta+ part toga targets).

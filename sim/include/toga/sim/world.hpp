@@ -56,7 +56,8 @@ struct lane_info {
   unsigned thread;         //!< thread index within the block
   unsigned warp;           //!< warp index within the block
   unsigned lane;           //!< lane index within the warp
-  unsigned sm;             //!< SM the block runs on
+  unsigned sm;             //!< SM the block runs on (in the launch; Platform::sm_id numbers them per device)
+  unsigned device;         //!< device of that SM (launch_config::devices)
   unsigned warp_global;    //!< warp index in the launch
 };
 

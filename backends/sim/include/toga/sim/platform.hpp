@@ -35,8 +35,8 @@ struct platform {
     world& wd = w();
     wd.point(op::load, loc.file_name(), loc.line());
     cover(wd, p, false, loc);
-    if constexpr (S == scope::block) wd.note_block_scope();
-    if (memory_state* m = wd.memory()) return static_cast<T>(m->load(p, sizeof(T), O, model_scope(S)));
+    if (S == scope::block || (S == scope::device && wd.config().devices > 1)) wd.note_block_scope();
+    if (memory_state* m = wd.memory()) return static_cast<T>(m->load(p, sizeof(T), O, model_scope(wd, S)));
     return *p;
   }
   template <class T, memory_order O, scope S>
@@ -46,8 +46,8 @@ struct platform {
     wd.point(op::store, loc.file_name(), loc.line());
     wd.note_write(p);
     cover(wd, p, true, loc);
-    if constexpr (S == scope::block) wd.note_block_scope();
-    if (memory_state* m = wd.memory()) return m->store(p, sizeof(T), v, O, model_scope(S));
+    if (S == scope::block || (S == scope::device && wd.config().devices > 1)) wd.note_block_scope();
+    if (memory_state* m = wd.memory()) return m->store(p, sizeof(T), v, O, model_scope(wd, S));
     *p = v;
   }
   template <class T, memory_order O, scope S>
@@ -60,14 +60,14 @@ struct platform {
     wd.point(op::cas, loc.file_name(), loc.line());
     wd.note_write(p);
     cover(wd, p, true, loc);
-    if constexpr (S == scope::block) wd.note_block_scope();
+    if (S == scope::block || (S == scope::device && wd.config().devices > 1)) wd.note_block_scope();
     if (memory_state* m = wd.memory()) {
       const T cur = static_cast<T>(m->rmw_read(p, sizeof(T)));
       if (cur == expected) {
-        m->rmw_write(p, sizeof(T), desired, O, model_scope(S));
+        m->rmw_write(p, sizeof(T), desired, O, model_scope(wd, S));
         return true;
       }
-      m->rmw_fail(p, sizeof(T), failure_order(O), model_scope(S));
+      m->rmw_fail(p, sizeof(T), failure_order(O), model_scope(wd, S));
       expected = cur;
       return false;
     }
@@ -103,7 +103,7 @@ struct platform {
   static void fence(order_tag<O>, scope_tag<S>) {
     world& wd = w();
     wd.point(op::fence);
-    if (memory_state* m = wd.memory()) m->fence(O, model_scope(S));
+    if (memory_state* m = wd.memory()) m->fence(O, model_scope(wd, S));
   }
 
   // identity
@@ -113,8 +113,12 @@ struct platform {
   static unsigned block_id() { return w().self().block; }
   static unsigned block_dim() { return w().config().threads_per_block; }
   static unsigned grid_dim() { return w().config().blocks; }
-  static unsigned sm_id() { return w().self().sm; }
-  static unsigned num_sms() { return w().config().sms; }
+  // (each device numbers its own SMs from 0)
+  static unsigned sm_id() {
+    const world& wd = w();
+    return wd.config().devices > 1 ? wd.self().sm / wd.config().devices : wd.self().sm;
+  }
+  static unsigned num_sms() { return w().config().sms / (w().config().devices > 1 ? w().config().devices : 1); }
 
   // warp collectives
   //! The lanes grouped with the caller at this call site (a scheduling choice; see world.hpp).
@@ -192,9 +196,15 @@ struct platform {
   }
 
  private:
-  // The simulator models one device with the host as one more of its threads: system scope is
-  // checked as device scope (two devices are not modelled yet).
-  static constexpr scope model_scope(scope s) { return s == scope::system ? scope::device : s; }
+  // The memory model knows two scopes, its groups' (scope::block) and everyone's (scope::device).
+  // One device (the host one more of its threads): block scope the block, device and system
+  // scope everyone. Several devices (launch_config::devices, issue 32): the groups are devices,
+  // so device scope covers one device and system scope everyone; block scope is checked as
+  // device scope there (a block-scope race inside one device is not reported).
+  static scope model_scope(world& wd, scope s) {
+    if (wd.config().devices > 1) return s == scope::system ? scope::device : scope::block;
+    return s == scope::system ? scope::device : s;
+  }
   static world& w() { return *world::current(); }
   // Coverage of the core's races (toga/sim/coverage.hpp): the access, when a recorder is installed.
   static void cover(world& wd, const void* p, bool write, const std::source_location& loc) {
@@ -211,10 +221,10 @@ struct platform {
     wd.point(k, loc.file_name(), loc.line());
     wd.note_write(p);
     cover(wd, p, true, loc);
-    if constexpr (S == scope::block) wd.note_block_scope();
+    if (S == scope::block || (S == scope::device && wd.config().devices > 1)) wd.note_block_scope();
     if (memory_state* m = wd.memory()) {
       const T old = static_cast<T>(m->rmw_read(p, sizeof(T)));
-      m->rmw_write(p, sizeof(T), f(old), O, model_scope(S));
+      m->rmw_write(p, sizeof(T), f(old), O, model_scope(wd, S));
       return old;
     }
     const T old = *p;
