@@ -73,7 +73,7 @@ struct two_devices_inst final : instance {
     a.init_after_zero(0, 0, A::presplit_chunks_auto);
     // the k-th lane of device 0 and the k-th lane of device 1 are partners
     const launch_config& c = w.config();
-    std::vector<unsigned> on[2];
+    std::vector<std::vector<unsigned>> on(c.devices);  // (the scenario launches two)
     for (unsigned i = 0; i < lanes; ++i) {
       on[((i / c.threads_per_block) % c.sms) % c.devices].push_back(i);
     }

@@ -57,7 +57,8 @@ __device__ ull read_stamp(const void* p) {
   return s;
 }
 
-__global__ void make_ring(heap_ref h, ull* out) {
+template <class Ref>
+__global__ void make_ring(Ref h, ull* out) {
   void* p = h.allocate(ring_bytes);
   if (p) memset(p, 0, ring_bytes);
   *out = p ? h.export_pointer(p) : ~0ull;
@@ -65,7 +66,8 @@ __global__ void make_ring(heap_ref h, ull* out) {
 
 // One round of one process: allocate, stamp, publish half (as heap offsets), take one slot
 // (either process's block), check and free it, free what was not published.
-__global__ void churn(heap_ref h, std::uint64_t ring_off, unsigned role, unsigned round, unsigned n) {
+template <class Ref>
+__global__ void churn(Ref h, std::uint64_t ring_off, unsigned role, unsigned round, unsigned n) {
   const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= n) return;
   ull* ring = static_cast<ull*>(h.import_pointer(ring_off));
@@ -97,7 +99,8 @@ __global__ void churn(heap_ref h, std::uint64_t ring_off, unsigned role, unsigne
 }
 
 // Every block left in the ring: checked and freed; counts the ones of `dead_role`.
-__global__ void drain(heap_ref h, std::uint64_t ring_off, unsigned role, unsigned dead_role, ull* dead) {
+template <class Ref>
+__global__ void drain(Ref h, std::uint64_t ring_off, unsigned role, unsigned dead_role, ull* dead) {
   const unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
   ull* ring = static_cast<ull*>(h.import_pointer(ring_off));
   if (k >= ring_slots) return;
@@ -111,7 +114,8 @@ __global__ void drain(heap_ref h, std::uint64_t ring_off, unsigned role, unsigne
   h.deallocate(q);
 }
 
-__global__ void free_at(heap_ref h, std::uint64_t off) { h.deallocate(h.import_pointer(off)); }
+template <class Ref>
+__global__ void free_at(Ref h, std::uint64_t off) { h.deallocate(h.import_pointer(off)); }
 
 // Blocks held across another process's life: allocated, stamped, kept in `held`; check counts the bad ones.
 __global__ void hold_blocks(heap_ref h, void** held, unsigned role, unsigned n, std::uint64_t ring_off) {
@@ -131,7 +135,8 @@ __global__ void check_held(void* const* held, unsigned role, unsigned n, ull* ba
   if (free_them && held[t]) h.deallocate(held[t]);
 }
 
-__global__ void alloc_kernel(heap_ref h, void** out, std::uint64_t size, unsigned n, ull* failed) {
+template <class Ref>
+__global__ void alloc_kernel(Ref h, void** out, std::uint64_t size, unsigned n, ull* failed) {
   const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= n) return;
   void* p = h.allocate(size);
@@ -139,12 +144,14 @@ __global__ void alloc_kernel(heap_ref h, void** out, std::uint64_t size, unsigne
   if (!p) atomicAdd(failed, 1ull);
 }
 // Frees blocks `from` handed out through `to`'s mapping of the same heap: translated by offset.
-__global__ void free_translated(heap_ref from, heap_ref to, void* const* in, unsigned n) {
+template <class Ref>
+__global__ void free_translated(Ref from, Ref to, void* const* in, unsigned n) {
   const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t < n) to.deallocate(to.import_pointer(from.export_pointer(in[t])));
 }
 __global__ void now(ull* out) { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(*out)); }
-__global__ void free_kernel(heap_ref h, void* const* in, unsigned n) {
+template <class Ref>
+__global__ void free_kernel(Ref h, void* const* in, unsigned n) {
   const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t < n) h.deallocate(in[t]);
 }
@@ -265,15 +272,17 @@ toga::cuda::heap_options shareable() {
   return o;
 }
 
-std::uint64_t make_ring_in(const heap& h) {
+template <class Ref>
+std::uint64_t make_ring_with(Ref r) {
   toga::test::device_buffer<ull> out;
   cuda_check(cudaMalloc(&out.ptr, 8), "cudaMalloc");
-  make_ring<<<1, 1>>>(h.ref(), out.ptr);
+  make_ring<<<1, 1>>>(r, out.ptr);
   ull off = 0;
   cuda_check(cudaMemcpy(&off, out.ptr, 8, cudaMemcpyDeviceToHost), "ring");
   if (off == ~0ull) throw std::runtime_error("no ring");
   return off;
 }
+std::uint64_t make_ring_in(const heap& h) { return make_ring_with(h.ref()); }
 
 TEST(SharingGpu, TwoProcessesChurnOneHeapAtOnce) {
   TOGA_TEST_REQUIRE_GPU();
@@ -427,6 +436,108 @@ TEST(SharingGpu, MalformedImportsAreRefused) {
   EXPECT_EQ(c.attributes().allocations, before + 1);
   EXPECT_EQ(a.attributes().deallocations, 1u);
   EXPECT_FALSE(a.check().has_value());
+}
+
+// A heap with heap_options::system_scope (every atomic at system scope, for heaps several GPUs
+// use) on one GPU: its handle is system_ref(), it serves 10 rounds of 2^20-thread churn with 0
+// corrupt blocks and a clean walk, a shareable one carries the scope to its importer, and T1
+// against a device-scope heap, interleaved, medians of 7 (figures, printed).
+TEST(SharingGpu, SystemScopeHeapServesAndWhatItCosts) {
+  TOGA_TEST_REQUIRE_GPU();
+  if (free_device_bytes() < 20 * GiB) GTEST_SKIP() << "needs 20 GiB free";
+  constexpr unsigned n = 1u << 20;
+  toga::cuda::heap_options so;
+  so.system_scope = true;
+  heap dev(8 * GiB), sys(8 * GiB, so);
+  EXPECT_THROW((void)sys.ref(), std::logic_error);
+  EXPECT_THROW((void)dev.system_ref(), std::logic_error);
+  EXPECT_TRUE(sys.attributes().system_scope);
+  toga::cuda::heap_options bad = so;
+  bad.tenants = true;
+  EXPECT_THROW((void)heap(1ull << 26, bad), std::invalid_argument);
+  bad = so;
+  bad.max_bytes = 1ull << 30;
+  EXPECT_THROW((void)heap(bad), std::invalid_argument);
+  {  // churn
+    const toga::cuda::system_heap_ref r = sys.system_ref();
+    const std::uint64_t ring_off = make_ring_with(r);
+    for (unsigned k = 0; k < 10; ++k) churn<<<n / 256, 256>>>(r, ring_off, 0, k, n);
+    toga::test::device_buffer<ull> dead;
+    TOGA_TEST_CUDA(cudaMalloc(&dead.ptr, 8));
+    TOGA_TEST_CUDA(cudaMemset(dead.ptr, 0, 8));
+    drain<<<ring_slots / 256, 256>>>(r, ring_off, 0, 1, dead.ptr);
+    TOGA_TEST_CUDA(cudaDeviceSynchronize());
+    EXPECT_EQ(read_word(sys, ring_off, corrupt), 0u);
+    EXPECT_EQ(read_word(sys, ring_off, failures), 0u);
+    free_at<<<1, 1>>>(r, ring_off);
+    TOGA_TEST_CUDA(cudaDeviceSynchronize());
+    sys.trim();
+    const auto a = sys.attributes();
+    EXPECT_EQ(a.allocations, a.deallocations);
+    EXPECT_EQ(a.used_mem_current, 0u);
+    const auto walk = sys.check();
+    EXPECT_FALSE(walk.has_value()) << *walk;
+  }
+  {  // a shareable system-scope heap: the importer gets the scope from the descriptor
+    toga::cuda::heap_options ss = so;
+    ss.shareable = true;
+    heap ex(64ull << 20, ss);
+    const auto e = ex.export_shareable();
+    heap im = heap::import(&e.descriptor, sizeof e.descriptor, e.heap_fd, e.meta_fd);
+    close(e.heap_fd);
+    close(e.meta_fd);
+    EXPECT_TRUE(im.attributes().system_scope);
+    EXPECT_THROW((void)im.ref(), std::logic_error);
+    toga::test::device_buffer<void*> one;
+    toga::test::device_buffer<ull> failed;
+    TOGA_TEST_CUDA(cudaMalloc(&one.ptr, 256 * sizeof(void*)));
+    TOGA_TEST_CUDA(cudaMalloc(&failed.ptr, 8));
+    TOGA_TEST_CUDA(cudaMemset(failed.ptr, 0, 8));
+    alloc_kernel<<<1, 256>>>(ex.system_ref(), one.ptr, 256, 256, failed.ptr);
+    free_translated<<<1, 256>>>(ex.system_ref(), im.system_ref(), one.ptr, 256);
+    TOGA_TEST_CUDA(cudaDeviceSynchronize());
+    EXPECT_EQ(im.attributes().deallocations, 256u);
+    EXPECT_FALSE(ex.check().has_value());
+  }
+  toga::test::device_buffer<void*> ptrs;
+  toga::test::device_buffer<ull> failed;
+  TOGA_TEST_CUDA(cudaMalloc(&ptrs.ptr, n * sizeof(void*)));
+  TOGA_TEST_CUDA(cudaMalloc(&failed.ptr, 8));
+  TOGA_TEST_CUDA(cudaMemset(failed.ptr, 0, 8));
+  cudaEvent_t e0, e1, e2;
+  TOGA_TEST_CUDA(cudaEventCreate(&e0));
+  TOGA_TEST_CUDA(cudaEventCreate(&e1));
+  TOGA_TEST_CUDA(cudaEventCreate(&e2));
+  auto median = [](std::vector<float> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  for (std::uint64_t size : {16ull, 256ull, 4096ull}) {
+    std::vector<float> am[2], fm[2];
+    for (int rep = 0; rep < 8; ++rep)
+      for (int k = 0; k < 2; ++k) {
+        float a = 0, f = 0;
+        TOGA_TEST_CUDA(cudaEventRecord(e0));
+        if (k == 0) alloc_kernel<<<n / 256, 256>>>(dev.ref(), ptrs.ptr, size, n, failed.ptr);
+        else alloc_kernel<<<n / 256, 256>>>(sys.system_ref(), ptrs.ptr, size, n, failed.ptr);
+        TOGA_TEST_CUDA(cudaEventRecord(e1));
+        if (k == 0) free_kernel<<<n / 256, 256>>>(dev.ref(), ptrs.ptr, n);
+        else free_kernel<<<n / 256, 256>>>(sys.system_ref(), ptrs.ptr, n);
+        TOGA_TEST_CUDA(cudaEventRecord(e2));
+        TOGA_TEST_CUDA(cudaEventSynchronize(e2));
+        TOGA_TEST_CUDA(cudaEventElapsedTime(&a, e0, e1));
+        TOGA_TEST_CUDA(cudaEventElapsedTime(&f, e1, e2));
+        if (rep > 0) {
+          am[k].push_back(a);
+          fm[k].push_back(f);
+        }
+      }
+    std::printf("T1 %llu B: device scope allocate %.3f / free %.3f ms; system scope %.3f (%.2fx) / %.3f (%.2fx)\n", static_cast<ull>(size),
+                median(am[0]), median(fm[0]), median(am[1]), median(am[1]) / median(am[0]), median(fm[1]), median(fm[1]) / median(fm[0]));
+  }
+  ull f = 0;
+  TOGA_TEST_CUDA(cudaMemcpy(&f, failed.ptr, 8, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(f, 0u);
 }
 
 // T1 (2^20 x allocate, then free) on a private heap, a shareable heap and its import in this

@@ -3,6 +3,7 @@
 // heap at once, free each other's blocks, outlive each other and a killed peer; every malformed
 // descriptor is refused with a message naming what was wrong; the planted import bugs are killed.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -163,7 +164,10 @@ void send_heap(int sock, const shared_heap& h, std::uint64_t ring_off) {
   const toga::cpu::shareable_heap e = h.export_shareable();
   const hello m{e.descriptor, ring_off};
   std::string err;
-  if (!toga_example::send_with_fds(sock, &m, sizeof m, {e.heap_fd, e.meta_fd}, err)) throw std::runtime_error(err);
+  const bool ok = toga_example::send_with_fds(sock, &m, sizeof m, {e.heap_fd, e.meta_fd}, err);
+  close(e.heap_fd);  // (the caller's duplicates: the receiver got its own)
+  close(e.meta_fd);
+  if (!ok) throw std::runtime_error(err);
 }
 
 // Receives the heap in a child and imports it. The parent's mappings, inherited by fork, are
@@ -389,7 +393,15 @@ toga::share_descriptor resealed(toga::share_descriptor d) {
   return d;
 }
 
+std::size_t open_fds() {
+  std::size_t n = 0;
+  for (int fd = 0; fd < 4096; ++fd) n += fcntl(fd, F_GETFD) != -1;
+  return n;
+}
+
 TEST(Sharing, EveryMalformedDescriptorIsRefusedAndMapsNothing) {
+  const std::size_t fds_before = open_fds();
+  {
   shared_heap a(heap_bytes, 4), b(heap_bytes, 4);
   const auto e = a.export_shareable();
   const auto eb = b.export_shareable();
@@ -401,6 +413,9 @@ TEST(Sharing, EveryMalformedDescriptorIsRefusedAndMapsNothing) {
   };
   int pipe_fd[2];
   ASSERT_EQ(pipe(pipe_fd), 0);
+  const int unsealed = memfd_create("not-toga", MFD_CLOEXEC);  // the right size, no seals
+  ASSERT_GE(unsealed, 0);
+  ASSERT_EQ(ftruncate(unsealed, static_cast<off_t>(e.descriptor.heap_alloc_bytes)), 0);
   // an import of e's descriptor changed by `change` (and its checksum made right again unless `reseal` is false)
   const auto forged = [&](auto change, bool reseal = true) {
     return [&e, change, reseal] {
@@ -419,11 +434,14 @@ TEST(Sharing, EveryMalformedDescriptorIsRefusedAndMapsNothing) {
       {"other backend", forged([](auto& d) { d.backend = static_cast<std::uint32_t>(toga::memory_backend::cuda); }), "cuda heap"},
       {"forged geometry", forged([](auto& d) { d.levels += 1; }), "do not follow from its geometry"},
       {"absurd geometry", forged([](auto& d) { d.levels = 200; }), "not one toga makes"},
-      {"heap file too small", [&] { return import_error(&e.descriptor, sizeof e.descriptor, e.meta_fd, e.meta_fd); }, "heap file holds"},
+      {"heap file of the wrong size", [&] { return import_error(&e.descriptor, sizeof e.descriptor, e.meta_fd, e.meta_fd); }, "heap file holds"},
+      {"another heap's heap file", [&] { return import_error(&e.descriptor, sizeof e.descriptor, eb.heap_fd, e.meta_fd); },
+       "heap handle belongs to another heap"},
+      {"an unsealed file", [&] { return import_error(&e.descriptor, sizeof e.descriptor, unsealed, e.meta_fd); }, "not a sealed toga memfd"},
       {"closed descriptor", [&] { return import_error(&e.descriptor, sizeof e.descriptor, 1000, e.meta_fd); }, "is not open"},
-      {"not a file", [&] { return import_error(&e.descriptor, sizeof e.descriptor, e.heap_fd, pipe_fd[0]); }, "metadata file"},
+      {"not a file", [&] { return import_error(&e.descriptor, sizeof e.descriptor, e.heap_fd, pipe_fd[0]); }, "is not a regular file"},
       {"another heap's handles (foreign or stale)", [&] { return import_error(&e.descriptor, sizeof e.descriptor, eb.heap_fd, eb.meta_fd); },
-       "belongs to another heap"},
+       "metadata handle belongs to another heap"},
   };
   for (const bad& c : cases) {
     const std::string msg = c.attempt();
@@ -431,8 +449,7 @@ TEST(Sharing, EveryMalformedDescriptorIsRefusedAndMapsNothing) {
     EXPECT_NE(msg.find("toga::cpu::shared_heap::import"), std::string::npos) << c.name;
     EXPECT_EQ(mapping_count(), maps) << c.name << ": a refused import left a mapping";
   }
-  close(pipe_fd[0]);
-  close(pipe_fd[1]);
+  for (int fd : {pipe_fd[0], pipe_fd[1], unsealed, eb.heap_fd, eb.meta_fd}) close(fd);
   // the good one still imports (in this process: a second mapping of the same files) and sees a's blocks
   void* p = nullptr;
   toga::cpu::launch(1, 1, 1, [&] { p = a.view().allocate(4096); });
@@ -443,6 +460,10 @@ TEST(Sharing, EveryMalformedDescriptorIsRefusedAndMapsNothing) {
   EXPECT_EQ(c->stats().allocations, 1u);
   toga::cpu::launch(1, 1, 1, [&] { c->view().deallocate(c->import_pointer(a.export_pointer(p))); });
   EXPECT_EQ(a.stats().deallocations, 1u);
+  close(e.heap_fd);
+  close(e.meta_fd);
+  }
+  EXPECT_EQ(open_fds(), fds_before) << "a refused or finished import, or an export, left a file descriptor open";
 }
 
 TEST(Sharing, PointersTravelAsOffsetsAndBadOnesAreRefused) {
@@ -475,6 +496,8 @@ TEST(SharingPlantedBugs, TrustDescriptorIsKilled) {
   EXPECT_FALSE(import_error<shared_heap>(&d, sizeof d, e.heap_fd, e.meta_fd).empty());
   EXPECT_TRUE(import_error<basic_shared_heap<share_bug::trust_descriptor>>(&d, sizeof d, e.heap_fd, e.meta_fd).empty())
       << "planted bug trust_descriptor was not killed: the forged descriptor was refused anyway";
+  close(e.heap_fd);
+  close(e.meta_fd);
 }
 
 }  // namespace

@@ -91,13 +91,20 @@ int consumer(int sock) {
   std::size_t n = 0;
   std::vector<int> fds;
   std::string err;
-  if (!toga_example::receive_with_fds(sock, &m, sizeof m, n, fds, err) || n != sizeof m || fds.size() != 2) {
+  const bool got = toga_example::receive_with_fds(sock, &m, sizeof m, n, fds, err);
+  if (!got || n != sizeof m || fds.size() != 2) {
+    for (int fd : fds) close(fd);
     std::fprintf(stderr, "consumer: %s\n", err.empty() ? "not a heap message" : err.c_str());
     return 1;
   }
+  // import maps the memory; the descriptors are ours to close either way
+  struct closer {
+    std::vector<int>& fds;
+    ~closer() {
+      for (int fd : fds) close(fd);
+    }
+  } close_fds{fds};
   toga::cuda::heap heap = toga::cuda::heap::import(&m.heap, sizeof m.heap, fds[0], fds[1]);
-  close(fds[0]);
-  close(fds[1]);
   unsigned long long* sum = nullptr;
   CHECK(cudaMalloc(&sum, sizeof *sum));
   CHECK(cudaMemset(sum, 0, sizeof *sum));

@@ -387,6 +387,9 @@ heap::heap(std::uint64_t bytes, heap_options options) : options_(options) {
       options_.release_threshold != ~std::uint64_t{0})
     throw std::invalid_argument("toga::cuda::heap: initial_bytes, headroom_bytes, granule_bytes, max_run_bytes and release_threshold apply to growable "
                                 "heaps only; set max_bytes and construct with heap(options), or leave them at their defaults");
+  if (options_.system_scope && options_.tenants)
+    throw std::invalid_argument("toga::cuda::heap: system_scope and tenants do not go together (tenant handles use device scope); "
+                                "leave one of them off");
   if (options_.shareable && (options_.pool || options_.tenants))
     throw std::invalid_argument(std::string("toga::cuda::heap: shareable heaps take their memory from cuMemCreate and cannot ") +
                                 (options_.pool ? "take a memory pool; leave options.pool null" : "have tenants; leave options.tenants off") +
@@ -428,6 +431,7 @@ heap::heap(std::uint64_t bytes, heap_options options) : options_(options) {
     allocate_metadata();
     view_ = device_allocator::make(aligned, meta_, layout_);
     initialise();
+    if (options_.system_scope) make_system_view();
   } catch (...) {
     release();
     throw;
@@ -441,6 +445,9 @@ heap::heap(heap_options options) : options_(options) {
   if (options_.pool)
     throw std::invalid_argument("toga::cuda::heap: a growable heap maps its own memory (CUDA VMM) and cannot take a memory pool; "
                                 "leave options.pool null or make a fixed heap");
+  if (options_.system_scope)
+    throw std::invalid_argument("toga::cuda::heap: system_scope applies to fixed heaps (heap(bytes, options)); a growable heap's "
+                                "growth works at device scope; leave system_scope off or make a fixed heap");
   if (options_.shareable)
     throw std::invalid_argument("toga::cuda::heap: shareable heaps do not grow (design.md §23.2); make a fixed heap of the size the "
                                 "processes need with heap(bytes, options), or leave shareable off");
@@ -611,7 +618,7 @@ void heap::initialise() {
 }
 
 void heap::release() noexcept {
-  if (raw_heap_ == nullptr && meta_ == nullptr && growth_ == nullptr && tenants_ == nullptr) {
+  if (raw_heap_ == nullptr && meta_ == nullptr && growth_ == nullptr && tenants_ == nullptr && sys_resident_ == nullptr && !share_) {
     account_.release_all();  // (records of memory never obtained, if a constructor stopped between)
     return;
   }
@@ -635,6 +642,8 @@ void heap::release() noexcept {
   }
   if (tenants_) (void)cudaFree(tenants_);
   tenants_ = nullptr;
+  if (sys_resident_) (void)cudaFree(sys_resident_);
+  sys_resident_ = nullptr;
   if (share_) {
     (void)cudaDeviceSynchronize();  // no kernel of this process may touch the mappings as they go
     share_.reset();                 // unmaps and releases this process's handles (the memory lives on in other processes)
@@ -662,7 +671,7 @@ heap::heap(heap&& o) noexcept
     : view_(o.view_), layout_(o.layout_), options_(o.options_), raw_heap_(std::exchange(o.raw_heap_, nullptr)),
       meta_(std::exchange(o.meta_, nullptr)), device_(o.device_), init_ms_(o.init_ms_), growth_(std::move(o.growth_)),
       account_(std::exchange(o.account_, toga::ledger_account{})), tenants_(std::exchange(o.tenants_, nullptr)), quotas_(std::move(o.quotas_)),
-      share_(std::move(o.share_)) {
+      share_(std::move(o.share_)), sys_resident_(std::exchange(o.sys_resident_, nullptr)) {
   o.view_ = device_allocator{};
 }
 
@@ -681,6 +690,7 @@ heap& heap::operator=(heap&& o) noexcept {
     tenants_ = std::exchange(o.tenants_, nullptr);
     quotas_ = std::move(o.quotas_);
     share_ = std::move(o.share_);
+    sys_resident_ = std::exchange(o.sys_resident_, nullptr);
     o.view_ = device_allocator{};
   }
   return *this;
@@ -691,7 +701,28 @@ heap_ref heap::ref() const {
   if (tenants_)
     throw std::logic_error("toga::cuda::heap::ref: this heap was made with heap_options::tenants, whose blocks carry tenant "
                            "headers that a heap_ref would not read; use heap.tenant(id) (a toga::cuda::tenant_ref)");
+  if (options_.system_scope)
+    throw std::logic_error("toga::cuda::heap::ref: this heap was made with heap_options::system_scope; its kernels must all use "
+                           "system-scope atomics: use heap.system_ref() (a toga::cuda::system_heap_ref)");
   return heap_ref(view_);
+}
+
+system_heap_ref heap::system_ref() const {
+  if (!meta_) throw std::logic_error("toga::cuda::heap::system_ref: the heap was moved from (it owns no memory); use the heap it was moved to");
+  if (!options_.system_scope || !sys_resident_)
+    throw std::logic_error("toga::cuda::heap::system_ref: this heap was made without heap_options::system_scope; use ref()");
+  system_device_allocator v = system_device_allocator::make(view_.small.base, meta_, layout_);
+  v.resident = static_cast<const system_device_allocator*>(sys_resident_);
+  return system_heap_ref(v);
+}
+
+void heap::make_system_view() {
+  // the system-scoped core's own resident copy (the metadata's holds the device-scoped view)
+  TOGA_CUDA_TRY(cudaMalloc(&sys_resident_, toga::heap_layout::resident_bytes));
+  system_device_allocator v = system_device_allocator::make(view_.small.base, meta_, layout_);
+  v.resident = static_cast<const system_device_allocator*>(sys_resident_);
+  static_assert(sizeof v <= toga::heap_layout::resident_bytes);
+  TOGA_CUDA_TRY(cudaMemcpy(sys_resident_, &v, sizeof v, cudaMemcpyHostToDevice));
 }
 
 void heap::check_tenant(const char* call, unsigned id) const {
@@ -752,6 +783,7 @@ heap_attributes heap::attributes() const {
     a.shared = true;
     a.imported = share_->imported;
   }
+  a.system_scope = options_.system_scope;
   a.limit_bytes = options_.limit_bytes;
   a.reserved_mem_current = s.buddy_bytes;
   a.reserved_mem_high = std::min(s.buddy_high_bytes, s.heap_bytes);
@@ -1156,7 +1188,7 @@ void heap::make_shareable(std::uint64_t heap_bytes) {
   share_.reset(new share_impl);
   share_impl& s = *share_;
   std::uint64_t header_off = 0;
-  s.bytes[0] = (heap_bytes + gran - 1) / gran * gran;
+  s.bytes[0] = toga::share_heap_alloc_bytes(heap_bytes, gran);  // the heap, then the descriptor's copy
   s.bytes[1] = toga::share_meta_alloc_bytes(layout_, gran, &header_off);
   const char* what[2] = {"heap", "metadata"};
   const CUmemAllocationProp p = share_prop(device_);
@@ -1175,10 +1207,13 @@ void heap::make_shareable(std::uint64_t heap_bytes) {
   std::random_device rd;
   const std::uint64_t id = (std::uint64_t{rd()} << 32) ^ rd() ^ static_cast<std::uint64_t>(getpid());
   const auto uuid = device_uuid(device_);
-  s.d = toga::make_share_descriptor(toga::memory_backend::cuda, id, layout_, s.bytes[0], s.bytes[1], header_off, options_.limit_bytes, uuid.data());
+  s.d = toga::make_share_descriptor(toga::memory_backend::cuda, id, layout_, s.bytes[0], s.bytes[1], header_off, options_.limit_bytes, uuid.data(),
+                                    options_.system_scope ? toga::share_flag_system_scope : 0);
   view_ = device_allocator::make(s.va[0], meta_, layout_);
   initialise();  // (zeroes the metadata's layout bytes only: the descriptor's copy after them stays)
+  if (options_.system_scope) make_system_view();
   TOGA_CUDA_TRY(cudaMemcpy(meta_ + header_off, &s.d, sizeof s.d, cudaMemcpyHostToDevice));
+  TOGA_CUDA_TRY(cudaMemcpy(s.va[0] + heap_bytes, &s.d, sizeof s.d, cudaMemcpyHostToDevice));
 }
 
 bool heap::imported() const noexcept { return share_ && share_->imported; }
@@ -1195,7 +1230,8 @@ shareable_heap heap::export_shareable() const {
     const CUresult r = driver().mem_export(&fd[i], share_->handle[i], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
     if (r != CUDA_SUCCESS) {
       if (i == 1) close(fd[0]);
-      throw cuda_error(cudaErrorInvalidValue, "toga::cuda::heap::export_shareable: cuMemExportToShareableHandle: " + vmm_provider::describe(r));
+      throw cuda_error(cudaErrorInvalidValue, "toga::cuda::heap::export_shareable: cuMemExportToShareableHandle: " + vmm_provider::describe(r) +
+                                                  "; a process may hold only so many descriptors (ulimit -n): close those already sent");
     }
   }
   e.heap_fd = fd[0];
@@ -1207,7 +1243,7 @@ heap heap::import(const void* descriptor, std::size_t descriptor_bytes, int heap
   const std::string who = "toga::cuda::heap::import";
   int count = 0;
   TOGA_CUDA_TRY(cudaGetDeviceCount(&count));
-  if (device >= count)
+  if (device >= count || device < -1)
     throw std::invalid_argument(who + ": device " + std::to_string(device) + " is not in [0, " + std::to_string(count) + "); use -1 for the exporter's device");
   int probe = device;
   if (probe < 0) TOGA_CUDA_TRY(cudaGetDevice(&probe));
@@ -1247,22 +1283,30 @@ heap heap::import(const void* descriptor, std::size_t descriptor_bytes, int heap
   const int fds[2] = {heap_fd, meta_fd};
   for (int i = 0; i < 2; ++i) {
     const CUresult r = driver().mem_import(&s.handle[i], reinterpret_cast<void*>(static_cast<std::uintptr_t>(fds[i])), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+      throw toga::bad_alloc(who + ": the driver ran out of memory importing the " + what[i] + " handle (" + vmm_provider::describe(r) + ")");
     if (r != CUDA_SUCCESS)
       throw std::invalid_argument(who + ": the " + what[i] + " file descriptor " + std::to_string(fds[i]) + " is not a CUDA memory handle (" +
                                   vmm_provider::describe(r) + "); pass the descriptors export_shareable() returned, received by this process");
     s.has_handle[i] = true;
+    // (the device is the descriptor's, found by UUID; the handle's own location id is not compared:
+    // the driver's numbering of it need not be this process's. The copies checked below decide.)
     CUmemAllocationProp p{};
-    if (driver().mem_properties(&p, s.handle[i]) != CUDA_SUCCESS || p.location.type != CU_MEM_LOCATION_TYPE_DEVICE || p.location.id != dev)
-      throw std::invalid_argument(who + ": the " + what[i] + " handle is not memory of device " + std::to_string(dev) +
-                                  " (the descriptor's device); pass the handles and the descriptor of one export_shareable() call");
+    if (driver().mem_properties(&p, s.handle[i]) != CUDA_SUCCESS || p.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+      throw std::invalid_argument(who + ": the " + what[i] + " handle is not device memory; pass the handles and the descriptor of one "
+                                  "export_shareable() call");
     const std::string err = s.map(i, dev);
+    if (!err.empty() && err.find("CUDA_ERROR_OUT_OF_MEMORY") != std::string::npos)
+      throw toga::bad_alloc(who + ": cannot map the " + what[i] + " handle: " + err + "; free device memory or address space");
     if (!err.empty())
       throw std::invalid_argument(who + ": the " + what[i] + " handle cannot be mapped as the " + std::to_string(s.bytes[i]) + " B the descriptor says (" +
                                   err + "): a handle of another heap, or a forged descriptor; pass the descriptor and handles of one export_shareable() call");
   }
   toga::share_descriptor copy{};
   TOGA_CUDA_TRY(cudaMemcpy(&copy, s.va[1] + d.header_off, sizeof copy, cudaMemcpyDeviceToHost));
-  toga::check_share_header(d, &copy, who);
+  toga::check_share_header(d, &copy, "metadata", who);
+  TOGA_CUDA_TRY(cudaMemcpy(&copy, s.va[0] + d.heap_bytes, sizeof copy, cudaMemcpyDeviceToHost));
+  toga::check_share_header(d, &copy, "heap", who);
   h.meta_ = s.va[1];
   h.open_account("imported, " + toga::format_bytes(d.heap_bytes));
   h.view_ = device_allocator::make(s.va[0], h.meta_, h.layout_);
@@ -1270,6 +1314,8 @@ heap heap::import(const void* descriptor, std::size_t descriptor_bytes, int heap
   TOGA_CUDA_TRY(cudaMalloc(&s.resident, toga::heap_layout::resident_bytes));
   h.view_.resident = static_cast<const device_allocator*>(s.resident);
   TOGA_CUDA_TRY(cudaMemcpy(s.resident, &h.view_, sizeof h.view_, cudaMemcpyHostToDevice));
+  h.options_.system_scope = (d.flags & toga::share_flag_system_scope) != 0;
+  if (h.options_.system_scope) h.make_system_view();
   return h;
 }
 

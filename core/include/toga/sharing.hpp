@@ -50,18 +50,22 @@ struct share_descriptor {
   std::uint32_t backend;            //!< memory_backend of the exporter (cuda, cpu)
   std::uint64_t heap_id;            //!< random at the heap's construction: tells heaps apart
   std::uint64_t heap_bytes;         //!< capacity: 4 KiB x 2^(levels-1)
-  std::uint64_t heap_alloc_bytes;   //!< the heap handle's size (capacity rounded up to the handle granularity)
+  std::uint64_t heap_alloc_bytes;   //!< the heap handle's size: share_heap_alloc_bytes (the capacity, then the descriptor's copy)
   std::uint64_t meta_bytes;         //!< heap_layout::bytes
   std::uint64_t meta_alloc_bytes;   //!< the metadata handle's size (header included)
   std::uint64_t header_off;         //!< offset of the descriptor's copy in the metadata handle
   std::uint64_t limit_bytes;        //!< the byte limit (0: none), informative
   std::uint32_t levels, arenas, pins, sb_shift, sb_arenas;
-  std::uint32_t pad0;
+  std::uint32_t flags;              //!< share_flag_system_scope: kernels use the system-scoped core
   std::uint8_t device_uuid[16];     //!< CUDA: the exporter's device (cudaDeviceProp::uuid); CPU: zero
   std::uint64_t reserved;           //!< 0
   std::uint64_t checksum;           //!< FNV-1a 64 of every byte before it
 };
 static_assert(std::is_trivially_copyable_v<share_descriptor> && sizeof(share_descriptor) == 128);
+
+//! share_descriptor::flags: the heap's words are at system scope (toga::system_scoped; the CUDA
+//! heap's heap_options::system_scope): every process's kernels must use the system-scoped core.
+inline constexpr std::uint32_t share_flag_system_scope = 1;
 
 //! FNV-1a 64 over a descriptor's bytes before its checksum.
 inline std::uint64_t share_checksum(const share_descriptor& d) noexcept {
@@ -69,6 +73,13 @@ inline std::uint64_t share_checksum(const share_descriptor& d) noexcept {
   std::uint64_t h = 0xcbf29ce484222325ull;
   for (std::size_t i = 0; i < offsetof(share_descriptor, checksum); ++i) h = (h ^ p[i]) * 0x100000001b3ull;
   return h;
+}
+
+//! Bytes of the heap handle of a heap of `heap_bytes`: the heap, then a 4 KiB page whose first
+//! bytes hold a copy of the descriptor (at offset heap_bytes), rounded up to `granularity`. The
+//! copy lets an import tell a heap handle of this heap from any other (check_share_header).
+inline std::uint64_t share_heap_alloc_bytes(std::uint64_t heap_bytes, std::uint64_t granularity) {
+  return (heap_bytes + 4096 + granularity - 1) & ~(granularity - 1);
 }
 
 //! Bytes of the metadata handle for `layout`, with the descriptor's copy at header_off (the
@@ -84,7 +95,7 @@ inline std::uint64_t share_meta_alloc_bytes(const heap_layout& layout, std::uint
 //! `meta_alloc_bytes` bytes; checksum filled in.
 inline share_descriptor make_share_descriptor(memory_backend backend, std::uint64_t heap_id, const heap_layout& layout,
                                               std::uint64_t heap_alloc_bytes, std::uint64_t meta_alloc_bytes, std::uint64_t header_off,
-                                              std::uint64_t limit_bytes, const std::uint8_t* uuid16 = nullptr) {
+                                              std::uint64_t limit_bytes, const std::uint8_t* uuid16 = nullptr, std::uint32_t flags = 0) {
   share_descriptor d{};
   std::memcpy(d.magic, share_descriptor::magic_text, sizeof d.magic);
   d.version = share_descriptor::current_version;
@@ -101,6 +112,7 @@ inline share_descriptor make_share_descriptor(memory_backend backend, std::uint6
   d.pins = layout.pins;
   d.sb_shift = layout.sb_shift;
   d.sb_arenas = layout.sb_arenas;
+  d.flags = flags;
   if (uuid16) std::memcpy(d.device_uuid, uuid16, 16);
   d.checksum = share_checksum(d);
   return d;
@@ -131,11 +143,13 @@ share_descriptor check_share_descriptor(const void* bytes, std::size_t n, memory
                                 std::to_string(share_descriptor::current_version) + "; build both processes from the same toga");
   if (d.checksum != share_checksum(d)) throw std::invalid_argument(who + ": the descriptor's checksum does not match its bytes (corrupted)" + fix);
   if (d.backend != static_cast<std::uint32_t>(backend))
-    throw std::invalid_argument(who + ": the descriptor comes from a " + to_string(static_cast<memory_backend>(d.backend & 1)) +
-                                " heap, this importer maps " + to_string(backend) + " memory; import it with the backend that made it");
+    throw std::invalid_argument(who + ": the descriptor comes from " +
+                                (d.backend <= 1 ? std::string("a ") + to_string(static_cast<memory_backend>(d.backend)) + " heap"
+                                                : "backend " + std::to_string(d.backend) + ", which toga does not have") +
+                                ", this importer maps " + to_string(backend) + " memory; import it with the backend that made it");
   if constexpr (Bug != share_check_bug::trust_geometry) {
     if (d.levels == 0 || d.levels > heap_layout::max_levels || d.arenas == 0 || d.arenas > 65536 || d.pins == 0 || d.pins > max_pin_slots ||
-        d.sb_shift > geom::sb_max_shift || d.sb_arenas == 0 || d.sb_arenas > d.arenas)
+        d.sb_shift > geom::sb_max_shift || d.sb_arenas == 0 || d.sb_arenas > d.arenas || (d.flags & ~share_flag_system_scope) != 0)
       throw std::invalid_argument(who + ": the descriptor's geometry (levels " + std::to_string(d.levels) + ", arenas " + std::to_string(d.arenas) +
                                   ", pins " + std::to_string(d.pins) + ", superbin shift " + std::to_string(d.sb_shift) +
                                   ") is not one toga makes" + fix);
@@ -145,7 +159,7 @@ share_descriptor check_share_descriptor(const void* bytes, std::size_t n, memory
     const std::uint64_t meta_alloc = share_meta_alloc_bytes(l, granularity, &header_off);
     const std::uint64_t heap_bytes = geom::page_bytes << (d.levels - 1);
     if (l.sb_shift != d.sb_shift || l.bytes != d.meta_bytes || header_off != d.header_off || d.heap_bytes != heap_bytes ||
-        d.heap_alloc_bytes < heap_bytes || d.heap_alloc_bytes % granularity != 0 || d.meta_alloc_bytes != meta_alloc)
+        d.heap_alloc_bytes != share_heap_alloc_bytes(heap_bytes, granularity) || d.meta_alloc_bytes != meta_alloc)
       throw std::invalid_argument(who + ": the descriptor's sizes (heap " + std::to_string(d.heap_bytes) + " B in a handle of " +
                                   std::to_string(d.heap_alloc_bytes) + " B, metadata " + std::to_string(d.meta_bytes) + " B in " +
                                   std::to_string(d.meta_alloc_bytes) + " B) do not follow from its geometry (a heap of " + std::to_string(heap_bytes) +
@@ -155,11 +169,12 @@ share_descriptor check_share_descriptor(const void* bytes, std::size_t n, memory
   return d;
 }
 
-//! After the metadata handle is mapped: the exporter's copy of the descriptor at header_off must
-//! be `d`, byte for byte; otherwise std::invalid_argument (a descriptor of another heap).
-inline void check_share_header(const share_descriptor& d, const void* mapped_copy, const std::string& who) {
+//! After a handle is mapped: the exporter's copy of the descriptor in it (the metadata's at
+//! header_off, the heap's at heap_bytes) must be `d`, byte for byte; otherwise
+//! std::invalid_argument naming `what` ("heap", "metadata"): a handle of another heap.
+inline void check_share_header(const share_descriptor& d, const void* mapped_copy, const char* what, const std::string& who) {
   if (std::memcmp(mapped_copy, &d, sizeof d) != 0)
-    throw std::invalid_argument(who + ": the metadata handle belongs to another heap than the descriptor (heap id " + std::to_string(d.heap_id) +
+    throw std::invalid_argument(who + ": the " + what + " handle belongs to another heap than the descriptor (heap id " + std::to_string(d.heap_id) +
                                 "): a stale descriptor, or handles of another export; pass the descriptor and the handles of one export_shareable() call");
 }
 
@@ -179,44 +194,44 @@ TOGA_HOST_DEVICE inline std::uint64_t share_offset(const char* base, std::uint64
 template <class P>
 struct system_scoped : P {
   template <class T, memory_order O, scope S>
-  TOGA_HOST_DEVICE TOGA_FORCEINLINE static T load(T* p, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE TOGA_FORCEINLINE static T load(T* p, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
     return P::load(p, o, system_scope);
   }
   template <class T, memory_order O, scope S>
-  TOGA_HOST_DEVICE TOGA_FORCEINLINE static void store(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE TOGA_FORCEINLINE static void store(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
     P::store(p, v, o, system_scope);
   }
   template <class T, memory_order O, scope S>
-  TOGA_HOST_DEVICE TOGA_FORCEINLINE static T exchange(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE TOGA_FORCEINLINE static T exchange(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
     return P::exchange(p, v, o, system_scope);
   }
   template <class T, memory_order O, scope S>
-  TOGA_HOST_DEVICE TOGA_FORCEINLINE static bool compare_exchange(T* p, T& expected, std::type_identity_t<T> desired, order_tag<O> o,
+  TOGA_DEVICE TOGA_FORCEINLINE static bool compare_exchange(T* p, T& expected, std::type_identity_t<T> desired, order_tag<O> o,
                                                                  scope_tag<S>) TOGA_NOEXCEPT(P) {
     return P::compare_exchange(p, expected, desired, o, system_scope);
   }
   template <class T, memory_order O, scope S>
-  TOGA_HOST_DEVICE TOGA_FORCEINLINE static T fetch_add(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE TOGA_FORCEINLINE static T fetch_add(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
     return P::fetch_add(p, v, o, system_scope);
   }
   template <class T, memory_order O, scope S>
-  TOGA_HOST_DEVICE TOGA_FORCEINLINE static T fetch_sub(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE TOGA_FORCEINLINE static T fetch_sub(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
     return P::fetch_sub(p, v, o, system_scope);
   }
   template <class T, memory_order O, scope S>
-  TOGA_HOST_DEVICE TOGA_FORCEINLINE static T fetch_and(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE TOGA_FORCEINLINE static T fetch_and(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
     return P::fetch_and(p, v, o, system_scope);
   }
   template <class T, memory_order O, scope S>
-  TOGA_HOST_DEVICE TOGA_FORCEINLINE static T fetch_or(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE TOGA_FORCEINLINE static T fetch_or(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
     return P::fetch_or(p, v, o, system_scope);
   }
   template <class T, memory_order O, scope S>
-  TOGA_HOST_DEVICE TOGA_FORCEINLINE static T fetch_max(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE TOGA_FORCEINLINE static T fetch_max(T* p, std::type_identity_t<T> v, order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
     return P::fetch_max(p, v, o, system_scope);
   }
   template <memory_order O, scope S>
-  TOGA_HOST_DEVICE TOGA_FORCEINLINE static void fence(order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE TOGA_FORCEINLINE static void fence(order_tag<O> o, scope_tag<S>) TOGA_NOEXCEPT(P) {
     P::fence(o, system_scope);
   }
 };

@@ -79,9 +79,10 @@ class basic_shared_heap {
     const std::uint64_t meta_alloc = share_meta_alloc_bytes(layout_, granularity(), &header_off);
     std::random_device rd;
     const std::uint64_t id = (std::uint64_t{rd()} << 32) ^ rd() ^ static_cast<std::uint64_t>(getpid());
-    descriptor_ = make_share_descriptor(memory_backend::cpu, id, layout_, heap_bytes, meta_alloc, header_off, limit_bytes);
+    descriptor_ = make_share_descriptor(memory_backend::cpu, id, layout_, share_heap_alloc_bytes(heap_bytes, granularity()), meta_alloc, header_off,
+                                        limit_bytes);
     try {
-      heap_fd_ = make_file("toga-shared-heap", heap_bytes);
+      heap_fd_ = make_file("toga-shared-heap", descriptor_.heap_alloc_bytes);
       meta_fd_ = make_file("toga-shared-heap-meta", meta_alloc);
       map_both();
     } catch (...) {
@@ -91,6 +92,7 @@ class basic_shared_heap {
     view_ = allocator_type::make(base_, meta_, layout_);  // resident copy: meta_ + view_off (this process's)
     view_.init_after_zero(limit_bytes);
     std::memcpy(meta_ + descriptor_.header_off, &descriptor_, sizeof descriptor_);
+    std::memcpy(base_ + heap_bytes, &descriptor_, sizeof descriptor_);
   }
 
   //! Maps a heap another process exported (export_shareable's descriptor bytes and its two file
@@ -114,7 +116,10 @@ class basic_shared_heap {
     h->heap_fd_ = dup_or_throw(heap_fd, who);
     h->meta_fd_ = dup_or_throw(meta_fd, who);
     h->map_both();
-    if constexpr (Bug != share_bug::trust_descriptor) check_share_header(d, h->meta_ + d.header_off, who);  // (on failure the destructor unmaps)
+    if constexpr (Bug != share_bug::trust_descriptor) {  // (on failure the destructor unmaps)
+      check_share_header(d, h->meta_ + d.header_off, "metadata", who);
+      check_share_header(d, h->base_ + d.heap_bytes, "heap", who);
+    }
     h->layout_ = heap_layout::make<platform>(d.levels, d.arenas, static_cast<int>(d.sb_shift), d.sb_arenas);
     h->layout_.pins = d.pins;
     h->imported_ = true;
@@ -137,8 +142,20 @@ class basic_shared_heap {
   std::uint64_t capacity() const noexcept { return descriptor_.heap_bytes; }
   //! Whether this heap object was made by import (false: the exporter).
   bool imported() const noexcept { return imported_; }
-  //! The descriptor and the two file descriptors for another process (see shareable_heap).
-  shareable_heap export_shareable() const noexcept { return {descriptor_, heap_fd_, meta_fd_}; }
+  //! The descriptor and two new file descriptors (duplicates, close-on-exec) for another
+  //! process, which the caller owns: send them, then close them (as with the CUDA heap's).
+  //! Throws std::runtime_error when no descriptor can be duplicated (the process's limit).
+  shareable_heap export_shareable() const {
+    const int h = fcntl(heap_fd_, F_DUPFD_CLOEXEC, 0);
+    const int m = h < 0 ? -1 : fcntl(meta_fd_, F_DUPFD_CLOEXEC, 0);
+    if (h < 0 || m < 0) {
+      const int e = errno;
+      if (h >= 0) close(h);
+      throw std::runtime_error(std::string("toga::cpu::shared_heap::export_shareable: cannot duplicate a file descriptor (") + std::strerror(e) +
+                               "); close descriptors this process no longer needs");
+    }
+    return {descriptor_, h, m};
+  }
   //! The heap offset of block `p` of this heap (what another process passes to import_pointer).
   //! Throws std::invalid_argument for a pointer outside the heap.
   std::uint64_t export_pointer(const void* p) const {
@@ -172,12 +189,18 @@ class basic_shared_heap {
   basic_shared_heap() = default;
   static std::uint64_t granularity() { return static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE)); }
   static int make_file(const char* name, std::uint64_t bytes) {
-    const int fd = memfd_create(name, MFD_CLOEXEC);
+    const int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) throw std::runtime_error(std::string("toga::cpu::shared_heap: memfd_create: ") + std::strerror(errno));
     if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
       const int e = errno;
       close(fd);
       throw std::runtime_error(std::string("toga::cpu::shared_heap: ftruncate(") + std::to_string(bytes) + "): " + std::strerror(e));
+    }
+    // no process may shrink or grow the file under another's mapping (SIGBUS)
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+      const int e = errno;
+      close(fd);
+      throw std::runtime_error(std::string("toga::cpu::shared_heap: sealing the memfd: ") + std::strerror(e));
     }
     return fd;
   }
@@ -186,7 +209,14 @@ class basic_shared_heap {
     if (fstat(fd, &st) != 0)
       throw std::invalid_argument(who + ": the " + what + " file descriptor " + std::to_string(fd) + " is not open (" + std::strerror(errno) +
                                   "); pass the descriptors export_shareable() returned, received by this process");
-    if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) < bytes)
+    if (!S_ISREG(st.st_mode))
+      throw std::invalid_argument(who + ": the " + what + " file descriptor " + std::to_string(fd) +
+                                  " is not a regular file (a pipe, socket or device); pass the descriptors export_shareable() returned");
+    const int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
+      throw std::invalid_argument(who + ": the " + what + " file is not a sealed toga memfd (its size could change under the mapping); "
+                                  "pass the descriptors export_shareable() returned");
+    if (static_cast<std::uint64_t>(st.st_size) != bytes)
       throw std::invalid_argument(who + ": the " + what + " file holds " + std::to_string(st.st_size) + " B, the descriptor says " +
                                   std::to_string(bytes) + " B: a file of another heap or a forged descriptor; pass the descriptor and "
                                   "file descriptors of one export_shareable() call");

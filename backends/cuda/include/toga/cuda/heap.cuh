@@ -168,6 +168,13 @@ struct heap_options {
   //! design.md §23.2); not with a memory pool or tenants (std::invalid_argument). Kernels and
   //! heap_ref are the same as a private heap's.
   bool shareable = false;
+  //! Every atomic of the heap at system scope (cuda::thread_scope_system) instead of device
+  //! scope, for heaps whose words kernels of several GPUs touch (design.md §23.5): kernels then
+  //! take heap::system_ref() (a system_heap_ref, the core on toga::system_scoped) and ref()
+  //! refuses. Fixed heaps, shareable or not; not with tenants (std::invalid_argument). What it
+  //! costs on one GPU: docs/benchmarks.md "Shared heaps". Access for other GPUs is not granted
+  //! by toga yet.
+  bool system_scope = false;
 };
 
 //! What another process needs to import a shareable heap (heap::export_shareable): the
@@ -181,11 +188,15 @@ struct shareable_heap {
 };
 
 using device_allocator = toga::allocator<platform>;
+//! The core at system scope (heap_options::system_scope).
+using system_device_allocator = toga::allocator<toga::system_scoped<platform>>;
 
 //! Device handle: trivially copyable, pass it by value to kernels. Valid while its heap lives
 //! (and until heap::reset, which invalidates the blocks, not the handle). Every member may be
-//! called by any number of device threads at once.
-class heap_ref {
+//! called by any number of device threads at once. `A`: the core's view, device_allocator
+//! (heap_ref, from heap::ref()) or system_device_allocator (system_heap_ref, heap::system_ref()).
+template <class A>
+class basic_heap_ref {
  public:
   //! At least `bytes` bytes: max(16, next power of two of `bytes`), aligned to min(that, 128) B
   //! up to 1 KiB and to the block size above (so >= 16 B). nullptr when the heap, or its byte
@@ -224,14 +235,18 @@ class heap_ref {
   __host__ __device__ bool contains(const void* ptr) const noexcept { return a_.contains(ptr); }
   //! Bytes of the heap (a power of two).
   __host__ __device__ std::uint64_t capacity() const noexcept { return a_.heap_bytes; }
-  explicit heap_ref(const device_allocator& a) : a_(a) {}
+  explicit basic_heap_ref(const A& a) : a_(a) {}
   //! The core allocator view (host and device).
-  __host__ __device__ const device_allocator& view() const noexcept { return a_; }
+  __host__ __device__ const A& view() const noexcept { return a_; }
 
  private:
-  device_allocator a_;
+  A a_;
 };
-static_assert(std::is_trivially_copyable_v<heap_ref>, "heap_ref is passed by value to kernels");
+//! The handle of a heap (device scope).
+using heap_ref = basic_heap_ref<device_allocator>;
+//! The handle of a heap made with heap_options::system_scope.
+using system_heap_ref = basic_heap_ref<system_device_allocator>;
+static_assert(std::is_trivially_copyable_v<heap_ref> && std::is_trivially_copyable_v<system_heap_ref>, "handles are passed by value to kernels");
 
 //! A tenant's device handle on a heap made with heap_options::tenants (heap::tenant; docs/usage.md
 //! §12.4, toga/tenants.hpp): trivially copyable, passed by value like heap_ref. Every block it
@@ -332,6 +347,7 @@ struct heap_attributes {
   // ---- heaps shared by processes ----
   bool shared = false;                   //!< heap_options::shareable, or imported
   bool imported = false;                 //!< made by heap::import
+  bool system_scope = false;             //!< heap_options::system_scope (kernels use heap::system_ref())
   std::uint64_t failed_growable = 0;     //!< nullptr that growth can serve: a granule was unmapped (demand)
   std::uint64_t growth_requests = 0;     //!< grow_if_needed calls that found demand
   std::uint64_t growth_failures = 0;     //!< granules whose mapping failed (rolled back, nothing half mapped)
@@ -389,9 +405,13 @@ class heap {
   heap& operator=(const heap&) = delete;
 
   //! The device handle (valid until this heap is destroyed). Throws std::logic_error for a
-  //! moved-from heap (a handle to memory it no longer owns would be a dangling one), and for a heap
-  //! with tenants (its blocks carry tenant headers: use tenant(id)).
+  //! moved-from heap (a handle to memory it no longer owns would be a dangling one), for a heap
+  //! with tenants (its blocks carry tenant headers: use tenant(id)) and for one made with
+  //! heap_options::system_scope (use system_ref()).
   heap_ref ref() const;
+  //! The device handle of a heap made with heap_options::system_scope (every atomic at system
+  //! scope). Throws std::logic_error for any other heap (use ref()) and for a moved-from heap.
+  system_heap_ref system_ref() const;
   //! Bytes of the heap (a power of two); 0 when moved from.
   std::uint64_t capacity() const noexcept { return meta_ ? view_.heap_bytes : 0; }
   //! Bytes of one superbin (heap_options::superbin_bytes, or toga's choice); 0: this heap has
@@ -548,6 +568,8 @@ class heap {
   explicit heap(import_tag) noexcept;
   void make_shareable(std::uint64_t heap_bytes);
   std::unique_ptr<share_impl> share_;  // shareable or imported heaps: the VMM handles and mappings
+  void* sys_resident_ = nullptr;       // heap_options::system_scope: the system-scoped view's resident copy (256 B)
+  void make_system_view();
 };
 
 // ---- budgets and the allocation registry (toga/budget.hpp; docs/usage.md §12) ---------------------
