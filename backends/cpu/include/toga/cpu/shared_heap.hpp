@@ -19,7 +19,8 @@
 //! number of launched threads of any process; every other member is not thread-safe and must
 //! run while no thread of this process uses the heap; check() and trim() need every process
 //! quiescent. Linux only. A process killed while its threads are inside allocate or deallocate
-//! may leave a lock of the heap held (design.md §23.4): the others then wait for it forever.
+//! may leave units it promised undelivered or a read-side section open (design.md §23.4): the
+//! others may then wait for them forever.
 #pragma once
 
 #include <fcntl.h>
