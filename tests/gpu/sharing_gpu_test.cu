@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -165,6 +166,16 @@ ull read_word(const heap& h, std::uint64_t ring_off, unsigned w) {
   return v;
 }
 
+template <class Ref>
+std::uint64_t make_ring_with(Ref r) {
+  toga::test::device_buffer<ull> out;
+  cuda_check(cudaMalloc(&out.ptr, 8), "cudaMalloc");
+  make_ring<<<1, 1>>>(r, out.ptr);
+  ull off = 0;
+  cuda_check(cudaMemcpy(&off, out.ptr, 8, cudaMemcpyDeviceToHost), "ring");
+  if (off == ~0ull) throw std::runtime_error("no ring");
+  return off;
+}
 // ---- the second process -------------------------------------------------------------------------
 
 struct hello {
@@ -248,6 +259,28 @@ int child_main(const std::string& mode, int sock) {
     if (write(sock, w, 16) != 16) return 14;
     return read_word(h, m.ring_off, corrupt + 1) == 0 && read_word(h, m.ring_off, failures + 1) == 0 ? 0 : 12;
   }
+  if (mode == "outlive") {  // the exporter destroys its heap; this process goes on alone
+    put_byte(sock);
+    if (!get_byte(sock)) return 15;
+    const std::uint64_t ring_off = make_ring_with(r);
+    for (unsigned k = 0; k < 5; ++k) churn<<<(m.threads + 255) / 256, 256>>>(r, ring_off, 1, k, m.threads);
+    ull* dead = nullptr;
+    cuda_check(cudaMalloc(&dead, 8), "cudaMalloc");
+    drain<<<ring_slots / 256, 256>>>(r, ring_off, 1, 0, dead);
+    free_at<<<1, 1>>>(r, ring_off);
+    cuda_check(cudaDeviceSynchronize(), "child outlive");
+    h.trim();
+    const auto a = h.attributes();
+    if (a.allocations != a.deallocations || a.used_mem_current != 0) return 16;
+    return h.check() ? 17 : 0;
+  }
+  if (mode == "forever") {  // churn until killed (the kill-mid-run measurement)
+    for (unsigned k = 0;; ++k) {
+      churn<<<(m.threads + 255) / 256, 256>>>(r, m.ring_off, 1, k, m.threads);
+      if (k % 4 == 0) cuda_check(cudaDeviceSynchronize(), "child forever");
+      if (k == 0) put_byte(sock);
+    }
+  }
   if (mode == "hold") {
     hold_blocks<<<(m.threads + 255) / 256, 256>>>(r, nullptr, 1, m.threads, m.ring_off);
     cuda_check(cudaDeviceSynchronize(), "child hold");
@@ -272,16 +305,6 @@ toga::cuda::heap_options shareable() {
   return o;
 }
 
-template <class Ref>
-std::uint64_t make_ring_with(Ref r) {
-  toga::test::device_buffer<ull> out;
-  cuda_check(cudaMalloc(&out.ptr, 8), "cudaMalloc");
-  make_ring<<<1, 1>>>(r, out.ptr);
-  ull off = 0;
-  cuda_check(cudaMemcpy(&off, out.ptr, 8, cudaMemcpyDeviceToHost), "ring");
-  if (off == ~0ull) throw std::runtime_error("no ring");
-  return off;
-}
 std::uint64_t make_ring_in(const heap& h) { return make_ring_with(h.ref()); }
 
 TEST(SharingGpu, TwoProcessesChurnOneHeapAtOnce) {
@@ -340,6 +363,21 @@ TEST(SharingGpu, TwoProcessesChurnOneHeapAtOnce) {
   std::printf("two processes x %u rounds x %u threads: %.1f ms from the first start to the last end, the processes' rounds overlapping for %.1f ms "
               "(exporter %.1f ms, importer %.1f ms); cross-process frees while both ran: exporter %llu, importer %llu; in all: %llu, %llu\n",
               rounds, threads, ms, overlap_ms, (w0[1] - w0[0]) / 1e6, (w1[1] - w1[0]) / 1e6, during0, during1, cross0, cross1);
+}
+
+// The memory lives until the last process unmaps it: the exporter's heap is destroyed while the
+// importer still uses it, and the importer churns, frees everything and walks the heap alone.
+TEST(SharingGpu, TheImporterOutlivesTheExporter) {
+  TOGA_TEST_REQUIRE_GPU();
+  if (free_device_bytes() < 4 * GiB) GTEST_SKIP() << "needs 4 GiB free";
+  auto h = std::make_unique<heap>(2 * GiB, shareable());
+  child_process c = start_child("outlive");
+  send_heap(c.sock, *h, 0, 1u << 18, 0);
+  ASSERT_TRUE(get_byte(c.sock)) << "the importing process ended early (exit code " << wait_child(c.pid) << ")";
+  h.reset();  // the exporter's mappings and handles go
+  put_byte(c.sock);
+  EXPECT_EQ(wait_child(c.pid), 0) << "the importer could not go on alone (exit code; 128 + signal)";
+  close(c.sock);
 }
 
 TEST(SharingGpu, AKilledProcessLeavesTheOthersBlocksIntact) {
@@ -410,7 +448,9 @@ TEST(SharingGpu, MalformedImportsAreRefused) {
       {"truncated", import_error(&ea.descriptor, 64, ea.heap_fd, ea.meta_fd), "truncated"},
       {"forged geometry", import_error(&forged, sizeof forged, ea.heap_fd, ea.meta_fd), "do not follow from its geometry"},
       {"not a CUDA handle", import_error(&ea.descriptor, sizeof ea.descriptor, p[0], ea.meta_fd), "is not a CUDA memory handle"},
-      {"handles of another export", import_error(&ea.descriptor, sizeof ea.descriptor, eb.heap_fd, eb.meta_fd), "belongs to another heap"},
+      {"handles of another export", import_error(&ea.descriptor, sizeof ea.descriptor, eb.heap_fd, eb.meta_fd), "metadata handle belongs to another heap"},
+      {"another export's heap handle", import_error(&ea.descriptor, sizeof ea.descriptor, eb.heap_fd, ea.meta_fd), "heap handle belongs to another heap"},
+      {"a negative device", import_error(&ea.descriptor, sizeof ea.descriptor, ea.heap_fd, ea.meta_fd, -2), "is not in [0"},
       {"a device CUDA does not see", import_error(&ea.descriptor, sizeof ea.descriptor, ea.heap_fd, ea.meta_fd, count), "is not in [0"},
   };
   for (const bad& c : cases) {
@@ -595,9 +635,73 @@ TEST(SharingGpu, T1OnASharedHeapAgainstAPrivateOne) {
   EXPECT_FALSE(shared.check().has_value());
 }
 
+// One trial of the kill-mid-run measurement, in a process of its own (so that a hang costs only
+// it): an importer churns in a loop and is killed after `delay_us`, mostly while its kernels run;
+// then this process churns 5 rounds (a hang: no end within 10 s, SIGALRM), drains, trims and walks
+// the heap. Exit 0: clean; 7: the walk failed (printed); 31: a CUDA error.
+int kill_trial(unsigned delay_us) {
+  heap h(2 * GiB, shareable());
+  const std::uint64_t ring_off = make_ring_in(h);
+  child_process c = start_child("forever");
+  send_heap(c.sock, h, ring_off, 1u << 18, 0);
+  if (!get_byte(c.sock)) return 30;
+  usleep(delay_us);
+  kill(c.pid, SIGKILL);
+  (void)wait_child(c.pid);
+  close(c.sock);
+  alarm(10);
+  for (unsigned k = 0; k < 5; ++k) churn<<<(1u << 18) / 256, 256>>>(h.ref(), ring_off, 0, k, 1u << 18);
+  ull* dead = nullptr;
+  if (cudaMalloc(&dead, 8) != cudaSuccess) return 31;
+  drain<<<ring_slots / 256, 256>>>(h.ref(), ring_off, 0, 1, dead);
+  free_at<<<1, 1>>>(h.ref(), ring_off);
+  if (cudaDeviceSynchronize() != cudaSuccess) return 31;
+  alarm(0);
+  h.trim();
+  if (const auto w = h.check()) {
+    std::printf("walk: %s\n", w->substr(0, 200).c_str());
+    std::fflush(stdout);
+    return 7;
+  }
+  return 0;
+}
+
+// A measurement, not a test (design.md §23.4): 30 trials of kill_trial at delays of 0.5-15 ms.
+//   toga_gpu_sharing_tests --gtest_also_run_disabled_tests --gtest_filter='*KillMidRun*'
+TEST(SharingGpuMeasurement, DISABLED_KillMidRun) {
+  TOGA_TEST_REQUIRE_GPU();
+  int clean = 0, walks = 0, hangs = 0, other = 0;
+  for (int t = 0; t < 30; ++t) {
+    const std::string delay = std::to_string(500 + (t * 4999) % 15000);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      execl("/proc/self/exe", "toga_gpu_sharing_tests", "--sharing-trial", delay.c_str(), static_cast<char*>(nullptr));
+      _exit(97);
+    }
+    const int rc = wait_child(pid);
+    if (rc == 0) ++clean;
+    else if (rc == 7) ++walks;
+    else if (rc == 128 + SIGALRM) ++hangs;
+    else {
+      ++other;
+      std::printf("trial %d (delay %s us): exit %d\n", t, delay.c_str(), rc);
+    }
+  }
+  std::printf("kill mid-run on the GPU, of 30: %d clean, %d with a heap walk failing, %d hangs of the survivor, %d other\n", clean, walks, hangs,
+              other);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[1]) == "--sharing-trial") {
+    try {
+      return kill_trial(static_cast<unsigned>(std::atoi(argv[2])));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sharing trial: %s\n", e.what());
+      return 21;
+    }
+  }
   if (argc >= 4 && std::string(argv[1]) == "--sharing-child") {
     try {
       return child_main(argv[2], std::atoi(argv[3]));
