@@ -402,66 +402,66 @@ std::size_t open_fds() {
 TEST(Sharing, EveryMalformedDescriptorIsRefusedAndMapsNothing) {
   const std::size_t fds_before = open_fds();
   {
-  shared_heap a(heap_bytes, 4), b(heap_bytes, 4);
-  const auto e = a.export_shareable();
-  const auto eb = b.export_shareable();
-  const std::size_t maps = mapping_count();
-  struct bad {
-    const char* name;
-    std::function<std::string()> attempt;
-    const char* says;
-  };
-  int pipe_fd[2];
-  ASSERT_EQ(pipe(pipe_fd), 0);
-  const int unsealed = memfd_create("not-toga", MFD_CLOEXEC);  // the right size, no seals
-  ASSERT_GE(unsealed, 0);
-  ASSERT_EQ(ftruncate(unsealed, static_cast<off_t>(e.descriptor.heap_alloc_bytes)), 0);
-  // an import of e's descriptor changed by `change` (and its checksum made right again unless `reseal` is false)
-  const auto forged = [&](auto change, bool reseal = true) {
-    return [&e, change, reseal] {
-      toga::share_descriptor d = e.descriptor;
-      change(d);
-      if (reseal) d = resealed(d);
-      return import_error(&d, sizeof d, e.heap_fd, e.meta_fd);
+    shared_heap a(heap_bytes, 4), b(heap_bytes, 4);
+    const auto e = a.export_shareable();
+    const auto eb = b.export_shareable();
+    const std::size_t maps = mapping_count();
+    struct bad {
+      const char* name;
+      std::function<std::string()> attempt;
+      const char* says;
     };
-  };
-  const std::vector<bad> cases = {
-      {"truncated", [&] { return import_error(&e.descriptor, 100, e.heap_fd, e.meta_fd); }, "truncated"},
-      {"null", [&] { return import_error(nullptr, sizeof e.descriptor, e.heap_fd, e.meta_fd); }, "truncated"},
-      {"not toga's", forged([](auto& d) { d.magic[0] = 'x'; }, false), "magic"},
-      {"other version", forged([](auto& d) { d.version = 2; }), "version 2"},
-      {"corrupted", forged([](auto& d) { d.heap_id ^= 1; }, false), "checksum"},
-      {"other backend", forged([](auto& d) { d.backend = static_cast<std::uint32_t>(toga::memory_backend::cuda); }), "cuda heap"},
-      {"forged geometry", forged([](auto& d) { d.levels += 1; }), "do not follow from its geometry"},
-      {"absurd geometry", forged([](auto& d) { d.levels = 200; }), "not one toga makes"},
-      {"heap file of the wrong size", [&] { return import_error(&e.descriptor, sizeof e.descriptor, e.meta_fd, e.meta_fd); }, "heap file holds"},
-      {"another heap's heap file", [&] { return import_error(&e.descriptor, sizeof e.descriptor, eb.heap_fd, e.meta_fd); },
-       "heap handle belongs to another heap"},
-      {"an unsealed file", [&] { return import_error(&e.descriptor, sizeof e.descriptor, unsealed, e.meta_fd); }, "not a sealed toga memfd"},
-      {"closed descriptor", [&] { return import_error(&e.descriptor, sizeof e.descriptor, 1000, e.meta_fd); }, "is not open"},
-      {"not a file", [&] { return import_error(&e.descriptor, sizeof e.descriptor, e.heap_fd, pipe_fd[0]); }, "is not a regular file"},
-      {"another heap's handles (foreign or stale)", [&] { return import_error(&e.descriptor, sizeof e.descriptor, eb.heap_fd, eb.meta_fd); },
-       "metadata handle belongs to another heap"},
-  };
-  for (const bad& c : cases) {
-    const std::string msg = c.attempt();
-    EXPECT_NE(msg.find(c.says), std::string::npos) << c.name << ": got \"" << msg << "\"";
-    EXPECT_NE(msg.find("toga::cpu::shared_heap::import"), std::string::npos) << c.name;
-    EXPECT_EQ(mapping_count(), maps) << c.name << ": a refused import left a mapping";
-  }
-  for (int fd : {pipe_fd[0], pipe_fd[1], unsealed, eb.heap_fd, eb.meta_fd}) close(fd);
-  // the good one still imports (in this process: a second mapping of the same files) and sees a's blocks
-  void* p = nullptr;
-  toga::cpu::launch(1, 1, 1, [&] { p = a.view().allocate(4096); });
-  ASSERT_NE(p, nullptr);
-  stamp(p, 4096, make_stamp(0, 0, 4096, 7));
-  auto c = shared_heap::import(&e.descriptor, sizeof e.descriptor, e.heap_fd, e.meta_fd);
-  EXPECT_EQ(read_stamp(c->import_pointer(a.export_pointer(p))), make_stamp(0, 0, 4096, 7));
-  EXPECT_EQ(c->stats().allocations, 1u);
-  toga::cpu::launch(1, 1, 1, [&] { c->view().deallocate(c->import_pointer(a.export_pointer(p))); });
-  EXPECT_EQ(a.stats().deallocations, 1u);
-  close(e.heap_fd);
-  close(e.meta_fd);
+    int pipe_fd[2];
+    ASSERT_EQ(pipe(pipe_fd), 0);
+    const int unsealed = memfd_create("not-toga", MFD_CLOEXEC);  // the right size, no seals
+    ASSERT_GE(unsealed, 0);
+    ASSERT_EQ(ftruncate(unsealed, static_cast<off_t>(e.descriptor.heap_alloc_bytes)), 0);
+    // an import of e's descriptor changed by `change` (and its checksum made right again unless `reseal` is false)
+    const auto forged = [&](auto change, bool reseal = true) {
+      return [&e, change, reseal] {
+        toga::share_descriptor d = e.descriptor;
+        change(d);
+        if (reseal) d = resealed(d);
+        return import_error(&d, sizeof d, e.heap_fd, e.meta_fd);
+      };
+    };
+    const std::vector<bad> cases = {
+        {"truncated", [&] { return import_error(&e.descriptor, 100, e.heap_fd, e.meta_fd); }, "truncated"},
+        {"null", [&] { return import_error(nullptr, sizeof e.descriptor, e.heap_fd, e.meta_fd); }, "truncated"},
+        {"not toga's", forged([](auto& d) { d.magic[0] = 'x'; }, false), "magic"},
+        {"other version", forged([](auto& d) { d.version = 2; }), "version 2"},
+        {"corrupted", forged([](auto& d) { d.heap_id ^= 1; }, false), "checksum"},
+        {"other backend", forged([](auto& d) { d.backend = static_cast<std::uint32_t>(toga::memory_backend::cuda); }), "cuda heap"},
+        {"forged geometry", forged([](auto& d) { d.levels += 1; }), "do not follow from its geometry"},
+        {"absurd geometry", forged([](auto& d) { d.levels = 200; }), "not one toga makes"},
+        {"heap file of the wrong size", [&] { return import_error(&e.descriptor, sizeof e.descriptor, e.meta_fd, e.meta_fd); }, "heap file holds"},
+        {"another heap's heap file", [&] { return import_error(&e.descriptor, sizeof e.descriptor, eb.heap_fd, e.meta_fd); },
+         "heap handle belongs to another heap"},
+        {"an unsealed file", [&] { return import_error(&e.descriptor, sizeof e.descriptor, unsealed, e.meta_fd); }, "not a sealed toga memfd"},
+        {"closed descriptor", [&] { return import_error(&e.descriptor, sizeof e.descriptor, 1000, e.meta_fd); }, "is not open"},
+        {"not a file", [&] { return import_error(&e.descriptor, sizeof e.descriptor, e.heap_fd, pipe_fd[0]); }, "is not a regular file"},
+        {"another heap's handles (foreign or stale)", [&] { return import_error(&e.descriptor, sizeof e.descriptor, eb.heap_fd, eb.meta_fd); },
+         "metadata handle belongs to another heap"},
+    };
+    for (const bad& c : cases) {
+      const std::string msg = c.attempt();
+      EXPECT_NE(msg.find(c.says), std::string::npos) << c.name << ": got \"" << msg << "\"";
+      EXPECT_NE(msg.find("toga::cpu::shared_heap::import"), std::string::npos) << c.name;
+      EXPECT_EQ(mapping_count(), maps) << c.name << ": a refused import left a mapping";
+    }
+    for (int fd : {pipe_fd[0], pipe_fd[1], unsealed, eb.heap_fd, eb.meta_fd}) close(fd);
+    // the good one still imports (in this process: a second mapping of the same files) and sees a's blocks
+    void* p = nullptr;
+    toga::cpu::launch(1, 1, 1, [&] { p = a.view().allocate(4096); });
+    ASSERT_NE(p, nullptr);
+    stamp(p, 4096, make_stamp(0, 0, 4096, 7));
+    auto c = shared_heap::import(&e.descriptor, sizeof e.descriptor, e.heap_fd, e.meta_fd);
+    EXPECT_EQ(read_stamp(c->import_pointer(a.export_pointer(p))), make_stamp(0, 0, 4096, 7));
+    EXPECT_EQ(c->stats().allocations, 1u);
+    toga::cpu::launch(1, 1, 1, [&] { c->view().deallocate(c->import_pointer(a.export_pointer(p))); });
+    EXPECT_EQ(a.stats().deallocations, 1u);
+    close(e.heap_fd);
+    close(e.meta_fd);
   }
   EXPECT_EQ(open_fds(), fds_before) << "a refused or finished import, or an export, left a file descriptor open";
 }
