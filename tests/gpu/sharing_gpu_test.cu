@@ -478,6 +478,38 @@ TEST(SharingGpu, MalformedImportsAreRefused) {
   EXPECT_FALSE(a.check().has_value());
 }
 
+// One T1 pass over `r` (2^20 or `n` threads: allocate, then free, each kernel between CUDA
+// events); appends the two times (ms) unless it is the warm-up. Failed requests count in `failed`.
+struct t1_timer {
+  cudaEvent_t e[3];
+  t1_timer() {
+    for (cudaEvent_t& x : e) cuda_check(cudaEventCreate(&x), "cudaEventCreate");
+  }
+  ~t1_timer() {
+    for (cudaEvent_t x : e) (void)cudaEventDestroy(x);
+  }
+  template <class Ref>
+  void pass(Ref r, void** ptrs, std::uint64_t size, unsigned n, ull* failed, bool warm_up, std::vector<float>& am, std::vector<float>& fm) {
+    cuda_check(cudaEventRecord(e[0]), "cudaEventRecord");
+    alloc_kernel<<<n / 256, 256>>>(r, ptrs, size, n, failed);
+    cuda_check(cudaEventRecord(e[1]), "cudaEventRecord");
+    free_kernel<<<n / 256, 256>>>(r, ptrs, n);
+    cuda_check(cudaEventRecord(e[2]), "cudaEventRecord");
+    cuda_check(cudaEventSynchronize(e[2]), "T1 pass");
+    float a = 0, f = 0;
+    cuda_check(cudaEventElapsedTime(&a, e[0], e[1]), "cudaEventElapsedTime");
+    cuda_check(cudaEventElapsedTime(&f, e[1], e[2]), "cudaEventElapsedTime");
+    if (!warm_up) {
+      am.push_back(a);
+      fm.push_back(f);
+    }
+  }
+};
+float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 // A heap with heap_options::system_scope (every atomic at system scope, for heaps several GPUs
 // use) on one GPU: its handle is system_ref(), it serves 10 rounds of 2^20-thread churn with 0
 // corrupt blocks and a clean walk, a shareable one carries the scope to its importer, and T1
@@ -544,34 +576,13 @@ TEST(SharingGpu, SystemScopeHeapServesAndWhatItCosts) {
   TOGA_TEST_CUDA(cudaMalloc(&ptrs.ptr, n * sizeof(void*)));
   TOGA_TEST_CUDA(cudaMalloc(&failed.ptr, 8));
   TOGA_TEST_CUDA(cudaMemset(failed.ptr, 0, 8));
-  cudaEvent_t e0, e1, e2;
-  TOGA_TEST_CUDA(cudaEventCreate(&e0));
-  TOGA_TEST_CUDA(cudaEventCreate(&e1));
-  TOGA_TEST_CUDA(cudaEventCreate(&e2));
-  auto median = [](std::vector<float> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
+  t1_timer timer;
   for (std::uint64_t size : {16ull, 256ull, 4096ull}) {
     std::vector<float> am[2], fm[2];
-    for (int rep = 0; rep < 8; ++rep)
-      for (int k = 0; k < 2; ++k) {
-        float a = 0, f = 0;
-        TOGA_TEST_CUDA(cudaEventRecord(e0));
-        if (k == 0) alloc_kernel<<<n / 256, 256>>>(dev.ref(), ptrs.ptr, size, n, failed.ptr);
-        else alloc_kernel<<<n / 256, 256>>>(sys.system_ref(), ptrs.ptr, size, n, failed.ptr);
-        TOGA_TEST_CUDA(cudaEventRecord(e1));
-        if (k == 0) free_kernel<<<n / 256, 256>>>(dev.ref(), ptrs.ptr, n);
-        else free_kernel<<<n / 256, 256>>>(sys.system_ref(), ptrs.ptr, n);
-        TOGA_TEST_CUDA(cudaEventRecord(e2));
-        TOGA_TEST_CUDA(cudaEventSynchronize(e2));
-        TOGA_TEST_CUDA(cudaEventElapsedTime(&a, e0, e1));
-        TOGA_TEST_CUDA(cudaEventElapsedTime(&f, e1, e2));
-        if (rep > 0) {
-          am[k].push_back(a);
-          fm[k].push_back(f);
-        }
-      }
+    for (int rep = 0; rep < 8; ++rep) {  // rep 0: the warm-up
+      timer.pass(dev.ref(), ptrs.ptr, size, n, failed.ptr, rep == 0, am[0], fm[0]);
+      timer.pass(sys.system_ref(), ptrs.ptr, size, n, failed.ptr, rep == 0, am[1], fm[1]);
+    }
     std::printf("T1 %llu B: device scope allocate %.3f / free %.3f ms; system scope %.3f (%.2fx) / %.3f (%.2fx)\n", static_cast<ull>(size),
                 median(am[0]), median(fm[0]), median(am[1]), median(am[1]) / median(am[0]), median(fm[1]), median(fm[1]) / median(fm[0]));
   }
@@ -596,35 +607,13 @@ TEST(SharingGpu, T1OnASharedHeapAgainstAPrivateOne) {
   TOGA_TEST_CUDA(cudaMalloc(&ptrs.ptr, n * sizeof(void*)));
   TOGA_TEST_CUDA(cudaMalloc(&failed.ptr, 8));
   TOGA_TEST_CUDA(cudaMemset(failed.ptr, 0, 8));
-  cudaEvent_t e0, e1, e2;
-  TOGA_TEST_CUDA(cudaEventCreate(&e0));
-  TOGA_TEST_CUDA(cudaEventCreate(&e1));
-  TOGA_TEST_CUDA(cudaEventCreate(&e2));
+  t1_timer timer;
   const heap* heaps[3] = {&priv, &shared, &imp};
   const char* names[3] = {"private", "shareable (exporter)", "imported"};
   for (std::uint64_t size : {16ull, 256ull, 4096ull}) {
     std::vector<float> am[3], fm[3];
-    for (int rep = 0; rep < 8; ++rep)
-      for (int k = 0; k < 3; ++k) {
-        const heap_ref r = heaps[k]->ref();
-        TOGA_TEST_CUDA(cudaEventRecord(e0));
-        alloc_kernel<<<n / 256, 256>>>(r, ptrs.ptr, size, n, failed.ptr);
-        TOGA_TEST_CUDA(cudaEventRecord(e1));
-        free_kernel<<<n / 256, 256>>>(r, ptrs.ptr, n);
-        TOGA_TEST_CUDA(cudaEventRecord(e2));
-        TOGA_TEST_CUDA(cudaEventSynchronize(e2));
-        float a = 0, f = 0;
-        TOGA_TEST_CUDA(cudaEventElapsedTime(&a, e0, e1));
-        TOGA_TEST_CUDA(cudaEventElapsedTime(&f, e1, e2));
-        if (rep > 0) {  // rep 0: the warm-up
-          am[k].push_back(a);
-          fm[k].push_back(f);
-        }
-      }
-    auto median = [](std::vector<float> v) {
-      std::sort(v.begin(), v.end());
-      return v[v.size() / 2];
-    };
+    for (int rep = 0; rep < 8; ++rep)  // rep 0: the warm-up
+      for (int k = 0; k < 3; ++k) timer.pass(heaps[k]->ref(), ptrs.ptr, size, n, failed.ptr, rep == 0, am[k], fm[k]);
     for (int k = 0; k < 3; ++k)
       std::printf("T1 %llu B, %s: allocate %.3f ms (%.2fx private), free %.3f ms (%.2fx)\n", static_cast<ull>(size), names[k], median(am[k]),
                   median(am[k]) / median(am[0]), median(fm[k]), median(fm[k]) / median(fm[0]));
