@@ -150,6 +150,23 @@ __global__ void free_translated(Ref from, Ref to, void* const* in, unsigned n) {
   const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t < n) to.deallocate(to.import_pointer(from.export_pointer(in[t])));
 }
+// T5's churn: each thread `rounds` x (allocate, write the first and last word, read them back, free).
+template <class Ref>
+__global__ void t5_kernel(Ref h, std::uint64_t size, unsigned n, unsigned rounds, ull* bad) {
+  const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  for (unsigned k = 0; k < rounds; ++k) {
+    ull* p = static_cast<ull*>(h.allocate(size));
+    if (p == nullptr) {
+      atomicAdd(bad, 1ull);
+      continue;
+    }
+    p[0] = t;
+    p[size / 8 - 1] = k;
+    if (p[0] != t || p[size / 8 - 1] != k) atomicAdd(bad, 1ull);
+    h.deallocate(p);
+  }
+}
 __global__ void now(ull* out) { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(*out)); }
 template <class Ref>
 __global__ void free_kernel(Ref h, void* const* in, unsigned n) {
@@ -589,6 +606,124 @@ TEST(SharingGpu, SystemScopeHeapServesAndWhatItCosts) {
   ull f = 0;
   TOGA_TEST_CUDA(cudaMemcpy(&f, failed.ptr, 8, cudaMemcpyDeviceToHost));
   EXPECT_EQ(f, 0u);
+}
+
+// One heap on GPU 0 used by kernels of GPU 0 and GPU 1 at once (heap_options::system_scope,
+// heap::grant_access): churn rounds on both GPUs' streams together, each freeing the other's
+// blocks; 0 corrupt, statistics balanced, the walk clean. Then T1 (2^20) and T5 (2^18 x 16) on
+// each GPU over the same heap, interleaved, medians of 5 (figures, printed). Skipped without two
+// GPUs with peer access.
+TEST(SharingGpu, TwoGpusAllocateAndFreeInOneHeap) {
+  TOGA_TEST_REQUIRE_GPU();
+  int count = 0, can = 0;
+  TOGA_TEST_CUDA(cudaGetDeviceCount(&count));
+  {  // what one GPU can check of grant_access: bad devices refused, its own device a no-op
+    TOGA_TEST_CUDA(cudaSetDevice(0));
+    toga::cuda::heap_options so;
+    so.system_scope = true;
+    heap plain(1ull << 26), sys(1ull << 26, so);
+    EXPECT_THROW(plain.grant_access(count), std::invalid_argument);
+    EXPECT_THROW(sys.grant_access(-1), std::invalid_argument);
+    EXPECT_NO_THROW(plain.grant_access(0));
+    EXPECT_NO_THROW(sys.grant_access(0));
+  }
+  if (count < 2) GTEST_SKIP() << "needs two GPUs";
+  TOGA_TEST_CUDA(cudaDeviceCanAccessPeer(&can, 1, 0));
+  if (!can) GTEST_SKIP() << "GPU 1 cannot access GPU 0's memory";
+  TOGA_TEST_CUDA(cudaSetDevice(0));
+  if (free_device_bytes() < 12 * GiB) GTEST_SKIP() << "needs 12 GiB free on GPU 0";
+  EXPECT_THROW(heap(1ull << 26).grant_access(1), std::logic_error);
+  toga::cuda::heap_options so;
+  so.system_scope = true;
+  heap h(8 * GiB, so);
+  EXPECT_THROW(h.grant_access(count), std::invalid_argument);
+  h.grant_access(1);
+  const toga::cuda::system_heap_ref r = h.system_ref();
+  constexpr unsigned n = 1u << 20, rounds = 20;
+  const std::uint64_t ring_off = make_ring_with(r);
+  cudaStream_t st[2];
+  for (int d = 0; d < 2; ++d) {
+    TOGA_TEST_CUDA(cudaSetDevice(d));
+    TOGA_TEST_CUDA(cudaStreamCreate(&st[d]));
+    churn<<<1, 32, 0, st[d]>>>(r, ring_off, d, 0, 0);  // load the module
+    TOGA_TEST_CUDA(cudaStreamSynchronize(st[d]));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (unsigned k = 0; k < rounds; ++k)
+    for (int d = 0; d < 2; ++d) {
+      TOGA_TEST_CUDA(cudaSetDevice(d));
+      churn<<<n / 256, 256, 0, st[d]>>>(r, ring_off, d, k, n);
+    }
+  for (int d = 0; d < 2; ++d) {
+    TOGA_TEST_CUDA(cudaSetDevice(d));
+    TOGA_TEST_CUDA(cudaStreamSynchronize(st[d]));
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  TOGA_TEST_CUDA(cudaSetDevice(0));
+  const ull cross0 = read_word(h, ring_off, cross_frees), cross1 = read_word(h, ring_off, cross_frees + 1);
+  toga::test::device_buffer<ull> dead;
+  TOGA_TEST_CUDA(cudaMalloc(&dead.ptr, 8));
+  TOGA_TEST_CUDA(cudaMemset(dead.ptr, 0, 8));
+  drain<<<ring_slots / 256, 256>>>(r, ring_off, 0, 1, dead.ptr);
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  EXPECT_EQ(read_word(h, ring_off, corrupt) + read_word(h, ring_off, corrupt + 1), 0u) << "corrupt blocks: two blocks over the same bytes";
+  EXPECT_EQ(read_word(h, ring_off, failures) + read_word(h, ring_off, failures + 1), 0u);
+  EXPECT_GT(cross0, 1000u) << "GPU 0 freed blocks GPU 1 allocated";
+  EXPECT_GT(cross1, 1000u) << "GPU 1 freed blocks GPU 0 allocated";
+  free_at<<<1, 1>>>(r, ring_off);
+  TOGA_TEST_CUDA(cudaDeviceSynchronize());
+  h.trim();
+  const auto a = h.attributes();
+  EXPECT_EQ(a.allocations, a.deallocations);
+  EXPECT_EQ(a.used_mem_current, 0u);
+  const auto walk = h.check();
+  EXPECT_FALSE(walk.has_value()) << *walk;
+  std::printf("two GPUs x %u rounds x %u threads of churn in one heap on GPU 0: %.1f ms; frees of the other GPU's blocks: GPU 0 %llu, GPU 1 %llu\n",
+              rounds, n, ms, cross0, cross1);
+  // T1 and T5 on each GPU over the same heap
+  toga::test::device_buffer<void*> ptrs[2];
+  toga::test::device_buffer<ull> bad[2];
+  for (int d = 0; d < 2; ++d) {
+    TOGA_TEST_CUDA(cudaSetDevice(d));
+    TOGA_TEST_CUDA(cudaMalloc(&ptrs[d].ptr, n * sizeof(void*)));
+    TOGA_TEST_CUDA(cudaMalloc(&bad[d].ptr, 8));
+    TOGA_TEST_CUDA(cudaMemset(bad[d].ptr, 0, 8));
+  }
+  for (std::uint64_t size : {16ull, 256ull, 4096ull}) {
+    std::vector<float> am[2], fm[2], t5[2];
+    for (int rep = 0; rep < 6; ++rep)
+      for (int d = 0; d < 2; ++d) {
+        TOGA_TEST_CUDA(cudaSetDevice(d));
+        t1_timer timer;  // (events of this device)
+        timer.pass(r, ptrs[d].ptr, size, n, bad[d].ptr, rep == 0, am[d], fm[d]);
+        constexpr unsigned n5 = 1u << 18, r5 = 16;
+        cudaEvent_t e0, e1;
+        TOGA_TEST_CUDA(cudaEventCreate(&e0));
+        TOGA_TEST_CUDA(cudaEventCreate(&e1));
+        TOGA_TEST_CUDA(cudaEventRecord(e0));
+        t5_kernel<<<n5 / 256, 256>>>(r, size, n5, r5, bad[d].ptr);
+        TOGA_TEST_CUDA(cudaEventRecord(e1));
+        TOGA_TEST_CUDA(cudaEventSynchronize(e1));
+        float ms5 = 0;
+        TOGA_TEST_CUDA(cudaEventElapsedTime(&ms5, e0, e1));
+        if (rep > 0) t5[d].push_back(static_cast<float>(double{n5} * r5 / (ms5 * 1e3)));  // M pairs/s
+        TOGA_TEST_CUDA(cudaEventDestroy(e0));
+        TOGA_TEST_CUDA(cudaEventDestroy(e1));
+      }
+    std::printf("heap on GPU 0, %llu B: T1 allocate / free, GPU 0 %.3f / %.3f ms, GPU 1 %.3f / %.3f ms (%.2fx / %.2fx); T5 GPU 0 %.0f, GPU 1 %.0f M pairs/s\n",
+                static_cast<ull>(size), median(am[0]), median(fm[0]), median(am[1]), median(fm[1]), median(am[1]) / median(am[0]),
+                median(fm[1]) / median(fm[0]), median(t5[0]), median(t5[1]));
+  }
+  for (int d = 0; d < 2; ++d) {
+    ull b = 0;
+    TOGA_TEST_CUDA(cudaSetDevice(d));
+    TOGA_TEST_CUDA(cudaMemcpy(&b, bad[d].ptr, 8, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(b, 0u) << "GPU " << d << ": failed requests or words read back wrong";
+    TOGA_TEST_CUDA(cudaStreamDestroy(st[d]));
+  }
+  TOGA_TEST_CUDA(cudaSetDevice(0));
+  const auto walk2 = h.check();
+  EXPECT_FALSE(walk2.has_value()) << *walk2;
 }
 
 // T1 (2^20 x allocate, then free) on a private heap, a shareable heap and its import in this

@@ -1319,6 +1319,40 @@ heap heap::import(const void* descriptor, std::size_t descriptor_bytes, int heap
   return h;
 }
 
+void heap::grant_access(int device) {
+  const std::string who = "toga::cuda::heap::grant_access";
+  if (!meta_) throw std::logic_error(who + ": the heap was moved from");
+  int count = 0;
+  TOGA_CUDA_TRY(cudaGetDeviceCount(&count));
+  if (device < 0 || device >= count)
+    throw std::invalid_argument(who + ": device " + std::to_string(device) + " is not in [0, " + std::to_string(count) + ") (the devices CUDA sees)");
+  if (device == device_) return;
+  if (!options_.system_scope)
+    throw std::logic_error(who + ": the heap was made without heap_options::system_scope; its device-scope atomics are not atomic across "
+                           "GPUs: make it with system_scope = true");
+  int can = 0;
+  TOGA_CUDA_TRY(cudaDeviceCanAccessPeer(&can, device, device_));
+  if (!can)
+    throw std::invalid_argument(who + ": device " + std::to_string(device) + " cannot access device " + std::to_string(device_) +
+                                "'s memory (no NVLink or PCIe peer-to-peer path); use the heap from device " + std::to_string(device_) + " only");
+  {
+    device_guard guard(device);
+    const cudaError_t e = cudaDeviceEnablePeerAccess(device_, 0);  // cudaMalloc'd memory: the metadata's neighbours, resident copies
+    if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
+    else TOGA_CUDA_TRY(e);
+  }
+  if (share_) {  // VMM mappings: access is per mapping
+    CUmemAccessDesc d{};
+    d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    d.location.id = device;
+    d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    for (int i = 0; i < 2; ++i) {
+      const CUresult r = driver().mem_set_access(reinterpret_cast<CUdeviceptr>(share_->va[i]), share_->bytes[i], &d, 1);
+      if (r != CUDA_SUCCESS) throw cuda_error(cudaErrorInvalidValue, who + ": cuMemSetAccess for device " + std::to_string(device) + ": " + vmm_provider::describe(r));
+    }
+  }
+}
+
 std::uint64_t heap::export_pointer(const void* p) const {
   const std::uint64_t off = meta_ ? toga::share_offset(view_.small.base, view_.heap_bytes, p) : ~std::uint64_t{0};
   if (off == ~std::uint64_t{0})

@@ -524,6 +524,14 @@ class heap {
   //! handles or are smaller than the descriptor says, for a device that is not the exporter's:
   //! the message names what was wrong, and nothing stays mapped; toga::cuda_error otherwise.
   static heap import(const void* descriptor, std::size_t descriptor_bytes, int heap_fd, int meta_fd, int device = -1);
+  //! Lets kernels of `device` (another GPU) use this heap: enables peer access from that device
+  //! (cudaDeviceEnablePeerAccess) and, for a shareable or imported heap, grants it read-write
+  //! access to the heap's mappings (cuMemSetAccess). Those kernels take system_ref(), as this
+  //! device's must. Throws std::logic_error for a heap made without heap_options::system_scope
+  //! (its device-scope atomics are not atomic across GPUs), std::invalid_argument for a device
+  //! CUDA does not see or one that cannot access this heap's device (no NVLink or PCIe P2P
+  //! path), toga::cuda_error otherwise. Nothing for the heap's own device.
+  void grant_access(int device);
   //! Whether this heap can be exported (heap_options::shareable) or was imported.
   bool shared() const noexcept { return share_ != nullptr; }
   //! Whether this heap object was made by import (its process is not the exporter).
