@@ -172,8 +172,8 @@ struct heap_options {
   //! scope, for heaps whose words kernels of several GPUs touch (design.md §23.5): kernels then
   //! take heap::system_ref() (a system_heap_ref, the core on toga::system_scoped) and ref()
   //! refuses. Fixed heaps, shareable or not; not with tenants (std::invalid_argument). What it
-  //! costs on one GPU: docs/benchmarks.md "Shared heaps". Access for other GPUs is not granted
-  //! by toga yet.
+  //! costs on one GPU: docs/benchmarks.md "Shared heaps". heap::grant_access(d) lets GPU d's
+  //! kernels in (not yet run on two GPUs).
   bool system_scope = false;
 };
 
