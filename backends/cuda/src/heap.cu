@@ -707,6 +707,19 @@ heap_ref heap::ref() const {
   return heap_ref(view_);
 }
 
+namespace {
+// Gives view `v` a resident copy of its own (design.md §8.8) in `buf`, device memory of
+// heap_layout::resident_bytes obtained here: importers (the metadata's copy holds the exporter's
+// addresses) and the system-scoped view (the metadata's copy is the device-scoped one).
+template <class A>
+void own_resident(A& v, void*& buf) {
+  static_assert(sizeof(A) <= toga::heap_layout::resident_bytes);
+  TOGA_CUDA_TRY(cudaMalloc(&buf, toga::heap_layout::resident_bytes));
+  v.resident = static_cast<const A*>(buf);
+  TOGA_CUDA_TRY(cudaMemcpy(buf, &v, sizeof v, cudaMemcpyHostToDevice));
+}
+}  // namespace
+
 system_heap_ref heap::system_ref() const {
   if (!meta_) throw std::logic_error("toga::cuda::heap::system_ref: the heap was moved from (it owns no memory); use the heap it was moved to");
   if (!options_.system_scope || !sys_resident_)
@@ -717,12 +730,8 @@ system_heap_ref heap::system_ref() const {
 }
 
 void heap::make_system_view() {
-  // the system-scoped core's own resident copy (the metadata's holds the device-scoped view)
-  TOGA_CUDA_TRY(cudaMalloc(&sys_resident_, toga::heap_layout::resident_bytes));
   system_device_allocator v = system_device_allocator::make(view_.small.base, meta_, layout_);
-  v.resident = static_cast<const system_device_allocator*>(sys_resident_);
-  static_assert(sizeof v <= toga::heap_layout::resident_bytes);
-  TOGA_CUDA_TRY(cudaMemcpy(sys_resident_, &v, sizeof v, cudaMemcpyHostToDevice));
+  own_resident(v, sys_resident_);
 }
 
 void heap::check_tenant(const char* call, unsigned id) const {
@@ -1265,8 +1274,10 @@ heap heap::import(const void* descriptor, std::size_t descriptor_bytes, int heap
                                 std::to_string(dev) + " here); pass -1 or " + std::to_string(dev) + " (other GPUs cannot use a shared heap yet)");
   device_guard guard(dev);
   TOGA_CUDA_TRY(cudaFree(nullptr));
-  if (dev != probe && share_granularity(dev, who.c_str()) != gran)
-    d = toga::check_share_descriptor<platform>(descriptor, descriptor_bytes, toga::memory_backend::cuda, share_granularity(dev, who.c_str()), who);
+  if (dev != probe) {  // (the granularity checked above was the probe device's)
+    const std::uint64_t g = share_granularity(dev, who.c_str());
+    if (g != gran) d = toga::check_share_descriptor<platform>(descriptor, descriptor_bytes, toga::memory_backend::cuda, g, who);
+  }
   heap h{import_tag{}};
   h.device_ = h.options_.device = dev;
   h.options_.shareable = true;
@@ -1311,9 +1322,7 @@ heap heap::import(const void* descriptor, std::size_t descriptor_bytes, int heap
   h.open_account("imported, " + toga::format_bytes(d.heap_bytes));
   h.view_ = device_allocator::make(s.va[0], h.meta_, h.layout_);
   // the metadata's resident copy of the view holds the exporter's addresses: this process keeps its own
-  TOGA_CUDA_TRY(cudaMalloc(&s.resident, toga::heap_layout::resident_bytes));
-  h.view_.resident = static_cast<const device_allocator*>(s.resident);
-  TOGA_CUDA_TRY(cudaMemcpy(s.resident, &h.view_, sizeof h.view_, cudaMemcpyHostToDevice));
+  own_resident(h.view_, s.resident);
   h.options_.system_scope = (d.flags & toga::share_flag_system_scope) != 0;
   if (h.options_.system_scope) h.make_system_view();
   return h;
