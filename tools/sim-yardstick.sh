@@ -6,22 +6,23 @@
 # scenario takes part: the question is how many bugs the generic scenarios find by themselves.
 #
 # usage: tools/sim-yardstick.sh TOGA_SIM [--schedules N] [--threads T] [--bugs "1 2 ..."]
-#                               [--scenarios "alloc-storm ..."]
+#                               [--scenarios "alloc-storm ..."] [--shapes both|fixed|random]
 # Prints a Markdown table (bug, area, kill with fixed shapes, kill with random shapes) and a
 # summary line. Bugs whose area says "--memory weak" run under --memory weak. Exit 0 when it ran
 # (kills are figures, not verdicts); 2 for a usage error.
 set -uo pipefail
-usage() { echo "usage: $0 TOGA_SIM [--schedules N] [--threads T] [--bugs LIST] [--scenarios LIST]" >&2; exit 2; }
+usage() { echo "usage: $0 TOGA_SIM [--schedules N] [--threads T] [--bugs LIST] [--scenarios LIST] [--shapes both|fixed|random]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 sim="$1"; shift
 [ -x "$sim" ] || { echo "sim-yardstick: '$sim' is not an executable toga-sim; build it (cmake --build --preset sim --target toga-sim)" >&2; exit 2; }
-schedules=3000 threads=0 bugs="" scenarios="alloc-storm exhaust-recover mixed-sizes superbins grow-while-alloc"
+schedules=3000 threads=0 bugs="" shapes=both scenarios="alloc-storm exhaust-recover mixed-sizes superbins grow-while-alloc"
 while [ $# -gt 0 ]; do
   case "$1" in
     --schedules) [ $# -ge 2 ] && [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "sim-yardstick: --schedules wants a positive whole number" >&2; exit 2; }; schedules="$2"; shift 2 ;;
     --threads) [ $# -ge 2 ] && [[ "$2" =~ ^[0-9]+$ ]] || { echo "sim-yardstick: --threads wants a whole number (0: all cores)" >&2; exit 2; }; threads="$2"; shift 2 ;;
     --bugs) [ $# -ge 2 ] || usage; bugs="$2"; shift 2 ;;
     --scenarios) [ $# -ge 2 ] || usage; scenarios="$2"; shift 2 ;;
+    --shapes) [ $# -ge 2 ] && [[ "$2" =~ ^(both|fixed|random)$ ]] || { echo "sim-yardstick: --shapes wants both, fixed or random" >&2; exit 2; }; shapes="$2"; shift 2 ;;
     *) echo "sim-yardstick: unknown option '$1'" >&2; usage ;;
   esac
 done
@@ -50,16 +51,18 @@ for b in $bugs; do
   area=$(echo "$line" | cut -c7-32 | sed -e 's/, --memory.*//' -e 's/ *$//')
   memory=sc
   echo "$line" | grep -q -- "--memory weak" && memory=weak
-  f=$(kill "$b" "$memory" fixed)
-  r=$(kill "$b" "$memory" random)
+  f="not run" r="not run"
+  [ "$shapes" != random ] && f=$(kill "$b" "$memory" fixed)
+  [ "$shapes" != fixed ] && r=$(kill "$b" "$memory" random)
   total=$((total + 1))
-  [ "$f" != "-" ] && fixed_killed=$((fixed_killed + 1))
-  [ "$r" != "-" ] && random_killed=$((random_killed + 1))
-  [ "$f" = "-" ] && [ "$r" != "-" ] && only_random=$((only_random + 1))
-  [ "$f" != "-" ] && [ "$r" = "-" ] && only_fixed=$((only_fixed + 1))
-  fmt() { [ "$1" = "-" ] && echo "survived $schedules" || echo "$1" | awk '{print $1 " (" $2 ")"}'; }
+  killed() { [ "$1" != "-" ] && [ "$1" != "not run" ]; }
+  killed "$f" && fixed_killed=$((fixed_killed + 1))
+  killed "$r" && random_killed=$((random_killed + 1))
+  [ "$f" = "-" ] && killed "$r" && only_random=$((only_random + 1))
+  killed "$f" && [ "$r" = "-" ] && only_fixed=$((only_fixed + 1))
+  fmt() { case "$1" in -) echo "survived $schedules" ;; "not run") echo "not run" ;; *) echo "$1" | awk '{print $1 " (" $2 ")"}' ;; esac; }
   echo "| $b | $area$([ "$memory" = weak ] && echo ' (weak)') | $(fmt "$f") | $(fmt "$r") |"
 done
 echo
-echo "$total planted bugs, $schedules portfolio schedules per scenario ($scenarios): fixed shapes kill $fixed_killed," \
+echo "$total planted bugs, $schedules portfolio schedules per scenario ($scenarios; shapes: $shapes): fixed shapes kill $fixed_killed," \
      "random shapes $random_killed; only random $only_random, only fixed $only_fixed"

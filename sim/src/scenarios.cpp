@@ -119,6 +119,10 @@ std::int64_t draw_value(const param_spec& k, rng& r) {
 params draw_shape(const scenario& sc, const params& fixed, std::uint64_t seed) {
   if (!sc.keys) return fixed;
   rng r(mix64(seed ^ 0x73686170655f5f31ull));  // its own stream, apart from the schedule's
+  // the contention focus: one shape in four, decided and drawn on a stream of its own so that
+  // the other shapes are those drawn without a focus
+  rng fr(mix64(seed ^ 0x666f6375735f5f32ull));
+  const bool focused = !sc.focus.empty() && fr.below(4) == 0;
   std::string last;
   for (unsigned attempt = 0; attempt < 256; ++attempt) {
     params p = fixed;
@@ -127,6 +131,9 @@ params draw_shape(const scenario& sc, const params& fixed, std::uint64_t seed) {
       if (k.draw_off && r.below(2) == 0) continue;  // the fallback
       p.set(k.name, draw_value(k, r));
     }
+    if (focused)
+      for (const auto& [name, values] : sc.focus)
+        if (!values.empty() && !fixed.values().count(name)) p.set(name, values[fr.below(values.size())]);
     try {
       validate_params(sc, p);
     } catch (const std::invalid_argument& e) {

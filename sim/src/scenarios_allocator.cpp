@@ -308,9 +308,31 @@ scenario heap_checks(scenario s) {
 
 }  // namespace
 
-// `sc` with heap_shape_limit over its declared keys.
+// `sc` with heap_shape_limit over its declared keys, and the heap scenarios' contention focus
+// (scenario::focus, docs/simulator.md §18.1): one SM (one arena), one size of a class with few
+// slots per bin (chunk bins of 256 B .. 1 KiB: 15 to 3 slots; with superbins of 8 or 16 KiB, 1 to
+// 3 KiB slots), one or two pin slots, 1-4 warps of 8-32 lanes with few blocks each, and none of
+// the byte limit, the reserve, alignment or anchor: every lane meets the others in one class
+// list, where bins fill, empty, are displaced from their pin slots and pass through the inbox all
+// the time. The shape limit still applies (at most 64 lanes and 256 allocations).
 scenario limited(scenario sc, bool exhausts) {
   sc.shape_limit = heap_shape_limit(*sc.keys, exhausts);
+  std::int64_t sb = 0;
+  for (const auto& k : *sc.keys)
+    if (k.name == "sb_shift") sb = k.fallback;
+  const bool super = sb > 0;  // the superbins scenario: its classes are superbins'
+  sc.focus = {{"sms", {1}},
+              {"warps", {1, 2, 3, 4}},
+              {"threads", {8, 12, 16, 24, 32}},
+              {"ops", {1, 2, 3, 4}},
+              {"keep", {1, 2}},
+              {"size", super ? std::vector<std::int64_t>{1024, 2048, 3000} : std::vector<std::int64_t>{256, 512, 600, 1000, 1024}},
+              {"pins", {1, 2}},
+              {"sb_shift", super ? std::vector<std::int64_t>{13, 14} : std::vector<std::int64_t>{0}},
+              {"limit_kib", {0}},
+              {"presplit_kib", {0}},
+              {"align", {0}},
+              {"anchor", {0}}};
   return sc;
 }
 

@@ -96,6 +96,12 @@ struct scenario {
   //! Random shapes only: a message when a drawn shape is valid but too costly to explore (e.g.
   //! more blocks than a schedule should walk); draw_shape draws again. Optional.
   std::function<std::optional<std::string>(const params&)> shape_limit{};
+  //! Random shapes only: the scenario's contention focus (docs/simulator.md §18.1). For one shape
+  //! in four (decided from the shape's seed on a stream of its own), each of these keys that
+  //! `--set` does not fix takes one of its values instead of its usual draw: a shape that crowds
+  //! many lanes onto one object (one SM's arena, one size class, one pin slot), where the windows
+  //! of a lock-free list open most often. Empty: no focus.
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> focus{};
 };
 
 //! A planted bug of the allocator scenarios, selected by their parameter bug=N (the core's
