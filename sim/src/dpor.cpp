@@ -21,6 +21,11 @@ constexpr mask bit(unsigned i) { return mask{1} << i; }
 
 // The seq_cst order as a word: seq_cst fences (and seq_cst operations) write it.
 constexpr std::uintptr_t sc_order_word = ~std::uintptr_t{0};
+// Invariant k's view as a word (--plain declared): every step that writes what it reads writes it.
+constexpr std::uintptr_t invariant_word(std::size_t k) { return sc_order_word - 1 - k; }
+// Warp w's rendezvous state as a word: its intrinsics write it, its lanes' exits read it (two
+// exits commute: each only adds itself to the lanes the rendezvous does not wait for).
+constexpr std::uintptr_t warp_word(unsigned w) { return sc_order_word - (std::uintptr_t{1} << 20) - w; }
 
 // What one step did: the words it read and wrote (by ordinal, see `stored`), or "dependent with
 // everything".
@@ -126,8 +131,14 @@ struct node {
 //! exhaustive_strategy): begin / run / finish / advance.
 class dpor_strategy final : public strategy, public step_observer {
  public:
-  dpor_strategy(bool reduce, std::uint64_t step_bound, plain_mode plain)
-      : reduce_(reduce), plain_rule_(plain != plain_mode::none), plain_(plain), step_bound_(step_bound) {}
+  dpor_strategy(bool reduce, std::uint64_t step_bound, plain_mode plain, bool coarse_warps, std::vector<unsigned> warp_of)
+      : reduce_(reduce),
+        plain_rule_(plain == plain_mode::all || plain == plain_mode::writers),
+        declared_(plain == plain_mode::declared),
+        coarse_warps_(coarse_warps),
+        plain_(plain),
+        step_bound_(step_bound),
+        warp_of_(std::move(warp_of)) {}
 
   void begin(std::uint64_t, unsigned lanes) override {
     lanes_ = lanes;
@@ -146,6 +157,9 @@ class dpor_strategy final : public strategy, public step_observer {
     sleep_acc_.assign(lanes, stored{});
     ordinal_.clear();
     ordinal_.emplace(sc_order_word, 0);
+    in_collective_.assign(lanes, false);
+    inv_all_.clear();
+    inv_ranges_.clear();
   }
 
   unsigned pick_lane(const pick_context& c) override {
@@ -227,10 +241,13 @@ class dpor_strategy final : public strategy, public step_observer {
   void point_op(unsigned lane, op k, bool views) override {
     ensure_lane(lane);
     if (pending_open_[lane]) apply(lane, pending_[lane]);  // no choice since: it ran in this step
+    in_collective_[lane] = false;  // the code after an intrinsic ends here
     views_ = views;
     if (k == op::start || k == op::exit) {
       if (plain_rule_) events_[static_cast<std::size_t>(cur_)].acc.plain = true;
       if (k == op::exit) {
+        // the warp's rendezvous no longer waits for this lane
+        if (!coarse_warps_) events_[static_cast<std::size_t>(cur_)].acc.add(ordinal(warp_word(warp_of_[lane])), false);
         exited_ |= bit(lane);
         wake_all();  // a lane that exits may be what the waiting lanes wait for
       }
@@ -246,6 +263,7 @@ class dpor_strategy final : public strategy, public step_observer {
     summary& s = events_[static_cast<std::size_t>(cur_)].acc;
     s.add(ordinal(addr), write);
     if (write && plain_rule_) s.plain = true;
+    if (write && declared_) invariant_writes(s, addr);
     if (sc_order) s.add(0, true);
     if (write || sc_order) {
       stale_ &= ~bit(lane);
@@ -256,6 +274,21 @@ class dpor_strategy final : public strategy, public step_observer {
     ensure_lane(lane);
     events_[static_cast<std::size_t>(cur_)].acc.global = true;
     wake_all();
+  }
+  void plain(unsigned lane, std::uintptr_t addr, bool write) override {
+    if (!declared_) return;  // the other modes assume what plain state does
+    ensure_lane(lane);
+    summary& s = events_[static_cast<std::size_t>(cur_)].acc;
+    s.add(ordinal(addr), write);
+    if (write) invariant_writes(s, addr);
+  }
+  void invariant_reads(std::size_t index, const std::vector<std::pair<std::uintptr_t, std::uintptr_t>>* reads) override {
+    if (inv_ranges_.size() <= index) {
+      inv_ranges_.resize(index + 1);
+      inv_all_.resize(index + 1, false);
+    }
+    inv_all_[index] = reads == nullptr;
+    inv_ranges_[index] = reads ? *reads : std::vector<std::pair<std::uintptr_t, std::uintptr_t>>{};
   }
 
   // ---- after a run ----------------------------------------------------------------------------
@@ -399,7 +432,13 @@ class dpor_strategy final : public strategy, public step_observer {
       case op::match_any:
       case op::syncwarp:
       case op::reduce_or:
-        s.global = true;  // warp intrinsics: dependent with every step (conservative)
+        // warp intrinsics: dependent with the steps of the warp's other intrinsics and exits (its
+        // rendezvous; the lane's code after the intrinsic, up to its next point, reads its result)
+        if (coarse_warps_) s.global = true;
+        else {
+          s.add(ordinal(warp_word(warp_of_[lane])), true);
+          in_collective_[lane] = true;
+        }
         wake_all();
         break;
       default: break;
@@ -422,6 +461,17 @@ class dpor_strategy final : public strategy, public step_observer {
     events_.push_back(std::move(e));
     cur_ = static_cast<int>(events_.size() - 1);
     if (pending_open_[lane]) apply(lane, pending_[lane]);
+    // a lane resumed inside an intrinsic (it waited for the rendezvous, or parked in activemask)
+    if (in_collective_[lane]) events_[static_cast<std::size_t>(cur_)].acc.add(ordinal(warp_word(warp_of_[lane])), true);
+  }
+  // The invariants that read `addr` see this step's write.
+  void invariant_writes(summary& s, std::uintptr_t addr) {
+    for (std::size_t k = 0; k < inv_ranges_.size(); ++k) {
+      bool hit = inv_all_[k];
+      for (std::size_t i = 0; !hit && i < inv_ranges_[k].size(); ++i)
+        hit = addr >= inv_ranges_[k][i].first && addr < inv_ranges_[k][i].second;
+      if (hit) s.add(ordinal(invariant_word(k)), true);
+    }
   }
   void end_event() {
     if (cur_ < 0 || ended_ == cur_) return;
@@ -441,6 +491,8 @@ class dpor_strategy final : public strategy, public step_observer {
 
   bool reduce_;
   bool plain_rule_;  // steps that may write plain shared state are marked (summary::plain)
+  bool declared_;    // declared plain accesses and invariant reads count (plain_mode::declared)
+  bool coarse_warps_;
   plain_mode plain_;
   std::uint64_t step_bound_;
   unsigned lanes_ = 0;
@@ -459,6 +511,10 @@ class dpor_strategy final : public strategy, public step_observer {
   }
   std::vector<op> pending_;
   std::vector<bool> pending_open_;
+  std::vector<unsigned> warp_of_;     // per lane: its warp in the launch
+  std::vector<bool> in_collective_;   // per lane: between an intrinsic and its next point
+  std::vector<bool> inv_all_;         // per invariant: undeclared (reads everything)
+  std::vector<std::vector<std::pair<std::uintptr_t, std::uintptr_t>>> inv_ranges_;  // per invariant: what it reads
   std::vector<int> enabler_next_;
 };
 
@@ -467,12 +523,14 @@ const char* to_string(plain_mode m) {
     case plain_mode::all: return "all";
     case plain_mode::writers: return "writers";
     case plain_mode::none: return "none";
+    case plain_mode::declared: return "declared";
+    case plain_mode::automatic: return "auto";
   }
   return "?";
 }
 
 bool parse_plain_mode(const std::string& s, plain_mode& out) {
-  for (auto m : {plain_mode::all, plain_mode::writers, plain_mode::none})
+  for (auto m : {plain_mode::all, plain_mode::writers, plain_mode::none, plain_mode::declared, plain_mode::automatic})
     if (s == to_string(m)) {
       out = m;
       return true;
@@ -495,10 +553,17 @@ dpor_summary explore_dpor(const scenario& sc, const params& p, const run_limits&
   if (auto why = dpor_unsupported(sc, p, limits)) throw std::invalid_argument(*why);
   dpor_summary sum;
   sum.scenario = sc.name;
+  sum.plain = opt.plain == plain_mode::automatic ? (sc.plain_declared ? plain_mode::declared : plain_mode::writers) : opt.plain;
+  if (sum.plain == plain_mode::declared && !sc.plain_declared)
+    throw std::invalid_argument("scenario " + sc.name + " does not declare its plain state (toga/sim/plain.hpp), so --plain "
+                                "declared would ignore it: use --plain writers (its default) or all");
   const std::uint64_t bound = opt.step_bound ? std::min(opt.step_bound, limits.fair_after) : limits.fair_after;
-  dpor_strategy st(opt.reduce, bound, opt.plain);
-  const auto t0 = std::chrono::steady_clock::now();
   const launch_config cfg = sc.shape(p);
+  std::vector<unsigned> warp_of(cfg.lanes());
+  const unsigned tpb = cfg.threads_per_block, warps_per_block = (tpb + 31) / 32;
+  for (unsigned i = 0; i < cfg.lanes(); ++i) warp_of[i] = (i / tpb) * warps_per_block + (i % tpb) / 32;  // as world numbers them
+  dpor_strategy st(opt.reduce, bound, sum.plain, opt.coarse_warps, std::move(warp_of));
+  const auto t0 = std::chrono::steady_clock::now();
   for (std::uint64_t i = 0;; ++i) {
     if (i >= opt.max_executions) {
       sum.stopped = "schedule limit (" + std::to_string(opt.max_executions) + " runs)";

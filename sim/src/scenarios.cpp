@@ -192,6 +192,10 @@ launch_config lanes_shape(const params& p, std::int64_t def_lanes) {
   return c;
 }
 
+// The scenarios below keep no plain state that lanes share or an invariant reads (the lanes'
+// results are lane-private and only check_final reads them): they are marked plain_declared
+// (toga/sim/plain.hpp), with nothing to declare.
+
 // lost-update: increments as a separate load and store. Planted bug: increments get lost.
 struct lost_update final : instance {
   std::uint32_t counter = 0;
@@ -434,29 +438,29 @@ void register_builtin_scenarios() {
     register_sharing_scenarios();
     register_service_scenarios();
     const param_spec lanes{"lanes", 1, 1024, 4, "lanes in one block"};
-    add_scenario(with_keys({"lost-update",
+    add_scenario(plain_declared(with_keys({"lost-update",
                             "lanes increment a counter with a separate load and store (planted bug: lost update); "
                             "params lanes=4 points=50",
                             expectation::fails, [](const params& p) { return lanes_shape(p, 4); },
                             [](world&, const params& p) { return std::make_unique<lost_update>(p); }},
-                           {drawn(lanes, 1, 8), drawn({"points", 2, 100'000, 50, "scheduling points per lane (two per increment)"}, 2, 60)}));
-    add_scenario(with_keys({"counter", "lanes increment a counter with fetch_add; params lanes=4 points=50",
+                           {drawn(lanes, 1, 8), drawn({"points", 2, 100'000, 50, "scheduling points per lane (two per increment)"}, 2, 60)})));
+    add_scenario(plain_declared(with_keys({"counter", "lanes increment a counter with fetch_add; params lanes=4 points=50",
                             expectation::pass, [](const params& p) { return lanes_shape(p, 4); },
                             [](world&, const params& p) { return std::make_unique<counter_inst>(p); }},
-                           {drawn(lanes, 1, 8), drawn({"points", 1, 100'000, 50, "fetch_adds per lane"}, 1, 60)}));
-    add_scenario(with_keys({"aba-stack",
+                           {drawn(lanes, 1, 8), drawn({"points", 1, 100'000, 50, "fetch_adds per lane"}, 1, 60)})));
+    add_scenario(plain_declared(with_keys({"aba-stack",
                             "Treiber stack without tags, 2 lanes (planted bug: ABA, needs 2 preemptions)",
                             expectation::fails, [](const params&) { return lanes_shape(params{}, 2); },
                             [](world&, const params&) { return std::make_unique<aba_stack>(); }},
-                           {}));
-    add_scenario(with_keys({"lock-order",
+                           {})));
+    add_scenario(plain_declared(with_keys({"lock-order",
                             "two spin locks taken in opposite orders, 2 lanes (planted bug: deadlock, seen as livelock "
                             "because the lanes spin); params rounds=2",
                             expectation::fails, [](const params&) { return lanes_shape(params{}, 2); },
                             [](world&, const params& p) { return std::make_unique<lock_order>(p); },
                             run_limits{2'000, 20'000}, {}, {}},
-                           {{"rounds", 1, 1'000, 2, "lock/unlock rounds per lane"}}));
-    add_scenario(with_keys({"warp-ticket",
+                           {{"rounds", 1, 1'000, 2, "lock/unlock rounds per lane"}})));
+    add_scenario(plain_declared(with_keys({"warp-ticket",
                             "warp-aggregated ticket dispenser (activemask, match_any, fetch_add, shfl, ballot, syncwarp); "
                             "params warps=4 threads=32 (per warp; < 32 makes partial warps) sms=1 bug=0 (1 full mask "
                             "instead of activemask while some lanes skip, 2 tickets passed through memory without "
@@ -473,14 +477,14 @@ void register_builtin_scenarios() {
                            {drawn({"warps", 1, 64, 4, "warps (one block each)"}, 1, 4),
                             drawn({"threads", 1, 32, 32, "threads per warp; < 32 makes partial warps"}, 1, 32, draw_kind::near_pow2),
                             drawn({"sms", 1, 64, 1, "SMs"}, 1, 3),
-                            {"bug", 0, 2, 0, "planted bug"}}));
-    add_scenario(with_keys({"dining",
+                            {"bug", 0, 2, 0, "planted bug"}})));
+    add_scenario(plain_declared(with_keys({"dining",
                             "n lanes, n spin locks, lane i needs locks i and i+1 mod n, taken lower-numbered first; "
                             "params lanes=4 rounds=1 bug=0 (1 ring order: a deadlock cycle needing lanes - 1 preemptions)",
                             expectation::pass, [](const params& p) { return lanes_shape(p, 4); }, make_dining,
                             run_limits{2'000, 20'000}, {}, {}},
                            {drawn({"lanes", 2, 16, 4, "lanes (and locks)"}, 2, 6), drawn({"rounds", 1, 100, 1, "meals per lane"}, 1, 3),
-                            {"bug", 0, 1, 0, "planted bug"}}));
+                            {"bug", 0, 1, 0, "planted bug"}})));
     add_scenario(with_keys({"warp-mask",
                             "planted CUDA-rule violation: lanes call __ballot_sync with a mask that excludes them",
                             expectation::fails, [](const params&) { return lanes_shape(params{}, 4); },

@@ -2,7 +2,9 @@
 // bulk semaphore, the collective mutex and pop-k, and RCU with delegated reclamation. Each has
 // ghost state checked at every scheduling step and a `bug` parameter that selects a planted bug
 // (0 = the correct code). Ghost updates are plain C++ placed where no scheduling point separates
-// them from the atomic step they mirror.
+// them from the atomic step they mirror. Plain state that lanes share or invariants read is
+// declared (ghost<T>, and the words each invariant reads: toga/sim/plain.hpp), so `toga-sim
+// dpor` orders only the steps that touch the same words (docs/simulator.md §20.1).
 #include <algorithm>
 #include <mutex>
 #include <set>
@@ -12,6 +14,7 @@
 #include "toga/group.hpp"
 #include "toga/rcu.hpp"
 #include "toga/sim/ghost.hpp"
+#include "toga/sim/plain.hpp"
 #include "toga/sim/platform.hpp"
 #include "toga/sim/scenario.hpp"
 #include "toga/sim/world.hpp"
@@ -45,10 +48,10 @@ struct semaphore_inst final : instance {
   std::uint32_t made = 0;              // batches taken from the backing store
   std::vector<std::uint32_t> avail;    // 1 = in the pool
   // ghost state
-  std::uint64_t held = 0, unsignalled = 0;
-  std::vector<std::uint64_t> debt;     // per lane: promised units not yet settled
-  std::vector<std::uint32_t> owner;    // per item: lane using it, or none
-  unsigned oom = 0;
+  ghost<std::uint64_t> held = 0, unsignalled = 0;
+  std::vector<ghost<std::uint64_t>> debt;  // per lane: promised units not yet settled
+  std::vector<ghost<std::uint32_t>> owner;  // per item: lane using it, or none
+  ghost<unsigned> oom = 0;
 
   semaphore_inst(world& w, const params& p, bool withdraw_promises)
       : lanes(w.config().lanes()),
@@ -62,29 +65,41 @@ struct semaphore_inst final : instance {
         owner(capacity * b, none) {
     ghost_table::current().clear();
     sem.init(0);
-    w.add_invariant("S1 fields in range", [this]() -> std::optional<std::string> {
-      const auto f = sem_t::unpack(sem.raw());
-      if (sem_t::pack(f) != sem.raw()) return "stray bits";
-      const std::int64_t c = c_true();
-      if (c < 0) return "true C = " + std::to_string(c) + " is negative (a unit taken twice)";
-      if (static_cast<std::uint64_t>(c) > avail.size()) return "C = " + str(c) + " exceeds every item there is (a borrow from C)";
-      return std::nullopt;
-    });
-    w.add_invariant("S2 E == promises", [this]() -> std::optional<std::string> {
-      std::uint64_t sum = 0;
-      for (auto d : debt) sum += d;
-      const auto f = sem_t::unpack(sem.raw());
-      if (f.e != sum) return "E = " + str(f.e) + " but lanes promised " + str(sum);
-      return std::nullopt;
-    });
-    w.add_invariant("S5 published == C + held + unsignalled", [this]() -> std::optional<std::string> {
-      std::uint64_t pool = 0;
-      for (auto a : avail) pool += a;
-      const std::int64_t c = c_true();
-      if (static_cast<std::int64_t>(pool) != c + static_cast<std::int64_t>(held + unsignalled))
-        return "pool " + str(pool) + " != C " + std::to_string(c) + " + held " + str(held) + " + unsignalled " + str(unsignalled);
-      return std::nullopt;
-    });
+    const auto inflight = ghost_table::word(ghost_kind::sem_inflight, &sem);
+    const std::pair<const void*, const void*> c_words[] = {range_of_object(sem), {inflight, static_cast<const char*>(inflight) + 1}};
+    w.add_invariant_reading(
+        "S1 fields in range",
+        [this]() -> std::optional<std::string> {
+          const auto f = sem_t::unpack(sem.raw());
+          if (sem_t::pack(f) != sem.raw()) return "stray bits";
+          const std::int64_t c = c_true();
+          if (c < 0) return "true C = " + std::to_string(c) + " is negative (a unit taken twice)";
+          if (static_cast<std::uint64_t>(c) > avail.size()) return "C = " + str(c) + " exceeds every item there is (a borrow from C)";
+          return std::nullopt;
+        },
+        world::watched_ranges{c_words[0], c_words[1]});
+    w.add_invariant_reading(
+        "S2 E == promises",
+        [this]() -> std::optional<std::string> {
+          std::uint64_t sum = 0;
+          for (const auto& d : debt) sum += d.peek();
+          const auto f = sem_t::unpack(sem.raw());
+          if (f.e != sum) return "E = " + str(f.e) + " but lanes promised " + str(sum);
+          return std::nullopt;
+        },
+        world::watched_ranges{range_of_object(sem), range_of(debt)});
+    w.add_invariant_reading(
+        "S5 published == C + held + unsignalled",
+        [this]() -> std::optional<std::string> {
+          std::uint64_t pool = 0;
+          for (auto a : avail) pool += a;
+          const std::int64_t c = c_true();
+          if (static_cast<std::int64_t>(pool) != c + static_cast<std::int64_t>(held.peek() + unsignalled.peek()))
+            return "pool " + str(pool) + " != C " + std::to_string(c) + " + held " + str(held.peek()) + " + unsignalled " +
+                   str(unsignalled.peek());
+          return std::nullopt;
+        },
+        world::watched_ranges{c_words[0], c_words[1], range_of(avail), range_of_object(held), range_of_object(unsignalled)});
   }
   // C as the spec counts it: the stored C without the bias, plus the units speculative
   // decrements hold in flight (ghost state from the core, toga/ghost.hpp).
@@ -155,7 +170,8 @@ struct semaphore_inst final : instance {
       return std::to_string(inflight) + " units of speculative decrements still in flight at quiescence (never undone)";
     if (sem_t::c_of(sem.raw()) != static_cast<std::int64_t>(pool))
       return "quiescent C = " + std::to_string(sem_t::c_of(sem.raw())) + " but " + str(pool) + " items are in the pool";
-    if (capacity * (keep ? 1 : b) >= lanes * (keep ? rounds : 1) && oom) return str(oom) + " lanes ran out of memory with a backing store that suffices";
+    if (capacity * (keep ? 1 : b) >= lanes * (keep ? rounds : 1) && oom.peek())
+      return str(oom.peek()) + " lanes ran out of memory with a backing store that suffices";
     return std::nullopt;
   }
 };
@@ -178,10 +194,13 @@ struct semaphore_collective_inst final : instance {
         got(w.config().lanes(), none),
         lanes(w.config().lanes()) {
     sem.init(0);
-    w.add_invariant("S1 fields in range", [this]() -> std::optional<std::string> {
-      if (sem_t::unpack(sem.raw()).c > avail.size()) return "C exceeds the items there are";
-      return std::nullopt;
-    });
+    w.add_invariant_reading(
+        "S1 fields in range",
+        [this]() -> std::optional<std::string> {
+          if (sem_t::unpack(sem.raw()).c > avail.size()) return "C exceeds the items there are";
+          return std::nullopt;
+        },
+        world::watched_ranges{range_of_object(sem)});
   }
   std::uint32_t claim() {
     for (unsigned attempt = 0;; ++attempt) {
@@ -244,19 +263,22 @@ struct mutex_inst final : instance {
   collective_mutex<P, Bug> m;
   std::uint32_t counter = 0;
   unsigned rounds, lanes;
-  std::vector<std::uint64_t> inside;  // per lane: the group it is inside with, or 0
+  std::vector<ghost<std::uint64_t>> inside;  // per lane: the group it is inside with, or 0
   mutex_inst(world& w, const params& p)
       : rounds(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("rounds", 2)))), lanes(w.config().lanes()), inside(lanes, 0) {
-    w.add_invariant("M1/M2 one group inside, lock held", [this]() -> std::optional<std::string> {
-      std::uint64_t id = 0;
-      for (unsigned i = 0; i < lanes; ++i)
-        if (inside[i]) {
-          if (id && inside[i] != id) return "lanes of two groups are inside the critical section";
-          id = inside[i];
-        }
-      if (id && m.word == 0) return "a lane is inside while the lock word is 0";
-      return std::nullopt;
-    });
+    w.add_invariant_reading(
+        "M1/M2 one group inside, lock held",
+        [this]() -> std::optional<std::string> {
+          std::uint64_t id = 0;
+          for (unsigned i = 0; i < lanes; ++i)
+            if (const std::uint64_t g = inside[i].peek()) {
+              if (id && g != id) return "lanes of two groups are inside the critical section";
+              id = g;
+            }
+          if (id && m.word == 0) return "a lane is inside while the lock word is 0";
+          return std::nullopt;
+        },
+        world::watched_ranges{range_of(inside), range_of_object(m)});
   }
   void lane() override {
     const unsigned me = P::block_id() * P::block_dim() + P::thread_id();
@@ -337,10 +359,10 @@ struct rcu_inst final : instance {
   std::uint32_t head = 1;
   std::vector<std::uint32_t> next, poison;
   std::vector<std::uint64_t> link;
-  std::vector<unsigned> reclaimed, retired;
+  std::vector<ghost<unsigned>> reclaimed, retired;
   unsigned readers, writers, passes, nodes;
-  std::vector<hb_mark> read_at;  // nodes x readers: the reader's last access to the node
-  unsigned delegated = 0;
+  std::vector<ghost<hb_mark>> read_at;  // nodes x readers: the reader's last access to the node
+  ghost<unsigned> delegated = 0;
   rcu_inst(world& w, const params& p)
       : readers(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("readers", 2)))),
         writers(w.config().lanes() - readers),
@@ -353,11 +375,14 @@ struct rcu_inst final : instance {
     retired.assign(nodes + 1, 0);
     read_at.assign(std::size_t{nodes + 1} * readers, hb_mark{});
     for (unsigned i = 1; i < nodes; ++i) next[i] = i + 1;
-    w.add_invariant("R4 reader counts", [this]() -> std::optional<std::string> {
-      if (d.readers_raw(0) > readers || d.readers_raw(1) > readers) return "a reader counter exceeds the readers";
-      if (d.pending_raw() > 1) return "pending is not 0/1";
-      return std::nullopt;
-    });
+    w.add_invariant_reading(
+        "R4 reader counts",
+        [this]() -> std::optional<std::string> {
+          if (d.readers_raw(0) > readers || d.readers_raw(1) > readers) return "a reader counter exceeds the readers";
+          if (d.pending_raw() > 1) return "pending is not 0/1";
+          return std::nullopt;
+        },
+        world::watched_ranges{range_of_object(d)});
   }
   void lane() override {
     const unsigned me = P::thread_id();
@@ -400,8 +425,8 @@ struct rcu_inst final : instance {
   }
   std::optional<std::string> check_final() override {
     for (unsigned n = 1; n <= nodes; ++n)
-      if (reclaimed[n] != retired[n])
-        return "R3: node " + str(n) + " retired " + str(retired[n]) + " times, reclaimed " + str(reclaimed[n]) + " times";
+      if (reclaimed[n].peek() != retired[n].peek())
+        return "R3: node " + str(n) + " retired " + str(retired[n].peek()) + " times, reclaimed " + str(reclaimed[n].peek()) + " times";
     if (d.readers_raw(0) || d.readers_raw(1) || d.pending_raw())
       return "R4: readers " + str(d.readers_raw(0)) + "/" + str(d.readers_raw(1)) + ", pending " + str(d.pending_raw()) + " at quiescence";
     return std::nullopt;
@@ -517,7 +542,7 @@ std::unique_ptr<instance> make_publish(world& w, const params& p) {
 }
 
 void register_publish_scenario() {
-  add_scenario(with_keys(
+  add_scenario(plain_declared(with_keys(
       {"publish",
        "publication of initialised records through a Treiber stack, producers in block 0, consumers in block 1 "
        "(how bins and chunks are published); params lanes=2 (per block) sms=2 fence=0 (1: fence form) bug=0 (1 "
@@ -531,7 +556,7 @@ void register_publish_scenario() {
       {drawn({"lanes", 1, 32, 2, "producers (block 0) and consumers (block 1)"}, 1, 6),
        drawn({"sms", 1, 2, 2, "SMs (2: the blocks on different SMs)"}, 1, 2),
        drawn({"fence", 0, 1, 0, "1: publish with fence(release) + relaxed CAS, consume with relaxed loads + fence(acquire)"}, 0, 1),
-       {"bug", 0, 7, 0, "planted bug"}}));
+       {"bug", 0, 7, 0, "planted bug"}})));
 }
 
 // ---- admission: a counting semaphore's try-acquire -----------------------------------------------
@@ -546,13 +571,17 @@ void register_publish_scenario() {
 template <int Bug>
 struct admission_inst final : instance {
   std::uint32_t count = 0;
-  unsigned inside = 0, cap, hold;
+  ghost<unsigned> inside = 0;  // lanes holding a permit (declared: the invariant reads it)
+  unsigned cap, hold;
   admission_inst(world& w, const params& p)
       : cap(static_cast<unsigned>(p.get("cap", 2))), hold(static_cast<unsigned>(p.get("hold", 2))) {
-    w.add_invariant("at most cap permits held", [this]() -> std::optional<std::string> {
-      if (inside > cap) return str(inside) + " lanes hold a permit, cap " + str(cap);
-      return std::nullopt;
-    });
+    w.add_invariant_reading(
+        "at most cap permits held",
+        [this]() -> std::optional<std::string> {
+          if (inside.peek() > cap) return str(inside.peek()) + " lanes hold a permit, cap " + str(cap);
+          return std::nullopt;
+        },
+        world::watched_ranges{range_of_object(inside)});
   }
   void take_permit() {
     for (unsigned attempt = 0;; ++attempt) {
@@ -661,7 +690,7 @@ void register_primitive_scenarios() {
   const param_spec warps_key = drawn({"warps", 1, 64, 2, "warps (one block each)"}, 1, 4);
   const param_spec threads_key = drawn({"threads", 1, 32, 4, "threads per warp"}, 1, 32, draw_kind::near_pow2);
   const param_spec sms_key = drawn({"sms", 1, 64, 1, "SMs"}, 1, 3);
-  add_scenario(with_keys(
+  add_scenario(plain_declared(with_keys(
       {"semaphore",
        "bulk semaphore: producers/consumers with batches, out-of-memory withdrawal; params lanes=4 batch=3 "
        "capacity=lanes rounds=2 keep=0 fast=0 (1: biased semaphore, speculative fetch_sub) bug=0 (1 fast-path "
@@ -675,8 +704,8 @@ void register_primitive_scenarios() {
        drawn({"rounds", 1, 100, 2, "waits per lane"}, 1, 4),
        drawn({"keep", 0, 1, 0, "1: lanes keep their items"}, 0, 1),
        drawn({"fast", 0, 1, 0, "1: the biased semaphore with the speculative fetch_sub fast path"}, 0, 1),
-       {"bug", 0, 9, 0, "planted bug"}}));
-  add_scenario(with_keys(
+       {"bug", 0, 9, 0, "planted bug"}})));
+  add_scenario(plain_declared(with_keys(
       {"semaphore-collective",
        "collective (warp) semaphore waits over partial warps, GROW(m) shared by m producers; params warps=2 "
        "threads=8 batch=4 capacity=lanes",
@@ -684,23 +713,23 @@ void register_primitive_scenarios() {
        [](world& w, const params& p) { return std::make_unique<semaphore_collective_inst>(w, p); }},
       {warps_key, drawn({"threads", 1, 32, 8, "threads per warp"}, 1, 32, draw_kind::near_pow2), sms_key,
        drawn({"batch", 2, 64, 4, "units per GROW batch"}, 2, 8),
-       drawn({"capacity", 0, 4096, 16, "batches the backing store holds (default: lanes)"}, 0, 32)}));
-  add_scenario(with_keys(
+       drawn({"capacity", 0, 4096, 16, "batches the backing store holds (default: lanes)"}, 0, 32)})));
+  add_scenario(plain_declared(with_keys(
       {"collective-mutex",
        "collective mutex (counted form) across warps; params warps=2 threads=4 rounds=2 bug=0 (1 no entry "
        "barrier, 2 lock count 1, 3 leader frees for all, 4 relaxed lock CAS, 5 relaxed unlock, 6 block-scope "
        "lock word)",
        expectation::pass, [](const params& p) { return warps(p, 2, 4); }, make_mutex},
       {warps_key, threads_key, sms_key, drawn({"rounds", 1, 100, 2, "lock/unlock rounds per lane"}, 1, 3),
-       {"bug", 0, 6, 0, "planted bug"}}));
-  add_scenario(with_keys(
+       {"bug", 0, 6, 0, "planted bug"}})));
+  add_scenario(plain_declared(with_keys(
       {"pop-k",
        "collective list pop; params warps=2 threads=4 nodes=lanes+2 bug=0 (1 no read barrier, 2 head off by "
        "one, 3 mutex lock count 1, 4 mutex relaxed lock CAS, 5 block-scope head)",
        expectation::pass, [](const params& p) { return warps(p, 2, 4); }, make_pop},
       {warps_key, threads_key, sms_key, drawn({"nodes", 1, 4096, 10, "list elements (default: lanes + 2)"}, 1, 40),
-       {"bug", 0, 5, 0, "planted bug"}}));
-  scenario rcu = with_keys(
+       {"bug", 0, 5, 0, "planted bug"}})));
+  scenario rcu = plain_declared(with_keys(
       {"rcu",
        "RCU readers vs writers that unlink and retire, delegated reclamation; params lanes=5 readers=2 "
        "passes=2 bug=0 (1 no epoch re-check, 2 barrier does not wait, 3 collect before clearing pending; weak memory: "
@@ -710,7 +739,7 @@ void register_primitive_scenarios() {
       {drawn({"lanes", 2, 32, 5, "lanes in one warp: readers, then writers"}, 2, 10),
        drawn({"readers", 1, 31, 2, "reading lanes (fewer than lanes)"}, 1, 8),
        drawn({"passes", 1, 100, 2, "read-side sections per reader"}, 1, 4),
-       {"bug", 0, 7, 0, "planted bug"}});
+       {"bug", 0, 7, 0, "planted bug"}}));
   rcu.check = [](const params& p) -> std::optional<std::string> {
     if (p.get("readers", 2) >= p.get("lanes", 5))
       return "readers=" + std::to_string(p.get("readers", 2)) + " must be below lanes=" + std::to_string(p.get("lanes", 5)) +
@@ -719,7 +748,7 @@ void register_primitive_scenarios() {
   };
   add_scenario(std::move(rcu));
   register_publish_scenario();
-  scenario adm = with_keys(
+  scenario adm = plain_declared(with_keys(
       {"admission",
        "try-acquire of a counting semaphore (load, check < cap, CAS, retry), held for a few points; params lanes=4 cap=2 "
        "hold=2 bug=0 (1 check then fetch_add, 2 retry-less CAS, 3 permit given back before the hold ends, 4 check "
@@ -728,7 +757,7 @@ void register_primitive_scenarios() {
       {drawn({"lanes", 2, 32, 4, "lanes in one warp"}, 2, 10),
        drawn({"cap", 1, 31, 2, "permits"}, 1, 6),
        drawn({"hold", 1, 100, 2, "scheduling points a permit is held"}, 1, 6),
-       {"bug", 0, 4, 0, "planted bug"}});
+       {"bug", 0, 4, 0, "planted bug"}}));
   adm.check = [](const params& p) -> std::optional<std::string> {
     if (p.get("cap", 2) >= p.get("lanes", 4)) return "cap must be below lanes (otherwise nothing contends)";
     return std::nullopt;

@@ -266,6 +266,17 @@ void world::observe_memory(const char* what, unsigned lane, const void* addr) {
 }
 
 void world::add_invariant(std::string name, invariant_fn fn) {
+  if (observer_) observer_->invariant_reads(invariants_.size(), nullptr);
+  invariants_.emplace_back(std::move(name), std::move(fn));
+  watched_.emplace_back();
+}
+
+void world::add_invariant_reading(std::string name, invariant_fn fn, const watched_ranges& reads) {
+  if (observer_) {
+    std::vector<std::pair<std::uintptr_t, std::uintptr_t>> v;
+    for (const auto& [b, e] : reads) v.emplace_back(reinterpret_cast<std::uintptr_t>(b), reinterpret_cast<std::uintptr_t>(e));
+    observer_->invariant_reads(invariants_.size(), &v);
+  }
   invariants_.emplace_back(std::move(name), std::move(fn));
   watched_.emplace_back();
 }
@@ -274,6 +285,8 @@ void world::add_invariant(std::string name, invariant_fn fn, watched_ranges watc
   invariants_.emplace_back(std::move(name), std::move(fn));
   std::vector<std::pair<std::uintptr_t, std::uintptr_t>> r;
   for (const auto& [b, e] : watched) r.emplace_back(reinterpret_cast<std::uintptr_t>(b), reinterpret_cast<std::uintptr_t>(e));
+  // it sees what the watched writes (and ghost state updated with them) change
+  if (observer_) observer_->invariant_reads(invariants_.size(), &r);
   std::sort(r.begin(), r.end());
   if (r.empty()) r.emplace_back(0, 0);  // watches nothing: checked at quiescence only
   watched_.push_back(std::move(r));
@@ -479,7 +492,10 @@ void world::check_invariants() {
   };
   for (std::size_t i = 0; i < invariants_.size(); ++i) {
     if (!watched_[i].empty() && !hit(watched_[i])) continue;
-    if (auto msg = invariants_[i].second())
+    checking_ = true;
+    auto msg = invariants_[i].second();
+    checking_ = false;
+    if (msg)
       abort_run(verdict_kind::invariant, "invariant '" + invariants_[i].first + "' violated after step " +
                                              std::to_string(result_.steps) + ": " + *msg);
   }

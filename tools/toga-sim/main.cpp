@@ -591,8 +591,8 @@ struct dpor_args {
   std::vector<std::string> sets;
   std::uint64_t schedules = 10'000'000;
   double seconds = 0;
-  bool no_reduction = false, compare = false, keep_going = false;
-  std::string plain = "writers";
+  bool no_reduction = false, compare = false, keep_going = false, coarse_warps = false;
+  std::string plain = "auto";
 };
 
 void print_dpor(const ts::dpor_summary& s, bool reduce) {
@@ -627,12 +627,17 @@ int cmd_dpor(const dpor_args& d) {
   o.max_seconds = d.seconds;
   o.step_bound = parse_steps("--step-bound", d.step_bound);
   o.stop_on_failure = !d.keep_going;
+  o.coarse_warps = d.coarse_warps;
   if (!ts::parse_plain_mode(d.plain, o.plain))
-    throw usage_error("--plain " + d.plain + ": use all (every step may read plain state: sound for any scenario), writers "
-                      "(the default) or none (plain state ignored); docs/simulator.md section 20");
+    throw usage_error("--plain " + d.plain + ": use auto (the default: declared where the scenario declares its plain state, "
+                      "writers otherwise), declared, all (every step may read plain state: sound for any scenario), writers "
+                      "or none (plain state ignored); docs/simulator.md section 20");
+  if (o.plain == ts::plain_mode::declared && !sc.plain_declared)
+    throw usage_error("--plain declared: scenario " + sc.name + " does not declare its plain state (toga/sim/plain.hpp); use "
+                      "--plain writers (its default) or all");
   const ts::dpor_summary s = ts::explore_dpor(sc, p, limits, o);
-  fmt::print("scenario {}  dpor{}{}  memory {}", sc.name, o.reduce ? "" : " --no-reduction",
-             o.plain == ts::plain_mode::writers ? "" : std::string(" --plain ") + ts::to_string(o.plain), ts::to_string(limits.memory));
+  fmt::print("scenario {}  dpor{} --plain {}{}  memory {}", sc.name, o.reduce ? "" : " --no-reduction", ts::to_string(s.plain),
+             o.coarse_warps ? " --coarse-warps" : "", ts::to_string(limits.memory));
   for (const auto& [k, v] : p.values()) fmt::print(" {}={}", k, v);
   fmt::print("\n");
   print_dpor(s, o.reduce);
@@ -1090,9 +1095,13 @@ int main(int argc, char** argv) {
   dp->add_flag("--no-reduction", da.no_reduction, "every runnable lane at every choice: the unreduced count");
   dp->add_flag("--compare", da.compare, "then run the unreduced enumeration too and print the reduction");
   dp->add_flag("--keep-going", da.keep_going, "do not stop at the first failure");
-  dp->add_option("--plain", da.plain, "plain (non-atomic) shared state: all (a step that may write it is dependent with every "
-                                       "step: sound for any scenario), writers (such steps are dependent with each other) or "
-                                       "none (ignored); docs/simulator.md section 20")->capture_default_str();
+  dp->add_option("--plain", da.plain, "plain (non-atomic) shared state: auto (declared for a scenario that declares it, "
+                                       "writers otherwise), declared (the scenario's declared ghost words and invariant reads), "
+                                       "all (a step that may write it is dependent with every step: sound for any scenario), "
+                                       "writers (such steps are dependent with each other) or none (ignored); "
+                                       "docs/simulator.md section 20")->capture_default_str();
+  dp->add_flag("--coarse-warps", da.coarse_warps, "warp intrinsics dependent with every step (the rule before per-warp "
+                                                  "dependence; for comparison)");
   dp->add_option("--save-failure", da.save, "write the first failure's decisions to FILE (toga-sim replay --decisions FILE)");
 
   mutants_args ma;

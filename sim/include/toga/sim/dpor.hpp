@@ -7,8 +7,9 @@
 //! different lanes are *dependent* when they touch one word and at least one writes it (failed
 //! compare-exchanges read), when both go through the seq_cst order (seq_cst fences, and the fence
 //! inside a seq_cst operation, under --memory weak or while the scoped-race check runs), or when
-//! either is a warp intrinsic or reads the step count (`clock_ns`): those are dependent with
-//! everything. The exploration is a depth-first search over the lane choices with the backtrack
+//! either is a warp intrinsic of the same warp (activemask, ballot, shfl, match_any, syncwarp,
+//! reduce_or: the warp's rendezvous, and a lane's exit, which the rendezvous waits on) or reads
+//! the step count (`clock_ns`, dependent with everything). The exploration is a depth-first search over the lane choices with the backtrack
 //! sets of Flanagan and Godefroid (POPL'05, every race of the executed trace rather than the last
 //! one only) and sleep sets (Godefroid), and over every value of every data choice (under --memory
 //! weak: which store each load reads, the reads-from as a branch of its own, as GenMC does).
@@ -53,6 +54,13 @@ enum class plain_mode : std::uint8_t {
   //! plain state is assumed lane-private or ordered by the atomics: only atomics count (most
   //! reduction; misses admission's planted bugs, whose invariant counts lanes in a plain counter)
   none,
+  //! the scenario declares its plain state (scenario::plain_declared, toga/sim/plain.hpp): a
+  //! declared plain access counts as an access to its word, and two steps are dependent when they
+  //! both write words that one invariant reads (its declared reads; an invariant without a
+  //! declaration reads everything). Sound when the declaration is complete.
+  declared,
+  //! declared for a scenario that declares its plain state, writers otherwise (the default)
+  automatic,
 };
 const char* to_string(plain_mode m);
 bool parse_plain_mode(const std::string& s, plain_mode& out);
@@ -66,7 +74,10 @@ struct dpor_options {
   std::uint64_t step_bound = 0;
   bool stop_on_failure = true;
   //! How plain (non-atomic) shared state counts: see plain_mode.
-  plain_mode plain = plain_mode::writers;
+  plain_mode plain = plain_mode::automatic;
+  //! Warp intrinsics dependent with every step (the rule before per-warp dependence; for
+  //! comparison): by default an intrinsic is dependent with the steps of its own warp only.
+  bool coarse_warps = false;
   //! Called after every run with its result and whether it was redundant (all its remaining
   //! lanes asleep: an equivalent execution is explored elsewhere).
   std::function<void(const run_result&, bool redundant)> on_run;
@@ -80,6 +91,7 @@ struct dpor_failure {
 
 struct dpor_summary {
   std::string scenario;
+  plain_mode plain = plain_mode::writers;  //!< the plain-state mode used (automatic resolved)
   std::uint64_t executions = 0;  //!< runs that are not redundant: one per equivalence class explored
   std::uint64_t redundant = 0;   //!< runs cut by sleep sets (counted apart)
   std::uint64_t truncated = 0;   //!< runs that reached the step bound (choices past it not enumerated)

@@ -102,6 +102,11 @@ struct scenario {
   //! many lanes onto one object (one SM's arena, one size class, one pin slot), where the windows
   //! of a lock-free list open most often. Empty: no focus.
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> focus{};
+  //! Its plain (non-atomic) shared state is fully declared (toga/sim/plain.hpp): every plain
+  //! word a lane reads and another writes, or an invariant reads, is reported, and every
+  //! invariant declares what it reads. `toga-sim dpor` then uses `--plain declared` by default
+  //! (docs/simulator.md §20.1); otherwise `--plain writers`.
+  bool plain_declared = false;
 };
 
 //! A planted bug of the allocator scenarios, selected by their parameter bug=N (the core's
@@ -120,6 +125,11 @@ const std::vector<planted_bug>& allocator_planted_bugs();
 void validate_params(const scenario& sc, const params& p);
 //! `s` with its keys declared (for building catalogue entries in one expression).
 scenario with_keys(scenario s, std::vector<param_spec> keys);
+//! `s` marked as declaring its plain state (scenario::plain_declared).
+inline scenario plain_declared(scenario s) {
+  s.plain_declared = true;
+  return s;
+}
 //! "name=fallback [min..max]" for every declared key, comma-separated ("none" when the list is
 //! empty, "undeclared" when it is nullopt).
 std::string describe_keys(const scenario& sc);

@@ -87,6 +87,16 @@ class step_observer {
   virtual void access(unsigned lane, std::uintptr_t addr, bool write, bool sc_order) = 0;
   //! The running lane read state that every step changes (the step count: `platform::clock_ns`).
   virtual void global(unsigned lane) = 0;
+  //! The running lane read or wrote a declared plain (non-atomic) word at `addr`
+  //! (world::plain_access: scenario ghost state, toga/sim/plain.hpp).
+  virtual void plain(unsigned lane, std::uintptr_t addr, bool write) {
+    (void)lane, (void)addr, (void)write;
+  }
+  //! Invariant number `index` (in the order of add_invariant) reads the byte ranges [first,
+  //! second) of `reads`; nullptr: undeclared (it may read anything). Told when it is added.
+  virtual void invariant_reads(std::size_t index, const std::vector<std::pair<std::uintptr_t, std::uintptr_t>>* reads) {
+    (void)index, (void)reads;
+  }
 };
 
 class world {
@@ -113,6 +123,19 @@ class world {
   //! at the same step as by a check at every point, for a fraction of the cost (the buddy tree's
   //! per-step checks were 75 % of alloc-storm's time, 2026-11-28).
   void add_invariant(std::string name, invariant_fn fn, watched_ranges watched);
+  //! As add_invariant(name, fn) (checked at every point), declaring what it reads: the words in
+  //! the byte ranges `reads` (atomic words and declared plain words, toga/sim/plain.hpp). Only
+  //! the step observer uses the declaration (dpor --plain declared orders the steps that write
+  //! what one invariant reads); an invariant that reads anything else makes the declaration wrong
+  //! and such an exploration unsound.
+  void add_invariant_reading(std::string name, invariant_fn fn, const watched_ranges& reads);
+  //! A declared plain (non-atomic) access of the running lane to the word at `p` (scenario ghost
+  //! state: toga/sim/plain.hpp). Tells the step observer; nothing otherwise (not a scheduling
+  //! point, no effect on values or trace hashes). Ignored outside lanes and inside invariants.
+  void plain_access(const void* p, bool write) {
+    if (observer_ && !checking_ && current_ < lanes_.size())
+      observer_->plain(current_, reinterpret_cast<std::uintptr_t>(p), write);
+  }
   //! The simulated Platform's atomic writes (before they take effect): `p` is written.
   void note_write(const void* p) {
     if (watching_) writes_.push_back(reinterpret_cast<std::uintptr_t>(p));
@@ -245,6 +268,7 @@ class world {
   // a seq_cst operation (a seq_cst fence inside it advances the epoch) from the others.
   step_observer* observer_ = nullptr;
   bool shadow_memory_ = false;
+  bool checking_ = false;  // inside check_invariants (their plain reads are not the lane's)
   std::vector<std::uint32_t> epoch_at_point_;
   void observe_memory(const char* what, unsigned lane, const void* addr);
   // fault sites: per site 0 = not yet decided, 1 = inactive, 2 = active in this schedule

@@ -41,6 +41,13 @@ class ghost_table {
       e.slot = npos;
     }
   }
+  //! The word that stands for counter (k, key) in a step observer's accesses (declared plain
+  //! state, world::plain_access): not an address of real memory (bit 63 set), so it never
+  //! names a real word. An invariant that reads the counter declares [word, word + 1).
+  static const void* word(ghost_kind k, const void* key) {
+    return reinterpret_cast<const void*>((std::uintptr_t{1} << 63) | (static_cast<std::uintptr_t>(k) << 56) |
+                                         (reinterpret_cast<std::uintptr_t>(key) & ((std::uintptr_t{1} << 56) - 1)));
+  }
   std::int64_t get(ghost_kind k, const void* key) const {
     auto it = index_.find(make_key(k, key));
     return it == index_.end() ? 0 : entries_[it->second].value;

@@ -171,7 +171,11 @@ struct platform {
 
   // simulator extras (not part of the Platform concept)
   //! Ghost state (toga/ghost.hpp): not a scheduling point.
-  static void ghost_add(ghost_kind k, const void* key, std::int64_t delta) { ghost_table::current().add(k, key, delta); }
+  //! The step observer sees it as a write of the counter's word (ghost_table::word).
+  static void ghost_add(ghost_kind k, const void* key, std::int64_t delta) {
+    if (world* wd = world::current()) wd->plain_access(ghost_table::word(k, key), true);
+    ghost_table::current().add(k, key, delta);
+  }
   //! A data choice in [0, n) from the schedule: use it for fault injection and test data, so
   //! that replay and shrinking cover it.
   static std::uint32_t choose(std::uint32_t n) { return w().choose(n); }
