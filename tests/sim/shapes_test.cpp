@@ -73,6 +73,47 @@ TEST(RandomShapes, FixedParametersStayAndImpossibleOnesAreRefused) {
   EXPECT_THROW((void)ts::draw_shape(*ex, heavy, 1), std::invalid_argument);
 }
 
+// The contention focus (scenario::focus, simulator.md §18.1): about one shape in four takes every
+// focus key from the focus's values (unless --set fixes it); the other shapes are exactly those
+// the scenario draws without a focus.
+TEST(RandomShapes, TheFocusDrawsOneShapeInFourAndLeavesTheOthersAlone) {
+  const ts::scenario* sc = ts::find_scenario("alloc-storm");
+  ASSERT_NE(sc, nullptr);
+  ASSERT_FALSE(sc->focus.empty());
+  ts::scenario plain = *sc;
+  plain.focus.clear();
+  const auto in_focus = [&](const ts::params& p) {
+    for (const auto& [name, values] : sc->focus)
+      if (std::find(values.begin(), values.end(), p.get(name, -12345)) == values.end()) return false;
+    return true;
+  };
+  ts::params fixed;
+  fixed.set("bug", 0);
+  unsigned focused = 0, same = 0;
+  const unsigned n = 2000;
+  for (std::uint64_t seed = 1; seed <= n; ++seed) {
+    const ts::params p = ts::draw_shape(*sc, fixed, seed);
+    if (p.values() == ts::draw_shape(plain, fixed, seed).values()) {
+      ++same;
+    } else {
+      ++focused;
+      EXPECT_TRUE(in_focus(p)) << "seed " << seed << ": a shape that differs from the unfocused draw must be a focused one";
+      EXPECT_EQ(p.get("sms", -1), 1);
+    }
+  }
+  EXPECT_GT(focused, n / 4 - n / 10) << focused << " focused shapes of " << n;
+  EXPECT_LT(focused, n / 4 + n / 10) << focused << " focused shapes of " << n;
+  EXPECT_EQ(focused + same, n);
+  // --set wins over the focus
+  fixed.set("sms", 3);
+  fixed.set("pins", 4);
+  for (std::uint64_t seed = 1; seed <= 200; ++seed) {
+    const ts::params p = ts::draw_shape(*sc, fixed, seed);
+    EXPECT_EQ(p.get("sms", -1), 3);
+    EXPECT_EQ(p.get("pins", -1), 4);
+  }
+}
+
 TEST(Sharding, ShardRangesPartitionTheRun) {
   for (std::uint64_t total : {1ull, 7ull, 1000ull, 1'000'003ull, ~0ull / 3})
     for (std::uint64_t shards : {1ull, 2ull, 3ull, 7ull}) {
