@@ -22,5 +22,8 @@ template std::unique_ptr<instance> make_one<ualloc_bug::undo_crossing_from_zero_
 template std::unique_ptr<instance> make_one<ualloc_bug::retire_takes_one_unit_short, tbuddy_bug::none>(world&, const params&, mode);
 
 template std::unique_ptr<instance> make_one<ualloc_bug::placement_race_pushed_back, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::slow_take_not_flushed, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::inbox_skip_unrecorded, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::chunk_skip_unrecorded, tbuddy_bug::none>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

@@ -446,6 +446,29 @@ std::vector<mutant> build() {
          P{{"bug", 79}, {"align", 512}, {"anchor", 1024}, {"heap_kib", 2048}, {"keep", 2}, {"leak", 1}, {"ops", 12}, {"pins", 3}, {"presplit_kib", 1024}, {"sb_shift", 16}, {"sms", 3}, {"threads", 1}, {"warps", 1}},
          "a retirer that finds the bin queued (state 1) defers it itself while the taker that meets state 3 defers it too")
           .with(pct, 2),
+      mb("ualloc.placement-race-pushed-back", "list-integrity", "alloc-storm",
+         P{{"bug", 83}, {"align", 0}, {"anchor", 0}, {"heap_kib", 1024}, {"keep", 2}, {"limit_kib", 0}, {"ops", 4}, {"pins", 2}, {"presplit_kib", 0}, {"sb_arenas", 2}, {"sb_shift", 0}, {"size", 600}, {"sms", 1}, {"threads", 16}, {"warps", 3}},
+         "a taker whose pin CAS lost while a set_slot displaced the bin's borrowed entry and queued it keeps the bin for its own push-back too: "
+         "the bin is queued twice (the inbox's links form a cycle, or a chunk's bin count goes wrong: U3)")
+          .with(stall),
+      mb("ualloc.slow-take-not-flushed", "reclamation", "grow-while-alloc",
+         P{{"bug", 84}, {"align", 0}, {"anchor", 0}, {"coalesced", 1}, {"granule_kib", 64}, {"heap_kib", 1024}, {"keep", 1}, {"leak", 1}, {"limit_kib", 0}, {"ops", 3}, {"pins", 1}, {"presplit_kib", 0}, {"run_granules", 1}, {"sb_arenas", 2}, {"sb_shift", 0}, {"size", 512}, {"sms", 1}, {"threads", 8}, {"warps", 3}},
+         "the slow path drops take_inbox's deferral: a bin retired while queued waits in RCU for a flush that may never come (U5: a DEAD bin still in use)")
+          .with(stall),
+      // planted as yardstick members, found equivalent (simulator.md §18.6): no execution of the core
+      // with them breaks what the scenarios check
+      mb("ualloc.push-back-marks-before-link", "list-integrity", "alloc-storm", P{{"bug", 64}},
+         "take_inbox marks a pushed-back bin queued before reading its link")
+          .equivalent("a taker can relink the marked bin only after holding the next bin of the chain, which is still held "
+                      "(state 2) until the pusher has read the link and marked it"),
+      mb("ualloc.chunk-signal-after-unlock", "reclamation", "alloc-storm", P{{"bug", 67}},
+         "release_bin signals the chunk's freed bin after releasing the chunk mutex")
+          .equivalent("the late unit only lets another releaser's try_wait take a unit of the other free chunk, which the "
+                      "signal gives back; a chunk stays cached to the next reclaim (and the shapes never have two free chunks in an arena)"),
+      mb("ualloc.free-cold-no-reread", "reclamation", "alloc-storm", P{{"bug", 77}},
+         "a cold free retires only when its own count made the bin empty")
+          .equivalent("the re-read matters only after an undo brought the count to the capacity; the holder of those units "
+                      "reserves again, and otherwise the next reclaim walk retires the bin (no check asks for prompt retirement)"),
       // planted with the yardstick's bugs but killed by a scenario's default shape (not yardstick members)
       mb("ualloc.super-fallback-bound-doubled", "routing", "superbins", P{{"bug", 70}},
          "a superbin request that gets no superbin falls back to UAlloc's classes up to 2 KiB, past the last class (livelock)"),

@@ -145,6 +145,9 @@ enum class ualloc_bug : std::uint8_t {
   overproduced_bin_unnoted,       //!< a GROW that pins an over-produced (empty) bin does not count a reclaim change
   more_claims_from_zero,          //!< the fast path's second claim (bits of its guess were taken) asks for t more bits, not t minus those it got
   placement_race_pushed_back,     //!< a taker whose pin CAS failed while somebody queued the bin keeps it for its push-back too (queued twice)
+  slow_take_not_flushed,          //!< the slow path drops take_inbox's "deferred" result: bins retired while queued wait in RCU for another flush
+  inbox_skip_unrecorded,          //!< reclaim's inbox pass does not count an empty bin it could not retire as skipped: the walk may record the heap clean
+  chunk_skip_unrecorded,          //!< reclaim's chunk pass does not count a free chunk whose units are held as skipped: the walk may record the heap clean
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -886,7 +889,8 @@ struct ualloc {
       }
       std::uint32_t took = 0;
       if (g.is_leader() && P::load(&L.inbox, relaxed, device_scope) != 0) {
-        pr.deferred |= take_inbox(L) ? 1u : 0u;
+        const bool d = take_inbox(L);
+        if (Bug != ualloc_bug::slow_take_not_flushed) pr.deferred |= d ? 1u : 0u;
         took = 1;
       }
       if (!g.broadcast(took)) P::backoff(attempt);
@@ -1477,7 +1481,7 @@ struct ualloc {
         if (r == 1) defer_bin(L, b);
         if (r == 0 && (Bug != ualloc_bug::reclaim_inbox_drops_partial || empty)) make_findable(L, b, false);
         any |= r != 0;
-        skipped |= empty && r == 0;
+        if (Bug != ualloc_bug::inbox_skip_unrecorded) skipped |= empty && r == 0;
       }
       b = next;
     }
@@ -1547,7 +1551,7 @@ struct ualloc {
         continue;
       }
       unlock(&A.chunk_mtx);
-      skipped |= victim != 0;  // its units are held
+      if (Bug != ualloc_bug::chunk_skip_unrecorded) skipped |= victim != 0;  // its units are held
       return any;
     }
   }
