@@ -743,7 +743,7 @@ std::string strategy_text(const ts::strategy_config& s) {
 
 // Runs one mutant in a child process, so that a planted bug that makes the code under test
 // crash the simulator (a wild access) becomes a crash verdict instead of ending the suite.
-ts::mutant_result run_isolated(const ts::mutant& m, const mutants_args& a) {
+ts::mutant_result run_isolated_once(const ts::mutant& m, const mutants_args& a, bool shrink) {
   int fds[2];
   if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
   std::fflush(stdout);
@@ -755,7 +755,7 @@ ts::mutant_result run_isolated(const ts::mutant& m, const mutants_args& a) {
     ts::install_crash_reporter(fds[1]);
     int rc = 0;
     try {
-      const ts::mutant_result r = ts::run_mutant(m, a.schedules, a.threads, a.shrink);
+      const ts::mutant_result r = ts::run_mutant(m, a.schedules, a.threads, shrink);
       nlohmann::json j;
       j["killed"] = r.killed;
       j["schedules"] = r.schedules;
@@ -834,6 +834,21 @@ ts::mutant_result run_isolated(const ts::mutant& m, const mutants_args& a) {
     return r;
   }
   throw std::runtime_error("mutant " + m.id + ": the child process ended without a result (status " + std::to_string(status) + ")");
+}
+
+// run_isolated_once; a child that dies while shrinking (a replay of a smaller schedule crashed the
+// simulator: outside any explored schedule, so no crash report names it) is run again without
+// shrinking, and the row says so, instead of ending the suite.
+ts::mutant_result run_isolated(const ts::mutant& m, const mutants_args& a) {
+  if (!a.shrink) return run_isolated_once(m, a, false);
+  try {
+    return run_isolated_once(m, a, true);
+  } catch (const std::runtime_error& e) {
+    fmt::print(stderr, "toga-sim: {} while shrinking; running it again without shrinking\n", e.what());
+    ts::mutant_result r = run_isolated_once(m, a, false);
+    r.message += " (not shrunk: a smaller schedule crashed the simulator while shrinking)";
+    return r;
+  }
 }
 
 int cmd_mutants(const mutants_args& a) {
