@@ -23,28 +23,64 @@ constexpr mask bit(unsigned i) { return mask{1} << i; }
 constexpr std::uintptr_t sc_order_word = ~std::uintptr_t{0};
 // Invariant k's view as a word (--plain declared): every step that writes what it reads writes it.
 constexpr std::uintptr_t invariant_word(std::size_t k) { return sc_order_word - 1 - k; }
-// Warp w's rendezvous state as a word: its intrinsics write it, its lanes' exits read it (two
-// exits commute: each only adds itself to the lanes the rendezvous does not wait for).
+// Warp w's rendezvous state as a word: arrivals at its intrinsics write it (arrivals at one
+// rendezvous commute: see coll_sig), its lanes' exits read it (two exits commute: each only adds
+// itself to the lanes the rendezvous does not wait for).
 constexpr std::uintptr_t warp_word(unsigned w) { return sc_order_word - (std::uintptr_t{1} << 20) - w; }
+// Lane l's result of a rendezvous: the step that completes it writes it, l's step after the
+// intrinsic (it resumes) reads it.
+constexpr std::uintptr_t result_word(unsigned l) { return sc_order_word - (std::uintptr_t{2} << 20) - l; }
+// Warp w's activemask parking (which lanes are parked at which call site, and the groups closed):
+// a lane parking writes it, a parked lane resuming (it closes its group, or finds it closed) writes it.
+constexpr std::uintptr_t park_word(unsigned w) { return sc_order_word - (std::uintptr_t{3} << 20) - w; }
+
+// Commuting writes. Two writes of one word with the same nonzero signature commute (they are not a
+// conflict): two arrivals at a rendezvous of the same intrinsic and mask leave the same state in
+// either order (each records itself; the last one completes it, with results that depend on the
+// set of arrivals only, and since rendezvous_yield it does not run on), two activemask parks (each
+// sets its own lane's bit), two resumes of parked lanes (the first of a group closes it for all;
+// lanes parked at one site when both resume are one group). Anything else that touches the word
+// conflicts with them: a park with a resume (whether the resuming lane's group contains the
+// parking lane depends on their order), an arrival with an exit or with an arrival of another
+// intrinsic or mask.
+constexpr std::uint64_t coll_sig(op k, std::uint32_t mask) {
+  return (std::uint64_t{1} << 63) | (static_cast<std::uint64_t>(k) << 32) | mask;
+}
+constexpr std::uint64_t park_sig = (std::uint64_t{1} << 62) | 1;
+constexpr std::uint64_t close_sig = (std::uint64_t{1} << 62) | 2;
+
+// One access of a step: the word (by ordinal), written, and its signature when the write commutes
+// with the same signature's (0: an ordinary read or write).
+struct acc_t {
+  std::uintptr_t word;
+  bool write;
+  std::uint64_t sig;
+};
+constexpr bool conflict(bool w1, std::uint64_t s1, bool w2, std::uint64_t s2) { return (w1 || w2) && !(s1 != 0 && s1 == s2); }
+// Two accesses of one word in one step: a write with a signature stays one only with the same.
+inline void merge_acc(bool& w, std::uint64_t& sg, bool w2, std::uint64_t s2) {
+  sg = (sg == s2) ? sg : 0;
+  w = w || w2;
+}
 
 // What one step did: the words it read and wrote (by ordinal, see `stored`), or "dependent with
 // everything".
 struct summary {
   bool global = false;
   bool plain = false;  // may have written plain (non-atomic) shared state: see plain_writer
-  std::vector<std::pair<std::uintptr_t, bool>> acc;  // (word, written)
-  void add(std::uintptr_t a, bool w) {
-    for (auto& [x, wr] : acc)
-      if (x == a) {
-        wr = wr || w;
+  std::vector<acc_t> acc;
+  void add(std::uintptr_t a, bool w, std::uint64_t sig = 0) {
+    for (auto& x : acc)
+      if (x.word == a) {
+        merge_acc(x.write, x.sig, w, sig);
         return;
       }
-    acc.emplace_back(a, w);
+    acc.push_back({a, w, sig});
   }
   void merge(const summary& o) {
     global = global || o.global;
     plain = plain || o.plain;
-    for (const auto& [a, w] : o.acc) add(a, w);
+    for (const auto& x : o.acc) add(x.word, x.write, x.sig);
   }
 };
 
@@ -58,22 +94,22 @@ struct stored {
   bool plain = false;
   bool new_read = false, new_write = false;  // touched words the prefix had not touched
   std::uint32_t prefix = 0;
-  std::vector<std::pair<std::uintptr_t, bool>> known;  // (ordinal < prefix, written)
+  std::vector<acc_t> known;  // ordinal < prefix
   void merge(const summary& s, std::uint32_t pre) {
     prefix = pre;
     global = global || s.global;
     plain = plain || s.plain;
-    for (const auto& [o, w] : s.acc) {
-      if (o < pre) {
+    for (const auto& a : s.acc) {
+      if (a.word < pre) {
         bool found = false;
-        for (auto& [x, wx] : known)
-          if (x == o) {
-            wx = wx || w;
+        for (auto& x : known)
+          if (x.word == a.word) {
+            merge_acc(x.write, x.sig, a.write, a.sig);
             found = true;
           }
-        if (!found) known.emplace_back(o, w);
+        if (!found) known.push_back(a);
       } else {
-        (w ? new_write : new_read) = true;
+        (a.write ? new_write : new_read) = true;
       }
     }
   }
@@ -86,22 +122,25 @@ bool plain_dependent(bool a, bool b, plain_mode m) { return m == plain_mode::all
 
 bool dependent(const stored& a, const summary& b, plain_mode m) {
   if (a.global || b.global || plain_dependent(a.plain, b.plain, m)) return true;
-  for (const auto& [o, w] : b.acc) {
-    if (o >= a.prefix) {
-      if (a.new_write || (w && a.new_read)) return true;
+  for (const auto& y : b.acc) {
+    if (y.word >= a.prefix) {
+      if (a.new_write || (y.write && a.new_read)) return true;
       continue;
     }
-    for (const auto& [x, wx] : a.known)
-      if (x == o && (w || wx)) return true;
+    for (const auto& x : a.known)
+      if (x.word == y.word && conflict(x.write, x.sig, y.write, y.sig)) return true;
   }
   return false;
 }
 
-bool dependent(const summary& a, const summary& b, plain_mode m) {
+// `skip`: words (by ordinal) not to count.
+bool dependent(const summary& a, const summary& b, plain_mode m, const std::vector<bool>* skip = nullptr) {
   if (a.global || b.global || plain_dependent(a.plain, b.plain, m)) return true;
-  for (const auto& [x, wx] : a.acc)
-    for (const auto& [y, wy] : b.acc)
-      if (x == y && (wx || wy)) return true;
+  for (const auto& x : a.acc)
+    for (const auto& y : b.acc)
+      if (x.word == y.word && conflict(x.write, x.sig, y.write, y.sig) &&
+          !(skip && x.word < skip->size() && (*skip)[x.word]))
+        return true;
   return false;
 }
 
@@ -111,6 +150,11 @@ struct event {
   summary acc;
   int enabler = -1;  // the event that ended its lane's wait (the await rule), -1: none
   bool after_cut = false;
+  // A lane's step after a rendezvous it waited in: the arrivals at that rendezvous and the step
+  // that completed it. They happen before it (it cannot run before them in any execution), but
+  // are no race with it: its lane was not runnable before the completion.
+  std::vector<int> rendezvous;
+  bool resumed = false;  // it began inside an intrinsic (a resume: all of it comes after the rendezvous)
 };
 
 struct node {
@@ -131,11 +175,13 @@ struct node {
 //! exhaustive_strategy): begin / run / finish / advance.
 class dpor_strategy final : public strategy, public step_observer {
  public:
-  dpor_strategy(bool reduce, std::uint64_t step_bound, plain_mode plain, bool coarse_warps, std::vector<unsigned> warp_of)
+  dpor_strategy(bool reduce, std::uint64_t step_bound, plain_mode plain, bool coarse_warps, std::vector<unsigned> warp_of,
+                unsigned unsound_warps = 0)
       : reduce_(reduce),
         plain_rule_(plain == plain_mode::all || plain == plain_mode::writers),
         declared_(plain == plain_mode::declared),
         coarse_warps_(coarse_warps),
+        unsound_warps_(unsound_warps),
         plain_(plain),
         step_bound_(step_bound),
         warp_of_(std::move(warp_of)) {}
@@ -157,7 +203,10 @@ class dpor_strategy final : public strategy, public step_observer {
     sleep_acc_.assign(lanes, stored{});
     ordinal_.clear();
     ordinal_.emplace(sc_order_word, 0);
-    in_collective_.assign(lanes, false);
+    warp_state_.assign(1, false);
+    in_collective_.assign(lanes, 0);
+    arrival_event_.assign(lanes, -1);
+    rendezvous_.assign(lanes, {});
     inv_all_.clear();
     inv_ranges_.clear();
   }
@@ -241,7 +290,8 @@ class dpor_strategy final : public strategy, public step_observer {
   void point_op(unsigned lane, op k, bool views) override {
     ensure_lane(lane);
     if (pending_open_[lane]) apply(lane, pending_[lane]);  // no choice since: it ran in this step
-    in_collective_[lane] = false;  // the code after an intrinsic ends here
+    ran_on(lane);
+    in_collective_[lane] = 0;  // the code after an intrinsic ends here
     views_ = views;
     if (k == op::start || k == op::exit) {
       if (plain_rule_) events_[static_cast<std::size_t>(cur_)].acc.plain = true;
@@ -260,6 +310,7 @@ class dpor_strategy final : public strategy, public step_observer {
   }
   void access(unsigned lane, std::uintptr_t addr, bool write, bool sc_order) override {
     ensure_lane(lane);
+    ran_on(lane);
     summary& s = events_[static_cast<std::size_t>(cur_)].acc;
     s.add(ordinal(addr), write);
     if (write && plain_rule_) s.plain = true;
@@ -272,15 +323,48 @@ class dpor_strategy final : public strategy, public step_observer {
   }
   void global(unsigned lane) override {
     ensure_lane(lane);
+    ran_on(lane);
     events_[static_cast<std::size_t>(cur_)].acc.global = true;
     wake_all();
   }
   void plain(unsigned lane, std::uintptr_t addr, bool write) override {
     if (!declared_) return;  // the other modes assume what plain state does
     ensure_lane(lane);
+    ran_on(lane);
     summary& s = events_[static_cast<std::size_t>(cur_)].acc;
     s.add(ordinal(addr), write);
     if (write) invariant_writes(s, addr);
+  }
+  void arrival(unsigned lane, op k, std::uint32_t m) override {
+    ensure_lane(lane);
+    if (pending_open_[lane]) apply(lane, pending_[lane]);
+    if (coarse_warps_) return;  // apply made the step dependent with every step
+    summary& s = events_[static_cast<std::size_t>(cur_)].acc;
+    if (k == op::activemask) {
+      s.add(ordinal(park_word(warp_of_[lane])), true, park_sig);
+      in_collective_[lane] = 2;
+    } else {
+      s.add(ordinal(warp_word(warp_of_[lane])), true, coll_sig(k, m));
+      in_collective_[lane] = 1;
+    }
+    arrival_event_[lane] = cur_;
+  }
+  void released(unsigned base, std::uint32_t rel) override {
+    if (coarse_warps_ || cur_ < 0) return;
+    summary& s = events_[static_cast<std::size_t>(cur_)].acc;
+    std::vector<int> before{cur_};
+    for (std::uint32_t q = rel; q; q &= q - 1) {
+      const unsigned l = base + static_cast<unsigned>(std::countr_zero(q));
+      if (l >= lanes_) continue;
+      s.add(ordinal(result_word(l)), true);
+      if (arrival_event_[l] >= 0 && arrival_event_[l] != cur_) before.push_back(arrival_event_[l]);
+    }
+    for (std::uint32_t q = rel; q; q &= q - 1) {
+      const unsigned l = base + static_cast<unsigned>(std::countr_zero(q));
+      if (l < lanes_) rendezvous_[l] = before;
+    }
+    // the completing step comes after every arrival (whichever lane arrives last completes)
+    for (std::size_t k = 1; k < before.size(); ++k) events_[static_cast<std::size_t>(cur_)].rendezvous.push_back(before[k]);
   }
   void invariant_reads(std::size_t index, const std::vector<std::pair<std::uintptr_t, std::uintptr_t>>* reads) override {
     if (inv_ranges_.size() <= index) {
@@ -300,7 +384,7 @@ class dpor_strategy final : public strategy, public step_observer {
     if (r.failed())
       for (unsigned l = 0; l < lanes_; ++l)
         if (!(exited_ & bit(l))) {
-          event e{l, -1, {}, -1, true};
+          event e{l, -1, {}, -1, true, {}, false};
           e.acc.global = true;
           events_.push_back(std::move(e));
         }
@@ -321,6 +405,7 @@ class dpor_strategy final : public strategy, public step_observer {
     std::vector<std::uint32_t> count(lanes_, 0), seq(m, 0);
     std::vector<long> last(lanes_, -1);
     std::vector<std::pair<std::size_t, std::size_t>> races;
+    std::vector<std::pair<std::size_t, bool>> preds;
     for (std::size_t jj = 0; jj < m; ++jj) {
       const event& ej = events_[ev[jj]];
       const unsigned p = ej.lane;
@@ -328,13 +413,33 @@ class dpor_strategy final : public strategy, public step_observer {
       if (last[p] >= 0) vc[jj] = vc[static_cast<std::size_t>(last[p])];
       const std::vector<std::uint32_t> before = vc[jj];  // p's state before this step
       vc[jj][p] = seq[jj];
+      preds.clear();
       for (std::size_t ii = 0; ii < jj; ++ii) {
         const event& ei = events_[ev[ii]];
         if (ei.lane == p) continue;
         const bool enabling = ej.enabler >= 0 && static_cast<std::size_t>(ej.enabler) == ev[ii];
-        if (!enabling && !dependent(ei.acc, ej.acc, plain_)) continue;
-        if (before[ei.lane] < seq[ii] && ei.node >= 0) races.emplace_back(ii, jj);
+        // An edge of a rendezvous (an arrival before the step that completes it or resumes from
+        // it) is no race unless the two steps also conflict on something else (a step can hold a
+        // lane's code before its arrival, when it was the only lane that could run).
+        const bool released =
+            std::find(ej.rendezvous.begin(), ej.rendezvous.end(), static_cast<int>(ev[ii])) != ej.rendezvous.end() &&
+            !dependent(ei.acc, ej.acc, plain_, &warp_state_);
+        if (!enabling && !released && !dependent(ei.acc, ej.acc, plain_)) continue;
+        preds.emplace_back(ii, released);
         for (unsigned l = 0; l < lanes_; ++l) vc[jj][l] = std::max(vc[jj][l], vc[ii][l]);
+      }
+      // A race is an immediate predecessor: one that no other predecessor of e_j (nor e_j's own
+      // previous step) happens after (Abdulla et al., POPL'14, def. of the race relation).
+      for (const auto& [ii, released] : preds) {
+        const event& ei = events_[ev[ii]];
+        if (released || ei.node < 0 || before[ei.lane] >= seq[ii]) continue;
+        bool covered = false;
+        for (const auto& [kk, r2] : preds)  // (a rendezvous edge orders only the part of a completing step after its arrival)
+          if (kk != ii && (!r2 || ej.resumed) && vc[kk][ei.lane] >= seq[ii]) {
+            covered = true;
+            break;
+          }
+        if (!covered) races.emplace_back(ii, jj);
       }
       last[p] = static_cast<long>(jj);
     }
@@ -432,13 +537,9 @@ class dpor_strategy final : public strategy, public step_observer {
       case op::match_any:
       case op::syncwarp:
       case op::reduce_or:
-        // warp intrinsics: dependent with the steps of the warp's other intrinsics and exits (its
-        // rendezvous; the lane's code after the intrinsic, up to its next point, reads its result)
+        // warp intrinsics: what they touch is told by arrival() and released() (the warp's
+        // rendezvous or parking, the results); --coarse-warps: dependent with every step
         if (coarse_warps_) s.global = true;
-        else {
-          s.add(ordinal(warp_word(warp_of_[lane])), true);
-          in_collective_[lane] = true;
-        }
         wake_all();
         break;
       default: break;
@@ -447,6 +548,12 @@ class dpor_strategy final : public strategy, public step_observer {
   // A step of `lane` began without a lane choice (the only runnable lane after a block or exit).
   void ensure_lane(unsigned lane) {
     if (cur_ >= 0 && events_[static_cast<std::size_t>(cur_)].lane == lane) return;
+    // the lane that ran before reached its point with nobody else runnable, so its operation ran
+    // in its step (it blocked or exited there)
+    if (cur_ >= 0) {
+      const unsigned prev = events_[static_cast<std::size_t>(cur_)].lane;
+      if (pending_open_[prev]) apply(prev, pending_[prev]);
+    }
     end_event();
     start_event(lane, -1);
   }
@@ -456,13 +563,35 @@ class dpor_strategy final : public strategy, public step_observer {
     return lane;
   }
   void start_event(unsigned lane, int nd) {
-    event e{lane, nd, {}, enabler_next_[lane], cut_};
+    events_.push_back(event{lane, nd, {}, enabler_next_[lane], cut_, {}, false});
     enabler_next_[lane] = -1;
-    events_.push_back(std::move(e));
     cur_ = static_cast<int>(events_.size() - 1);
     if (pending_open_[lane]) apply(lane, pending_[lane]);
-    // a lane resumed inside an intrinsic (it waited for the rendezvous, or parked in activemask)
-    if (in_collective_[lane]) events_[static_cast<std::size_t>(cur_)].acc.add(ordinal(warp_word(warp_of_[lane])), true);
+    // a lane resumed inside an intrinsic: it waited for the rendezvous (it reads its result), or
+    // parked in activemask (it closes its group, or finds it closed)
+    event& e = events_[static_cast<std::size_t>(cur_)];
+    if (in_collective_[lane] == 1) {
+      e.resumed = true;
+      e.acc.add(ordinal(result_word(lane)), false);
+      e.rendezvous = std::move(rendezvous_[lane]);
+      rendezvous_[lane].clear();
+    } else if (in_collective_[lane] == 2) {
+      e.acc.add(ordinal(park_word(warp_of_[lane])), true, unsound_warps_ == 1 ? park_sig : close_sig);
+    }
+  }
+  // The lane runs on in the step of its arrival at an intrinsic (nobody else could run, so it
+  // did not wait, or it completed the rendezvous without a choice after it): what it did there is
+  // an ordinary write of the warp's state, as the code after it reads its result.
+  void ran_on(unsigned lane) {
+    if (!in_collective_[lane] || arrival_event_[lane] != cur_) return;
+    summary& s = events_[static_cast<std::size_t>(cur_)].acc;
+    if (in_collective_[lane] == 2) s.add(ordinal(park_word(warp_of_[lane])), true);
+    else {
+      s.add(ordinal(warp_word(warp_of_[lane])), true);
+      s.add(ordinal(result_word(lane)), true);
+    }
+    arrival_event_[lane] = -1;
+    rendezvous_[lane].clear();
   }
   // The invariants that read `addr` see this step's write.
   void invariant_writes(summary& s, std::uintptr_t addr) {
@@ -493,6 +622,7 @@ class dpor_strategy final : public strategy, public step_observer {
   bool plain_rule_;  // steps that may write plain shared state are marked (summary::plain)
   bool declared_;    // declared plain accesses and invariant reads count (plain_mode::declared)
   bool coarse_warps_;
+  unsigned unsound_warps_ = 0;
   plain_mode plain_;
   std::uint64_t step_bound_;
   unsigned lanes_ = 0;
@@ -507,12 +637,20 @@ class dpor_strategy final : public strategy, public step_observer {
   std::vector<stored> sleep_acc_;
   std::unordered_map<std::uintptr_t, std::uint32_t> ordinal_;  // word -> order of first touch in this run (0: the seq_cst order)
   std::uintptr_t ordinal(std::uintptr_t a) {
-    return ordinal_.emplace(a, static_cast<std::uint32_t>(ordinal_.size())).first->second;
+    const auto [it, added] = ordinal_.emplace(a, static_cast<std::uint32_t>(ordinal_.size()));
+    if (added) {
+      if (warp_state_.size() <= it->second) warp_state_.resize(it->second + 1, false);
+      warp_state_[it->second] = a >= park_word(1u << 16) && a <= warp_word(0);
+    }
+    return it->second;
   }
+  std::vector<bool> warp_state_;  // per ordinal: a word of a warp's rendezvous, parking or results
   std::vector<op> pending_;
   std::vector<bool> pending_open_;
   std::vector<unsigned> warp_of_;     // per lane: its warp in the launch
-  std::vector<bool> in_collective_;   // per lane: between an intrinsic and its next point
+  std::vector<std::uint8_t> in_collective_;  // per lane: between an intrinsic and its next point (1: a rendezvous, 2: activemask)
+  std::vector<int> arrival_event_;    // per lane: the step of its last arrival at an intrinsic
+  std::vector<std::vector<int>> rendezvous_;  // per lane released from a rendezvous: event::rendezvous of its next step
   std::vector<bool> inv_all_;         // per invariant: undeclared (reads everything)
   std::vector<std::vector<std::pair<std::uintptr_t, std::uintptr_t>>> inv_ranges_;  // per invariant: what it reads
   std::vector<int> enabler_next_;
@@ -548,7 +686,15 @@ std::optional<std::string> dpor_unsupported(const scenario& sc, const params& p,
   return std::nullopt;
 }
 
-dpor_summary explore_dpor(const scenario& sc, const params& p, const run_limits& limits, const dpor_options& opt) {
+run_limits dpor_limits(const run_limits& limits) {
+  run_limits l = limits;
+  l.rendezvous_yield = true;
+  return l;
+}
+
+dpor_summary explore_dpor(const scenario& sc, const params& p, const run_limits& limits_in, const dpor_options& opt) {
+  run_limits limits = dpor_limits(limits_in);
+  limits.rendezvous_yield = opt.rendezvous_yield;
   validate_params(sc, p);
   if (auto why = dpor_unsupported(sc, p, limits)) throw std::invalid_argument(*why);
   dpor_summary sum;
@@ -562,7 +708,7 @@ dpor_summary explore_dpor(const scenario& sc, const params& p, const run_limits&
   std::vector<unsigned> warp_of(cfg.lanes());
   const unsigned tpb = cfg.threads_per_block, warps_per_block = (tpb + 31) / 32;
   for (unsigned i = 0; i < cfg.lanes(); ++i) warp_of[i] = (i / tpb) * warps_per_block + (i % tpb) / 32;  // as world numbers them
-  dpor_strategy st(opt.reduce, bound, sum.plain, opt.coarse_warps, std::move(warp_of));
+  dpor_strategy st(opt.reduce, bound, sum.plain, opt.coarse_warps, std::move(warp_of), opt.unsound_warps);
   const auto t0 = std::chrono::steady_clock::now();
   for (std::uint64_t i = 0;; ++i) {
     if (i >= opt.max_executions) {

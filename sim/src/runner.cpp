@@ -835,6 +835,7 @@ void save_decisions(const std::string& path, const scenario& sc, const params& p
   j["max_steps"] = limits.max_steps;
   j["memory"] = to_string(limits.memory);
   j["faults"] = faults_to_string(limits.faults);
+  if (limits.rendezvous_yield) j["rendezvous_yield"] = true;
   j["verdict"] = to_string(r.kind);
   j["message"] = r.message;
   j["trace_hash"] = r.trace_hash;
@@ -865,6 +866,7 @@ decision_file load_decisions(const std::string& path) {
     for (auto& [k, v] : j.at("params").items()) d.scenario_params.set(k, v.get<std::int64_t>());
     d.limits.fair_after = j.at("fair_after").get<std::uint64_t>();
     d.limits.max_steps = j.at("max_steps").get<std::uint64_t>();
+    d.limits.rendezvous_yield = j.value("rendezvous_yield", false);
     d.decisions = j.at("decisions").get<std::vector<std::uint32_t>>();
     d.verdict = j.value("verdict", "");
     d.trace_hash = j.value("trace_hash", std::uint64_t{0});

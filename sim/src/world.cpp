@@ -689,12 +689,14 @@ bool world::try_complete(warp_rec& w, unsigned l, unsigned self_lane) {
     const unsigned j = static_cast<unsigned>(std::countr_zero(q));
     if (w.base + j != self_lane) make_runnable(w.base + j);
   }
+  if (observer_) observer_->released(w.base, need);
   return true;
 }
 
 std::uint64_t world::collective(op k, std::uint32_t mask, std::uint64_t value, unsigned src,
                                 const char* name) {
   point(k);
+  if (observer_) observer_->arrival(current_, k, mask);
   const lane_info& li = lanes_[current_].info;
   warp_rec& w = warps_[li.warp_global];
   const std::uint32_t bit = 1u << li.lane;
@@ -713,6 +715,16 @@ std::uint64_t world::collective(op k, std::uint32_t mask, std::uint64_t value, u
   if (!try_complete(w, li.lane, current_)) {
     check_wait_cycle(w, li.lane);
     block_current();
+  } else if (limits_.rendezvous_yield && runnable_.count() >= 2) {
+    // dpor: the completing lane resumes like the lanes it released, when the strategy picks it
+    // (limits::rendezvous_yield), so that the order of the arrivals does not matter
+    const std::uint64_t r = w.result[li.lane];
+    const unsigned next = pick(false, true);
+    if (next != current_) {
+      ++result_.switches;
+      switch_to(next);
+    }
+    return r;
   }
   return w.result[li.lane];
 }
@@ -761,6 +773,7 @@ void world::check_wait_cycle(warp_rec& w, unsigned start) {
 
 std::uint32_t world::activemask(std::uint64_t site) {
   point(op::activemask);
+  if (observer_) observer_->arrival(current_, op::activemask, 0);
   const lane_info& li = lanes_[current_].info;
   warp_rec& w = warps_[li.warp_global];
   const std::uint32_t bit = 1u << li.lane;

@@ -138,6 +138,82 @@ ts::scenario warps_scenario() {
   return s;
 }
 
+// One warp. Variant 0, three lanes: only intrinsics over the full mask (a ballot, a shfl, a
+// __syncwarp), so every order of the arrivals ends the same: one execution. Variant 1, two
+// lanes: a ballot, a store before a __syncwarp and a load of the other lane's word after it (under
+// --memory weak the __syncwarp orders them), and a load before the ballot that the other lane's
+// store before the ballot races with and its store after it does not (lane 1 reads 0 or 2).
+template <int Variant>
+struct rendezvous_inst final : ts::instance {
+  std::uint32_t x[3] = {0, 0, 0}, y = 0;
+  std::uint32_t r[3][7] = {};
+  void lane() override {
+    const unsigned t = P::thread_id();
+    const unsigned n = Variant == 0 ? 3 : 2;
+    const std::uint32_t all = (1u << n) - 1;
+    if (Variant == 1 && t == 1) r[t][5] = P::load(&y, toga::relaxed, toga::device_scope);
+    if (Variant == 1 && t == 0) P::store(&y, 2u, toga::relaxed, toga::device_scope);
+    r[t][0] = P::ballot(all, t != 1);
+    if (Variant == 0) r[t][1] = P::shfl(all, t * 10 + 1, static_cast<int>((t + 1) % n));
+    if (Variant == 1) P::store(&x[t], 1u, toga::relaxed, toga::device_scope);
+    P::syncwarp(all);
+    if (Variant == 1) r[t][3] = P::load(&x[(t + 1) % n], toga::relaxed, toga::device_scope);
+    if (Variant == 1 && t == 0) P::store(&y, 1u, toga::relaxed, toga::device_scope);
+  }
+  std::vector<std::pair<std::string, double>> metrics() const override {
+    std::vector<std::pair<std::string, double>> m;
+    for (unsigned i = 0; i < 3; ++i)
+      for (unsigned j = 0; j < 7; ++j) m.emplace_back("r" + std::to_string(i) + std::to_string(j), r[i][j]);
+    return m;
+  }
+};
+
+template <int Variant>
+ts::scenario rendezvous_scenario() {
+  ts::scenario s;
+  s.name = "t-dpor-rendezvous" + std::to_string(Variant);
+  s.summary = "dpor test: arrivals at the rendezvous of one warp";
+  s.shape = [](const ts::params&) { return ts::launch_config{1, 1, Variant == 0 ? 3u : 2u}; };
+  s.make = [](ts::world&, const ts::params&) { return std::make_unique<rendezvous_inst<Variant>>(); };
+  s.keys = std::vector<ts::param_spec>{};
+  s.plain_declared = true;
+  return s;
+}
+
+// One warp of three lanes that group themselves with __activemask: which lanes are in a group
+// depends on the order of their arrivals (a lane parked before another resumes is in its group,
+// one that parks after is not), and each group then takes a ballot over its mask. Lane 2 loads a
+// word lane 0 stores after its ballot. The outcome: every lane's mask and vote.
+struct groups_inst final : ts::instance {
+  std::uint32_t x = 0;
+  std::uint32_t r[3][3] = {};
+  void lane() override {
+    const unsigned t = P::thread_id();
+    if (t == 2) r[t][2] = P::load(&x, toga::relaxed, toga::device_scope);
+    const std::uint32_t m = P::activemask();
+    r[t][0] = m;
+    r[t][1] = P::ballot(m, t != 1);
+    if (t == 0) P::store(&x, 1u, toga::relaxed, toga::device_scope);
+  }
+  std::vector<std::pair<std::string, double>> metrics() const override {
+    std::vector<std::pair<std::string, double>> m;
+    for (unsigned i = 0; i < 3; ++i)
+      for (unsigned j = 0; j < 3; ++j) m.emplace_back("r" + std::to_string(i) + std::to_string(j), r[i][j]);
+    return m;
+  }
+};
+
+ts::scenario groups_scenario() {
+  ts::scenario s;
+  s.name = "t-dpor-groups";
+  s.summary = "dpor test: activemask groups of one warp";
+  s.shape = [](const ts::params&) { return ts::launch_config{1, 1, 3}; };
+  s.make = [](ts::world&, const ts::params&) { return std::make_unique<groups_inst>(); };
+  s.keys = std::vector<ts::param_spec>{};
+  s.plain_declared = true;
+  return s;
+}
+
 // Declared plain state. Lane 0 sets a plain flag between two stores to a word of its own; lane 1,
 // between stores to its own word, fails when it finds the flag not set yet (a planted failure:
 // lane 1's read must run before lane 0's write, which the default schedule does not do). Then
@@ -233,11 +309,15 @@ outcome_set exhaustive_outcomes(const ts::scenario& sc, ts::memory_model m, std:
 }
 
 outcome_set dpor_outcomes(const ts::scenario& sc, ts::memory_model m, bool reduce, ts::plain_mode plain,
-                          ts::dpor_summary& sum) {
+                          ts::dpor_summary& sum, bool coarse_warps = false, unsigned unsound_warps = 0,
+                          bool rendezvous_yield = true) {
   outcome_set out;
   ts::dpor_options o;
+  o.rendezvous_yield = rendezvous_yield;
   o.reduce = reduce;
   o.plain = plain;
+  o.coarse_warps = coarse_warps;
+  o.unsound_warps = unsound_warps;
   o.stop_on_failure = false;
   o.on_run = [&](const ts::run_result& r, bool) { values(r, out); };
   sum = ts::explore_dpor(sc, {}, limits_of(sc, m), o);
@@ -314,9 +394,12 @@ TEST(Dpor, IntrinsicsPerWarpKeepEveryOutcome) {
   // executions than the coarse rule.
   const ts::scenario sc = warps_scenario();
   for (auto m : {ts::memory_model::sc, ts::memory_model::weak}) {
-    ts::dpor_summary fine, coarse, unreduced;
-    const outcome_set all = dpor_outcomes(sc, m, false, ts::plain_mode::declared, unreduced);
+    ts::dpor_summary fine, coarse, unreduced, ran_on;
+    // the unreduced enumeration of the schedules where the completing lane runs on (as under the
+    // other strategies: with rendezvous_yield it is more than 10,000,000 runs); dpor with and without it
+    const outcome_set all = dpor_outcomes(sc, m, false, ts::plain_mode::declared, unreduced, false, 0, false);
     const outcome_set got = dpor_outcomes(sc, m, true, ts::plain_mode::declared, fine);
+    EXPECT_EQ(dpor_outcomes(sc, m, true, ts::plain_mode::declared, ran_on, false, 0, false), all);
     outcome_set got_coarse;
     {
       ts::dpor_options o;
@@ -333,6 +416,64 @@ TEST(Dpor, IntrinsicsPerWarpKeepEveryOutcome) {
     EXPECT_EQ(got_coarse, all);
     EXPECT_LT(fine.executions, coarse.executions);
     EXPECT_LT(coarse.executions, unreduced.executions);
+  }
+}
+
+TEST(Dpor, ArrivalsAtARendezvousCommute) {
+  // The lanes of a warp reach each intrinsic in some order; the arrivals commute (the last one
+  // completes the rendezvous and resumes when picked, like the lanes it released), so a program of
+  // intrinsics only is one execution, where the unreduced enumeration has every order. With
+  // memory around the intrinsics the outcomes equal the unreduced enumeration's (of the schedules
+  // where the completing lane runs on: the one with rendezvous_yield is too large) and the coarse
+  // rule's (an intrinsic dependent with every step), under sc and weak.
+  const ts::scenario s0 = rendezvous_scenario<0>(), s1 = rendezvous_scenario<1>();
+  for (auto m : {ts::memory_model::sc, ts::memory_model::weak}) {
+    ts::dpor_summary fine, coarse, unreduced;
+    const outcome_set all = dpor_outcomes(s0, m, false, ts::plain_mode::declared, unreduced, false, 0, false);
+    const outcome_set got = dpor_outcomes(s0, m, true, ts::plain_mode::declared, fine);
+    SCOPED_TRACE(std::string("intrinsics only, ") + ts::to_string(m) + ": " + text(fine) + "; unreduced " + text(unreduced));
+    ASSERT_TRUE(fine.complete && unreduced.complete);
+    EXPECT_EQ(got, all);
+    EXPECT_EQ(all.size(), 1u);
+    EXPECT_EQ(fine.executions, 1u);
+    EXPECT_GT(unreduced.executions, 100u);
+  }
+  for (auto m : {ts::memory_model::sc, ts::memory_model::weak}) {
+    ts::dpor_summary fine, coarse, unreduced;
+    const outcome_set all = dpor_outcomes(s1, m, false, ts::plain_mode::declared, unreduced, false, 0, false);
+    const outcome_set got = dpor_outcomes(s1, m, true, ts::plain_mode::declared, fine);
+    const outcome_set got_coarse = dpor_outcomes(s1, m, true, ts::plain_mode::declared, coarse, true);
+    SCOPED_TRACE(std::string("with memory, ") + ts::to_string(m) + ": " + text(fine) + "; coarse " + text(coarse) +
+                 "; unreduced " + text(unreduced));
+    ASSERT_TRUE(fine.complete && coarse.complete && unreduced.complete);
+    EXPECT_GT(all.size(), 1u);
+    EXPECT_EQ(got, all) << "missing: " << difference(all, got) << "; extra: " << difference(got, all);
+    EXPECT_EQ(got_coarse, all);
+    EXPECT_LT(fine.executions, coarse.executions);
+  }
+}
+
+TEST(Dpor, ActivemaskGroupsDependOnArrivalOrder) {
+  // __activemask groups the lanes parked at its call site when the first of them resumes: a park
+  // and a resume do not commute (the order decides the group), parks commute with parks and
+  // resumes with resumes. The outcomes (every lane's group and its ballot) equal the unreduced
+  // enumeration's, and include groups of one, two and three lanes; the rule that takes a park to
+  // commute with a resume (unsound_warps = 1) loses groups: the test can tell.
+  const ts::scenario sc = groups_scenario();
+  for (auto m : {ts::memory_model::sc, ts::memory_model::weak}) {
+    ts::dpor_summary fine, unreduced, wrong;
+    const outcome_set all = dpor_outcomes(sc, m, false, ts::plain_mode::declared, unreduced, false, 0, false);
+    const outcome_set got = dpor_outcomes(sc, m, true, ts::plain_mode::declared, fine);
+    const outcome_set lost = dpor_outcomes(sc, m, true, ts::plain_mode::declared, wrong, false, 1);
+    SCOPED_TRACE(std::string(ts::to_string(m)) + ": " + text(fine) + "; unreduced " + text(unreduced) + "; unsound " +
+                 text(wrong));
+    ASSERT_TRUE(fine.complete && unreduced.complete && wrong.complete);
+    EXPECT_EQ(got, all) << "missing: " << difference(all, got) << "; extra: " << difference(got, all);
+    std::set<double> masks;
+    for (const auto& v : all) masks.insert(v[0]);  // lane 0's group
+    EXPECT_TRUE(masks.count(1) && masks.count(3) && masks.count(5) && masks.count(7)) << masks.size();
+    EXPECT_LT(lost.size(), all.size()) << "the unsound rule should lose outcomes";
+    EXPECT_LT(fine.executions, unreduced.executions);
   }
 }
 
@@ -420,7 +561,7 @@ TEST(Dpor, AFailureReplaysFromItsDecisionFile) {
   const ts::run_result& r = d.failures.front().result;
   // what `toga-sim dpor --save-failure F` writes and `toga-sim replay --decisions F` runs
   const std::string path = ::testing::TempDir() + "dpor-failure-" + std::to_string(::getpid()) + ".json";
-  ts::save_decisions(path, sc, p, limits_of(sc, ts::memory_model::sc), r);
+  ts::save_decisions(path, sc, p, ts::dpor_limits(limits_of(sc, ts::memory_model::sc)), r);
   const ts::decision_file f = ts::load_decisions(path);
   std::remove(path.c_str());
   ts::replay_strategy rs(f.decisions);

@@ -78,6 +78,16 @@ struct dpor_options {
   //! Warp intrinsics dependent with every step (the rule before per-warp dependence; for
   //! comparison): by default an intrinsic is dependent with the steps of its own warp only.
   bool coarse_warps = false;
+  //! The lane that completes a rendezvous resumes when picked, like the lanes it released
+  //! (run_limits::rendezvous_yield, dpor_limits): what makes arrivals commute. false: it runs on, as
+  //! under the other strategies (its arrival is then an ordinary write of the warp's state); for
+  //! comparing with the unreduced enumeration of those schedules, which is smaller.
+  bool rendezvous_yield = true;
+  //! For tests only: dependence rules for warp intrinsics that are known to be wrong, to show that
+  //! the tests can tell (Dpor.ActivemaskGroupsDependOnArrivalOrder). 0: the sound rules; 1: an
+  //! activemask park commutes with the resume of a parked lane, as if the order of the two did not
+  //! decide whether the parking lane joins the group.
+  unsigned unsound_warps = 0;
   //! Called after every run with its result and whether it was redundant (all its remaining
   //! lanes asleep: an equivalent execution is explored elsewhere).
   std::function<void(const run_result&, bool redundant)> on_run;
@@ -108,6 +118,11 @@ struct dpor_summary {
 //! Checks that `sc` with `p` and `limits` fits a dpor exploration: at most dpor_max_lanes lanes,
 //! no fault sites. Returns what is wrong and what to do, or nullopt.
 std::optional<std::string> dpor_unsupported(const scenario& sc, const params& p, const run_limits& limits);
+
+//! The limits a dpor exploration runs under, and its failures replay under: `limits` with
+//! rendezvous_yield (the lane that completes a warp rendezvous resumes when the strategy picks it,
+//! like the lanes it released). Its decision files record it.
+run_limits dpor_limits(const run_limits& limits);
 
 //! Explores every execution of `sc` (with `p`, under `limits`) up to the equivalence above.
 //! Throws std::invalid_argument when dpor_unsupported says so, and std::runtime_error when the

@@ -79,6 +79,12 @@ struct run_limits {
   std::uint64_t max_steps = 200'000;
   memory_model memory = memory_model::sc;
   std::uint32_t faults = 0;
+  //! After the lane that completes a warp rendezvous (the last to arrive at a ballot, shfl,
+  //! match_any, syncwarp or reduce_or) the strategy chooses a lane again, as for the lanes the
+  //! rendezvous released, instead of the completing lane running on. Set by `toga-sim dpor`
+  //! (so that arrivals at a rendezvous commute, docs/simulator.md §20.1) and recorded in its
+  //! decision files; off for every other strategy (their schedules and trace hashes are unchanged).
+  bool rendezvous_yield = false;
 };
 //! Largest `max_steps` the command line accepts (10^8 points, a few minutes of one schedule at
 //! the slowest scenario's rate); the API accepts any value.

@@ -97,6 +97,13 @@ class step_observer {
   virtual void invariant_reads(std::size_t index, const std::vector<std::pair<std::uintptr_t, std::uintptr_t>>* reads) {
     (void)index, (void)reads;
   }
+  //! The running lane arrives at a warp intrinsic of kind k with `mask` (activemask: mask 0, the
+  //! lane parks at its call site), before the world records it or checks its mask.
+  virtual void arrival(unsigned lane, op k, std::uint32_t mask) { (void)lane, (void)k, (void)mask; }
+  //! The running step completed a rendezvous of the warp whose lane 0 is `base` (an arrival, or
+  //! an exit that the rendezvous no longer waits for): the lanes `released` (bits, lanes of the
+  //! warp) have their results; the caller, when it is one of them, included.
+  virtual void released(unsigned base, std::uint32_t released) { (void)base, (void)released; }
 };
 
 class world {
