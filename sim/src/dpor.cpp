@@ -548,12 +548,6 @@ class dpor_strategy final : public strategy, public step_observer {
   // A step of `lane` began without a lane choice (the only runnable lane after a block or exit).
   void ensure_lane(unsigned lane) {
     if (cur_ >= 0 && events_[static_cast<std::size_t>(cur_)].lane == lane) return;
-    // the lane that ran before reached its point with nobody else runnable, so its operation ran
-    // in its step (it blocked or exited there)
-    if (cur_ >= 0) {
-      const unsigned prev = events_[static_cast<std::size_t>(cur_)].lane;
-      if (pending_open_[prev]) apply(prev, pending_[prev]);
-    }
     end_event();
     start_event(lane, -1);
   }

@@ -715,9 +715,10 @@ std::uint64_t world::collective(op k, std::uint32_t mask, std::uint64_t value, u
   if (!try_complete(w, li.lane, current_)) {
     check_wait_cycle(w, li.lane);
     block_current();
-  } else if (limits_.rendezvous_yield && runnable_.count() >= 2) {
+  } else if (limits_.rendezvous_yield && (mask & ~w.exited) != bit && runnable_.count() >= 2) {
     // dpor: the completing lane resumes like the lanes it released, when the strategy picks it
-    // (limits::rendezvous_yield), so that the order of the arrivals does not matter
+    // (limits::rendezvous_yield), so that the order of the arrivals does not matter (a group of
+    // one has no other arrival to commute with: its lane runs on)
     const std::uint64_t r = w.result[li.lane];
     const unsigned next = pick(false, true);
     if (next != current_) {
