@@ -25,6 +25,9 @@ enum class ghost_kind : std::uint8_t {
                  //!< free not yet counted (U1')
   bin_live,      //!< 1 while a bin is initialised and not retired (U1' is checked only then)
   walk_items,    //!< items of a shared reclaim walk claimed and not yet counted done (keyed by the byte_limit)
+  merge_skipped, //!< TBuddy frees that found their buddy AVAILABLE but no unit of its level to take (every unit
+                 //!< held by a searcher): each may leave a pair of AVAILABLE buddies (T6; keyed by the tree's
+                 //!< semaphore array)
 };
 
 //! Adds `delta` to the ghost counter (kind, key) when the platform keeps ghost state.

@@ -41,6 +41,7 @@
 #include "toga/bits.hpp"
 #include "toga/config.hpp"
 #include "toga/geometry.hpp"
+#include "toga/ghost.hpp"
 #include "toga/group.hpp"
 #include "toga/platform.hpp"
 
@@ -790,12 +791,16 @@ struct tbuddy {
           set_state(y, node_busy);
           merged = true;
         }
-      } else if (load_state(y) == node_available && sem[n].try_wait(1)) {
-        // y cannot change while we hold lock(p); with its unit taken it is ours. (A failed
-        // try_wait: every unit of the level is held by a searcher, one of which will claim y.)
-        // [E7: testing y first spares the level's word two RMWs when y is not free.]
-        set_state(y, node_busy);
-        merged = true;
+      } else if (load_state(y) == node_available) {
+        if (sem[n].try_wait(1)) {
+          // y cannot change while we hold lock(p); with its unit taken it is ours. (A failed
+          // try_wait: every unit of the level is held by a searcher, one of which will claim y.)
+          // [E7: testing y first spares the level's word two RMWs when y is not free.]
+          set_state(y, node_busy);
+          merged = true;
+        } else {
+          ghost_add<P>(ghost_kind::merge_skipped, sem, 1);  // a pair that may stay unmerged (T6)
+        }
       }
       if (merged) {
         TOGA_PROFILE_COUNT(prof_tbuddy_merge);
