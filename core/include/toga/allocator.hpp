@@ -201,10 +201,11 @@ struct allocator {
   }
   //! Runs f(view) on the resident copy (views built by hand: on a copy made here), so that no
   //! kernel parameter's address is taken (design.md §8.8; ualloc::out_of_line).
-  //! (TOGA_RESIDENT_VIEW = 0: on this view.)
-  template <class F>
+  //! (TOGA_RESIDENT_VIEW = 0: on this view, except where `Always`: the free path, which takes the
+  //! resident copy in every build, design.md §8.8.)
+  template <bool Always = false, class F>
   TOGA_DEVICE TOGA_FORCEINLINE auto out_of_line(F&& f) const TOGA_NOEXCEPT(P) {
-    if constexpr (TOGA_RESIDENT_VIEW != 0) {
+    if constexpr (TOGA_RESIDENT_VIEW != 0 || Always) {
       if (resident != nullptr) return f(*resident);
       const allocator copy = *this;
       return f(copy);
@@ -400,14 +401,14 @@ struct allocator {
     // log it), and nothing there may be touched (issue 14).
     // (off the inline path: the check in line cost a third of T5's churn rate at 16 B on an H200)
     if constexpr (UB != ualloc_bug::free_into_unmapped)
-      if (small.buddy.grow_granule != 0 && free_of_unmapped(off)) return;
+      if (small.buddy.grow_granule != 0 && out_of_line<true>([&](const allocator& v) { return v.free_of_unmapped(off); })) return;
     // Superbin slots start on 64 B boundaries (their TBuddy node's tag routes them), TBuddy
     // blocks on 4 KiB ones; UAlloc slots never start on 4 KiB boundaries (those of 16 B and 32 B
     // on some 64 B ones, and all of 64 B .. 1 KiB on heaps without superbins or in the fallback:
     // such lanes look at the tag and join the other lanes' slot free).
     if (off % (UB == ualloc_bug::superbin_route_coarse ? 256 : geom::sb_min_class_bytes) == 0) {
-      if (in_superbin(off)) return out_of_line([&](const allocator& v) { v.deallocate_super(off); });
-      if (off % geom::page_bytes == 0) return out_of_line([&](const allocator& v) { v.deallocate_large(off); });
+      if (in_superbin(off)) return out_of_line<true>([&](const allocator& v) { v.deallocate_super(off); });
+      if (off % geom::page_bytes == 0) return out_of_line<true>([&](const allocator& v) { v.deallocate_large(off); });
     }
     deallocate_slot(off);
   }

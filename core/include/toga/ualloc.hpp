@@ -306,10 +306,11 @@ struct ualloc {
   //! design.md §8.8). The copy is local memory made only on these paths; the allocator's
   //! global-memory copy (allocator::resident) is not used here because the slow paths reread the
   //! view after every acquire, which on the GPU invalidates L1's global lines, not local ones.
-  //! (TOGA_RESIDENT_VIEW = 0: on this view.)
-  template <class F>
+  //! (TOGA_RESIDENT_VIEW = 0: on this view, except where `Always`: the free path, which copies in
+  //! every build, design.md §8.8.)
+  template <bool Always = false, class F>
   TOGA_DEVICE TOGA_FORCEINLINE auto out_of_line(F&& f) const TOGA_NOEXCEPT(P) {
-    if constexpr (TOGA_RESIDENT_VIEW != 0) {
+    if constexpr (TOGA_RESIDENT_VIEW != 0 || Always) {
       const ualloc copy = *this;
       return f(copy);
     } else {
@@ -1328,7 +1329,7 @@ struct ualloc {
     const bool refilled = before <= 0 && before + static_cast<std::int32_t>(k) > 0 && Bug != ualloc_bug::no_relink_on_refill;
     // Classes whose empty bins are retired (fewer than 32 slots; E11) take the cold path.
     if (refilled || cap < hysteresis_min_capacity) {
-      out_of_line([&](const ualloc& u) { u.free_cold(L, bin, cap, k, before, refilled, e); });
+      out_of_line<true>([&](const ualloc& u) { u.free_cold(L, bin, cap, k, before, refilled, e); });
       return;
     }
     L.slot_sem.signal_relaxed(Bug == ualloc_bug::free_signals_short ? k - 1 : k, 0);  // slots are found by RMWs (E4)
