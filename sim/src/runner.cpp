@@ -293,7 +293,11 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
     throw std::invalid_argument("random shapes do not go with the exhaustive strategy (it enumerates the schedules of one shape)");
   if (cfg.kind == strategy_kind::exhaustive && opt.first_index)
     throw std::invalid_argument("a shard does not go with the exhaustive strategy (its schedules are enumerated one after another)");
+  if (!(opt.seconds >= 0)) throw std::invalid_argument("a time limit must be 0 (none) or a positive number of seconds");
   const auto t0 = std::chrono::steady_clock::now();
+  // (the time limit: no schedule starts after it)
+  const auto deadline = t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(opt.seconds));
+  const auto out_of_time = [&] { return opt.seconds > 0 && std::chrono::steady_clock::now() >= deadline; };
   const bool pct_like = cfg.kind == strategy_kind::pct || cfg.kind == strategy_kind::portfolio;
   if (opt.random_shapes) (void)draw_shape(sc, opt.scenario_params, opt.seed + opt.first_index);  // throws if none fits
   else if (pct_like && cfg.pct_steps == 0)
@@ -329,6 +333,10 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
     progress_line pl(opt.progress, opt.schedules, done, sc.name);
     exhaustive_strategy ex(cfg.bound);
     for (std::uint64_t i = 0; i < opt.schedules; ++i) {
+      if (out_of_time()) {
+        sum.time_limited = true;
+        break;
+      }
       run_result r = run_schedule(opt.scenario_params, ex, opt.seed + i);
       ++sum.schedules;
       ++sum.counts[static_cast<unsigned>(r.kind)];
@@ -366,6 +374,7 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
       for (std::uint64_t k = range.begin(); k != range.end(); ++k) {
         const std::uint64_t i = first + k;
         if (opt.stop_on_failure && k > lowest_fail.load(std::memory_order_relaxed)) return;
+        if (out_of_time()) return;  // (this schedule stays unrun: 0xff)
         strategy_config eff;
         const params p = setup(i, eff);
         auto strat = make_strategy(eff, i);
@@ -397,7 +406,15 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
                                 oneapi::tbb::simple_partitioner());
     });
     const std::uint64_t lf = lowest_fail.load();
-    const std::uint64_t counted = (opt.stop_on_failure && lf != ~std::uint64_t{0}) ? lf + 1 : opt.schedules;
+    std::uint64_t counted = (opt.stop_on_failure && lf != ~std::uint64_t{0}) ? lf + 1 : opt.schedules;
+    // Out of time: only the schedules before the first one left unrun count (those after it ran
+    // in whatever order the threads took them; counting them would make the result depend on it).
+    for (std::uint64_t k = 0; k < counted; ++k)
+      if (verdicts[k] == 0xff) {
+        counted = k;
+        sum.time_limited = true;
+        break;
+      }
     for (std::uint64_t k = 0; k < counted; ++k) {
       ++sum.counts[verdicts[k]];
       sum.total_steps += steps[k];

@@ -29,6 +29,8 @@ expect() {
 # usage errors: exit 2
 expect 2 "explores nothing" explore --scenario lost-update --schedules 0
 expect 2 "explores nothing" demo --schedules 0
+expect 2 "--seconds -1.*give 0 \(no limit\) or a positive number of seconds" explore --scenario lost-update --seconds -1
+expect 1 "ended the run before its first schedule ended: give more seconds" explore --scenario alloc-storm --schedules 100 --seconds 1e-9
 expect 2 "--schedules: '-5' is not a whole number" explore --scenario lost-update --schedules -5
 expect 2 "--seed: '1x' is not a whole number" replay --scenario lost-update --seed 1x
 expect 2 "--threads: '-1' is not a whole number" mutants --threads -1
@@ -114,6 +116,7 @@ expect 1 "cannot open '.*missing.json'" merge "$tmp/missing.json"
 expect 1 "is not JSON" merge "$tmp/broken.json"
 expect 1 "is not a toga-sim explore report" merge "$tmp/lu.json"
 expect 0 "verdicts: pass=30" explore --scenario alloc-storm --shapes random --schedules 30 --threads 1 --json "$tmp/one.json"
+expect 0 "time limit \(--seconds\) reached: schedules 0 \.\. [0-9]+ counted" explore --scenario alloc-storm --schedules 1000000 --seconds 0.3 --threads 1
 expect 1 "shard 0 is given twice" merge "$tmp/one.json" "$tmp/one.json"
 for i in 0 1 2; do
   expect 1 "shard $i/3: schedules" explore --scenario lost-update --schedules 60 --keep-going --threads 1 --shard $i/3 --json "$tmp/s$i.json"

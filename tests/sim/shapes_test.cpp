@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 
@@ -165,6 +166,37 @@ TEST(Sharding, ShardsReportWhatOneRunReports) {
     EXPECT_EQ(failures[n].first, whole.failures[n].index);
     EXPECT_EQ(failures[n].second, whole.failures[n].replay_command);
   }
+}
+
+// A time limit (explore_options::seconds) counts the first schedules that all ended, and what it
+// counts is what a run of just that many schedules reports.
+TEST(TimeLimit, CountsTheFirstSchedulesThatEndedAndReportsThemAsARunOfThatMany) {
+  const ts::scenario* sc = ts::find_scenario("alloc-storm");
+  ASSERT_NE(sc, nullptr);
+  ts::explore_options o;
+  o.strategy.kind = ts::strategy_kind::portfolio;
+  o.schedules = 1'000'000;  // far more than 0.3 s holds (about 3,000 schedules/s a thread)
+  o.threads = 2;
+  o.random_shapes = true;
+  o.seconds = 0.3;
+  const auto t0 = std::chrono::steady_clock::now();
+  const ts::explore_summary cut = ts::explore(*sc, o);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(cut.time_limited);
+  EXPECT_GT(cut.schedules, 0u);
+  EXPECT_LT(cut.schedules, o.schedules);
+  EXPECT_LT(s, 30.0) << "the run went on long past its limit";
+  ts::explore_options whole = o;
+  whole.seconds = 0;
+  whole.schedules = cut.schedules;
+  const ts::explore_summary same = ts::explore(*sc, whole);
+  EXPECT_FALSE(same.time_limited);
+  EXPECT_EQ(same.schedules, cut.schedules);
+  EXPECT_EQ(same.total_steps, cut.total_steps);
+  for (unsigned k = 0; k < ts::verdict_kind_count; ++k) EXPECT_EQ(same.counts[k], cut.counts[k]) << ts::to_string(static_cast<ts::verdict_kind>(k));
+  ts::explore_options bad = o;
+  bad.seconds = -1;
+  EXPECT_THROW(ts::explore(*sc, bad), std::invalid_argument);
 }
 
 // Every scenario that must pass passes random shapes: the allocator's and the primitives'. The

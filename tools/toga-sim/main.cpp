@@ -173,6 +173,9 @@ void print_summary(const ts::explore_summary& s, const ts::strategy_config& cfg,
                                                                             : "schedule limit reached");
   fmt::print("\n  schedules {}  in {:.2f} s  = {:.0f} schedules/s  ({:.1f} steps/schedule)\n", s.schedules,
              s.seconds, s.schedules_per_second(), s.schedules ? double(s.total_steps) / s.schedules : 0.0);
+  if (s.time_limited && s.schedules > 0)
+    fmt::print("  time limit (--seconds) reached: schedules {} .. {} counted, the rest not run\n", s.first_index,
+               s.first_index + s.schedules - 1);
   fmt::print("  verdicts:");
   for (unsigned k = 0; k < ts::verdict_kind_count; ++k)
     if (s.counts[k]) fmt::print(" {}={}", ts::to_string(static_cast<ts::verdict_kind>(k)), s.counts[k]);
@@ -212,6 +215,7 @@ nlohmann::ordered_json summary_json(const ts::explore_summary& s, const ts::stra
   j["first_index"] = s.first_index;
   j["schedules"] = s.schedules;  // run by this shard (up to its first failure unless --keep-going)
   j["seconds"] = s.seconds;
+  j["time_limited"] = s.time_limited;  // --seconds ran out: "schedules" counts the first ones only
   j["steps"] = s.total_steps;
   std::map<std::string, std::uint64_t> by_name;  // by name, as merge writes them
   for (unsigned k = 0; k < ts::verdict_kind_count; ++k)
@@ -299,6 +303,7 @@ int cmd_list(bool keys, bool bugs) {
 
 struct explore_args {
   std::uint64_t schedules = 1000;
+  double seconds = 0;
   unsigned threads = 0;
   bool keep_going = false, shrink = false;
   std::string save, shapes = "fixed", shard, json;
@@ -313,6 +318,8 @@ ts::explore_options explore_options_of(const ts::scenario& sc, const common_args
   ts::explore_options o;
   o.strategy = parse_config(a);
   o.schedules = x.schedules;
+  if (!(x.seconds >= 0)) throw usage_error("--seconds " + std::to_string(x.seconds) + ": give 0 (no limit) or a positive number of seconds");
+  o.seconds = x.seconds;
   o.seed = a.seed;
   o.threads = x.threads;
   o.scenario_params = parse_params(sc, a.sets);
@@ -350,6 +357,9 @@ int cmd_explore(const common_args& a, const explore_args& x) {
     std::tie(o.first_index, o.schedules) = ts::shard_range(x.schedules, shard, shards);
   }
   const ts::explore_summary s = explore_or_usage_error(sc, o);
+  if (s.time_limited && s.schedules == 0)
+    throw ts::input_error("the time limit (--seconds " + fmt::format("{}", x.seconds) +
+                          ") ended the run before its first schedule ended: give more seconds");
   if (shards > 1) fmt::print("shard {}/{}: schedules {} .. {} of {}\n", shard, shards, o.first_index, o.first_index + o.schedules - 1, x.schedules);
   print_summary(s, o.strategy, *o.limits);
   if (!x.json.empty()) {
@@ -1038,6 +1048,8 @@ int main(int argc, char** argv) {
   ea.scenario_option = ex->add_option("--scenario", ea.scenario, "scenario name (toga-sim list)")->required();
   ex->add_option("--schedules", xa.schedules, "number of schedules (of the whole run when --shard is given)")->check(whole_number)->capture_default_str();
   ex->add_option("--threads", xa.threads, "worker threads (0: all cores)")->check(whole_number);
+  ex->add_option("--seconds", xa.seconds, "start no schedule after this many seconds (0: no limit); then the first N schedules that all "
+                                          "ended are counted and reported");
   ex->add_flag("--keep-going", xa.keep_going, "do not stop at the first failure (the first 10 failures are reported)");
   ex->add_option("--save-failure", xa.save, "write the first failure's decisions to FILE");
   ex->add_flag("--shrink", xa.shrink, "shrink the first failure before saving it");

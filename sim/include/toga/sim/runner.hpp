@@ -80,6 +80,11 @@ struct explore_options {
   //! Record the coverage of the core's races (toga/sim/coverage.hpp) over the schedules run
   //! (explore_summary::coverage).
   bool coverage = false;
+  //! Stop starting schedules after this many seconds (0: no limit). What is counted and
+  //! reported is then the longest run of schedules first_index, first_index + 1, ... that all
+  //! ended (explore_summary::time_limited), so every count and failure stays a pure function of
+  //! its schedules; only how many ran depends on the clock.
+  double seconds = 0;
 };
 
 //! Shard `shard` of `shards` of a run of `schedules` schedules: {first index, count}; the shards
@@ -105,6 +110,7 @@ struct explore_summary {
   std::uint64_t counts[verdict_kind_count] = {};
   std::uint64_t total_steps = 0;
   bool exhausted = false;         //!< exhaustive: every schedule within the bound was run
+  bool time_limited = false;      //!< explore_options::seconds ran out before every schedule was run
   std::optional<failure_report> first_failure;
   //! Every failure found, lowest index first, at most explore_options::max_failures (the first
   //! failure is failures[0]); more than one only without stop_on_failure.
