@@ -437,6 +437,8 @@ int cmd_merge(const std::vector<std::string>& files, const std::string& out) {
   nlohmann::ordered_json first;
   std::map<std::uint64_t, std::string> seen;  // shard -> file
   std::uint64_t schedules = 0, steps = 0, found = 0;
+  std::string cut;  // shards that their --seconds limit cut short
+  std::uint64_t n_cut = 0;
   double seconds = 0;
   std::map<std::string, std::uint64_t> verdicts;
   std::vector<nlohmann::ordered_json> failures;
@@ -462,6 +464,7 @@ int cmd_merge(const std::vector<std::string>& files, const std::string& out) {
       if (auto it = seen.find(shard); it != seen.end())
         throw ts::input_error("shard " + std::to_string(shard) + " is given twice ('" + it->second + "' and '" + path + "'); give each shard once");
       seen[shard] = path;
+      if (j.value("time_limited", false) && n_cut++ < 8) cut += (cut.empty() ? "" : ", ") + std::to_string(shard);
       schedules += j.at("schedules").get<std::uint64_t>();
       steps += j.at("steps").get<std::uint64_t>();
       seconds += j.at("seconds").get<double>();
@@ -491,6 +494,7 @@ int cmd_merge(const std::vector<std::string>& files, const std::string& out) {
                x.at("message").get<std::string>(), x.at("replay").get<std::string>());
   if (found > failures.size()) fmt::print("  ({} failing schedules in all; the shards listed {})\n", found, failures.size());
   if (n_missing) fmt::print("  MISSING {} of {} shards: {}{}\n", n_missing, shards, missing, n_missing > 8 ? ", ..." : "");
+  if (n_cut) fmt::print("  CUT SHORT by their time limit (--seconds): {} of {} shards: {}{}\n", n_cut, shards, cut, n_cut > 8 ? ", ..." : "");
   if (!out.empty()) {
     nlohmann::ordered_json j = first;
     j["shard"] = 0;
@@ -498,6 +502,8 @@ int cmd_merge(const std::vector<std::string>& files, const std::string& out) {
     j["first_index"] = 0;
     j["merged_shards"] = seen.size();
     j["missing_shards"] = n_missing;
+    j["time_limited"] = n_cut > 0;
+    j["time_limited_shards"] = n_cut;
     j["schedules"] = schedules;
     j["seconds"] = seconds;
     j["steps"] = steps;
@@ -513,6 +519,12 @@ int cmd_merge(const std::vector<std::string>& files, const std::string& out) {
   if (n_missing) {
     std::fprintf(stderr, "toga-sim: error: %llu of %llu shards are missing (%s); run them and merge again\n",
                  static_cast<unsigned long long>(n_missing), static_cast<unsigned long long>(shards), missing.c_str());
+    return 1;
+  }
+  if (n_cut) {
+    std::fprintf(stderr, "toga-sim: error: %llu of %llu shards stopped at their time limit before their last schedule (%s); "
+                 "run them again with more --seconds and merge again\n",
+                 static_cast<unsigned long long>(n_cut), static_cast<unsigned long long>(shards), cut.c_str());
     return 1;
   }
   return 0;
