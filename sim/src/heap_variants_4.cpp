@@ -25,5 +25,6 @@ template std::unique_ptr<instance> make_one<ualloc_bug::placement_race_pushed_ba
 template std::unique_ptr<instance> make_one<ualloc_bug::slow_take_not_flushed, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::inbox_skip_unrecorded, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::chunk_skip_unrecorded, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::owned_scan_ends_true, tbuddy_bug::none>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

@@ -486,6 +486,10 @@ std::vector<mutant> build() {
          P{{"bug", 81}, {"heap_kib", 512}, {"keep", 3}, {"leak", 1}, {"ops", 2}, {"pins", 2}, {"presplit_kib", 64}, {"sb_arenas", 4}, {"sms", 3}, {"threads", 32}, {"warps", 2}},
          "a GROW that pins an over-produced empty bin counts no reclaim change: the heap is recorded clean while a walk would give it back")
           .with(pct, 3),
+      // owned()'s batched scan (2026-11-29: eight pin slots a round trip)
+      mb("ualloc.owned-scan-ends-true", "list-integrity", "exhaust-recover",
+         P{{"bug", 87}, {"coalesced", 1}, {"heap_kib", 1024}, {"keep", 5}, {"leak", 1}, {"ops", 2}, {"pins", 2}, {"sb_shift", 17}, {"sms", 2}, {"threads", 1}, {"warps", 3}},
+         "owned()'s batched scan answers yes when no slot holds the bin: a bin refilled from exhausted is never made findable (S5, or a livelock)"),
       // ---- tenants inside one heap (toga/tenants.hpp, scenarios_tenants.cpp) -----------------------
       mb("tenant.free-credits-caller", "accounting", "tenants", P{{"bug", 1}},
          "a free credits the freeing handle's tenant instead of the block's (frees across tenants)")

@@ -148,6 +148,7 @@ enum class ualloc_bug : std::uint8_t {
   slow_take_not_flushed,          //!< the slow path drops take_inbox's "deferred" result: bins retired while queued wait in RCU for another flush
   inbox_skip_unrecorded,          //!< reclaim's inbox pass does not count an empty bin it could not retire as skipped: the walk may record the heap clean
   chunk_skip_unrecorded,          //!< reclaim's chunk pass does not count a free chunk whose units are held as skipped: the walk may record the heap clean
+  owned_scan_ends_true,           //!< owned()'s batched scan answers yes when no slot holds the bin: a refilled bin is never made findable
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -991,10 +992,19 @@ struct ualloc {
   TOGA_DEVICE bool owned(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     const std::uint32_t home = P::load(&bin_at(bin)->home, relaxed, device_scope);
     if (home - 1 < num_pins && P::load(&L.pins[home - 1], relaxed, device_scope) == bin) return true;
-    for (unsigned s = 0; s < num_pins; ++s)
-      if (P::load(&L.pins[s], relaxed, device_scope) == bin) return true;
-    return false;
+    // Not at home: every slot is looked at (it answers no unless the bin is pinned elsewhere), so
+    // eight loads at a time, all issued before the first is compared: 4 round trips for 32 slots,
+    // not 32 (a free that refills an exhausted bin comes here; devlog.md 2026-11-29).
+    for (unsigned s0 = 0; s0 < num_pins; s0 += owned_batch) {
+      std::uint64_t e[owned_batch];
+      for (unsigned i = 0; i < owned_batch; ++i) e[i] = s0 + i < num_pins ? P::load(&L.pins[s0 + i], relaxed, device_scope) : 0;
+      for (unsigned i = 0; i < owned_batch; ++i)
+        if (s0 + i < num_pins && e[i] == bin) return true;
+    }
+    return Bug == ualloc_bug::owned_scan_ends_true;  // (planted: a bin pinned nowhere counts as owned)
   }
+  //! Pin slots owned() loads per round trip.
+  static constexpr unsigned owned_batch = 8;
   // A pin slot holds 0, a bin it owns (the bin's offset), or a bin it borrowed (offset | 1): a
   // slow path whose own slot ran dry serves from a bin another slot owns. Borrowed entries give
   // way to owners.
