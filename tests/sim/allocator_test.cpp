@@ -290,6 +290,9 @@ const std::vector<planted>& planted_allocator_bugs() {
       // 1, stall 43 at 3; 30,000 schedules of CI time went to the misses)
       {"clean-race", {{"bug", 42}}, "a free emptying a bin does not count", true, ts::strategy_kind::pct},
       {"clean-race", {{"bug", 43}}, "reclaim walk reads the count late", true, ts::strategy_kind::stall},
+      // owned()'s batched pin scan (design.md §7, pin slots): killed at schedule 1 in this shape
+      {"exhaust-recover", {{"bug", 87}, {"coalesced", 1}, {"heap_kib", 1024}, {"keep", 5}, {"leak", 1}, {"ops", 2}, {"pins", 2}, {"sb_shift", 17}, {"sms", 2}, {"threads", 1}, {"warps", 3}},
+       "owned() scan answers yes for a bin pinned nowhere", true},
   };
   return bugs;
 }
