@@ -85,16 +85,25 @@ struct rw_inst final : ts::instance {
   }
 };
 
+// A test scenario of one SM: `blocks` warps of `threads` lanes, instances from `make`, no
+// parameters, plain state declared (every scenario of this file).
+template <class Make>
+ts::scenario test_scenario(std::string name, std::string summary, unsigned blocks, unsigned threads, Make make) {
+  ts::scenario s;
+  s.name = std::move(name);
+  s.summary = std::move(summary);
+  s.shape = [blocks, threads](const ts::params&) { return ts::launch_config{1, blocks, threads}; };
+  s.make = std::move(make);
+  s.keys = std::vector<ts::param_spec>{};
+  s.plain_declared = true;
+  return s;
+}
+
 template <int Variant>
 ts::scenario rw_scenario() {
-  ts::scenario s;
-  s.name = "t-dpor-rw" + std::to_string(Variant);
-  s.summary = "dpor test: loads and stores of three lanes";
-  s.shape = [](const ts::params&) { return ts::launch_config{1, 1, 3}; };
-  s.make = [](ts::world&, const ts::params&) { return std::make_unique<rw_inst<Variant>>(); };
-  s.keys = std::vector<ts::param_spec>{};
-  s.plain_declared = true;  // r[i] is lane i's own (and only metrics read it)
-  return s;
+  // (plain state declared: r[i] is lane i's own, and only metrics read it)
+  return test_scenario("t-dpor-rw" + std::to_string(Variant), "dpor test: loads and stores of three lanes", 1, 3,
+                       [](ts::world&, const ts::params&) { return std::make_unique<rw_inst<Variant>>(); });
 }
 
 // Two warps of two lanes: loads and stores across the warps, and each warp's intrinsics over
@@ -128,14 +137,8 @@ struct warps_inst final : ts::instance {
 };
 
 ts::scenario warps_scenario() {
-  ts::scenario s;
-  s.name = "t-dpor-warps";
-  s.summary = "dpor test: intrinsics of two warps";
-  s.shape = [](const ts::params&) { return ts::launch_config{1, 2, 2}; };
-  s.make = [](ts::world&, const ts::params&) { return std::make_unique<warps_inst>(); };
-  s.keys = std::vector<ts::param_spec>{};
-  s.plain_declared = true;
-  return s;
+  return test_scenario("t-dpor-warps", "dpor test: intrinsics of two warps", 2, 2,
+                       [](ts::world&, const ts::params&) { return std::make_unique<warps_inst>(); });
 }
 
 // One warp. Variant 0, three lanes: only intrinsics over the full mask (a ballot, a shfl, a
@@ -170,14 +173,8 @@ struct rendezvous_inst final : ts::instance {
 
 template <int Variant>
 ts::scenario rendezvous_scenario() {
-  ts::scenario s;
-  s.name = "t-dpor-rendezvous" + std::to_string(Variant);
-  s.summary = "dpor test: arrivals at the rendezvous of one warp";
-  s.shape = [](const ts::params&) { return ts::launch_config{1, 1, Variant == 0 ? 3u : 2u}; };
-  s.make = [](ts::world&, const ts::params&) { return std::make_unique<rendezvous_inst<Variant>>(); };
-  s.keys = std::vector<ts::param_spec>{};
-  s.plain_declared = true;
-  return s;
+  return test_scenario("t-dpor-rendezvous" + std::to_string(Variant), "dpor test: arrivals at the rendezvous of one warp", 1,
+                       Variant == 0 ? 3u : 2u, [](ts::world&, const ts::params&) { return std::make_unique<rendezvous_inst<Variant>>(); });
 }
 
 // One warp of three lanes that group themselves with __activemask: which lanes are in a group
@@ -204,14 +201,8 @@ struct groups_inst final : ts::instance {
 };
 
 ts::scenario groups_scenario() {
-  ts::scenario s;
-  s.name = "t-dpor-groups";
-  s.summary = "dpor test: activemask groups of one warp";
-  s.shape = [](const ts::params&) { return ts::launch_config{1, 1, 3}; };
-  s.make = [](ts::world&, const ts::params&) { return std::make_unique<groups_inst>(); };
-  s.keys = std::vector<ts::param_spec>{};
-  s.plain_declared = true;
-  return s;
+  return test_scenario("t-dpor-groups", "dpor test: activemask groups of one warp", 1, 3,
+                       [](ts::world&, const ts::params&) { return std::make_unique<groups_inst>(); });
 }
 
 // Declared plain state. Lane 0 sets a plain flag between two stores to a word of its own; lane 1,
@@ -266,12 +257,9 @@ struct ghost_inst final : ts::instance {
 
 template <int Variant>
 ts::scenario ghost_scenario() {
-  ts::scenario s;
-  s.name = "t-dpor-ghost" + std::to_string(Variant);
-  s.summary = "dpor test: declared plain state";
-  s.shape = [](const ts::params&) { return ts::launch_config{1, 1, 2}; };
-  s.make = [](ts::world& w, const ts::params& p) { return std::make_unique<ghost_inst<Variant>>(w, p); };
-  s.plain_declared = true;
+  ts::scenario s = test_scenario("t-dpor-ghost" + std::to_string(Variant), "dpor test: declared plain state", 1, 2,
+                                 [](ts::world& w, const ts::params& p) { return std::make_unique<ghost_inst<Variant>>(w, p); });
+  s.keys.reset();  // (its instance reads parameters: no declared keys)
   return s;
 }
 
