@@ -490,6 +490,10 @@ std::vector<mutant> build() {
       mb("ualloc.owned-scan-ends-true", "list-integrity", "exhaust-recover",
          P{{"bug", 87}, {"coalesced", 1}, {"heap_kib", 1024}, {"keep", 5}, {"leak", 1}, {"ops", 2}, {"pins", 2}, {"sb_shift", 17}, {"sms", 2}, {"threads", 1}, {"warps", 3}},
          "owned()'s batched scan answers yes when no slot holds the bin: a bin refilled from exhausted is never made findable (S5, or a livelock)"),
+      // make_findable over the slots owned() saw open (2026-11-29: no second scan of the pin slots)
+      mb("ualloc.open-slots-lost-no-enqueue", "list-integrity", "alloc-storm",
+         P{{"bug", 88}, {"align", 1}, {"anchor", 256}, {"coalesced", 1}, {"heap_kib", 1024}, {"keep", 2}, {"limit_kib", 1024}, {"ops", 12}, {"sb_shift", 16}, {"size", 16384}, {"sms", 1}, {"threads", 4}, {"warps", 2}},
+         "make_findable drops a refilled bin when every pin slot owned() saw open was taken before its CAS, instead of queuing it (U2': a bin with free slots neither pinned nor queued)"),
       // ---- tenants inside one heap (toga/tenants.hpp, scenarios_tenants.cpp) -----------------------
       mb("tenant.free-credits-caller", "accounting", "tenants", P{{"bug", 1}},
          "a free credits the freeing handle's tenant instead of the block's (frees across tenants)")

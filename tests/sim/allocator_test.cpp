@@ -293,6 +293,9 @@ const std::vector<planted>& planted_allocator_bugs() {
       // owned()'s batched pin scan (design.md §7, pin slots): killed at schedule 1 in this shape
       {"exhaust-recover", {{"bug", 87}, {"coalesced", 1}, {"heap_kib", 1024}, {"keep", 5}, {"leak", 1}, {"ops", 2}, {"pins", 2}, {"sb_shift", 17}, {"sms", 2}, {"threads", 1}, {"warps", 3}},
        "owned() scan answers yes for a bin pinned nowhere", true},
+      // make_findable over the slots owned() saw open (design.md §8.8): killed at schedule 1 in this shape
+      {"alloc-storm", {{"bug", 88}, {"align", 1}, {"anchor", 256}, {"coalesced", 1}, {"heap_kib", 1024}, {"keep", 2}, {"limit_kib", 1024}, {"ops", 12}, {"sb_shift", 16}, {"size", 16384}, {"sms", 1}, {"threads", 4}, {"warps", 2}},
+       "a refilled bin whose open slots were taken is dropped", true},
   };
   return bugs;
 }

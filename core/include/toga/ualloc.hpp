@@ -149,6 +149,7 @@ enum class ualloc_bug : std::uint8_t {
   inbox_skip_unrecorded,          //!< reclaim's inbox pass does not count an empty bin it could not retire as skipped: the walk may record the heap clean
   chunk_skip_unrecorded,          //!< reclaim's chunk pass does not count a free chunk whose units are held as skipped: the walk may record the heap clean
   owned_scan_ends_true,           //!< owned()'s batched scan answers yes when no slot holds the bin: a refilled bin is never made findable
+  open_slots_lost_no_enqueue,     //!< make_findable's pin_insert_open drops the bin when every slot owned() saw open was taken meanwhile (no inbox)
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -985,23 +986,37 @@ struct ualloc {
     if (free_sync(bin) <= 0) return;  // reserved again meanwhile: the next crossing decides
     if (P::load(&bin_at(bin)->queued, acquire, device_scope) != 0) return;
     // owned by a slot (a borrowed entry does not count: the next round would share the bin)
-    if (owned(L, bin)) return;
-    pin_insert(L, bin, false);
+    std::uint32_t open = 0;
+    if (owned(L, bin, open)) return;
+    pin_insert_open(L, bin, open);
     if (note && Bug != ualloc_bug::findable_unnoted) note_reclaimable();
   }
-  TOGA_DEVICE bool owned(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
+  // Whether a pin slot owns the bin. When it answers no after looking at every slot, `open` gets
+  // a bit for each slot it saw empty or borrowed (bit s: slot s), the only ones pin_insert_open
+  // may take; a slot that answered no before it looked at every slot (it found the bin at home)
+  // leaves `open` as it was.
+  TOGA_DEVICE bool owned(class_list<P>& L, std::uint64_t bin, std::uint32_t& open) const TOGA_NOEXCEPT(P) {
     const std::uint32_t home = P::load(&bin_at(bin)->home, relaxed, device_scope);
     if (home - 1 < num_pins && P::load(&L.pins[home - 1], relaxed, device_scope) == bin) return true;
     // Not at home: every slot is looked at (it answers no unless the bin is pinned elsewhere), so
     // eight loads at a time, all issued before the first is compared: 4 round trips for 32 slots,
     // not 32 (a free that refills an exhausted bin comes here; devlog.md 2026-11-29).
+    std::uint32_t seen = 0;
     for (unsigned s0 = 0; s0 < num_pins; s0 += owned_batch) {
       std::uint64_t e[owned_batch];
       for (unsigned i = 0; i < owned_batch; ++i) e[i] = s0 + i < num_pins ? P::load(&L.pins[s0 + i], relaxed, device_scope) : 0;
-      for (unsigned i = 0; i < owned_batch; ++i)
-        if (s0 + i < num_pins && e[i] == bin) return true;
+      for (unsigned i = 0; i < owned_batch; ++i) {
+        if (s0 + i >= num_pins) continue;
+        if (e[i] == bin) return true;
+        if (e[i] == 0 || borrowed(e[i])) seen |= 1u << (s0 + i);
+      }
     }
+    open = seen;
     return Bug == ualloc_bug::owned_scan_ends_true;  // (planted: a bin pinned nowhere counts as owned)
+  }
+  TOGA_DEVICE bool owned(class_list<P>& L, std::uint64_t bin) const TOGA_NOEXCEPT(P) {
+    std::uint32_t open = 0;
+    return owned(L, bin, open);
   }
   //! Pin slots owned() loads per round trip.
   static constexpr unsigned owned_batch = 8;
@@ -1029,6 +1044,25 @@ struct ualloc {
         if (set_slot(L, s, p, bin)) return;
       }
     }
+    enqueue(L, bin);
+  }
+  // pin_insert without displacement, over the slots owned() just saw empty or borrowed (`open`,
+  // bit s: slot s; each re-read before its CAS), in pin_insert's order from pin_slot(); else the
+  // inbox. A bin refilled on an SM whose slots all hold bins of their own (every slot exhausted
+  // after a warm allocation pass) goes to the inbox without a second scan of the 32 slots, one
+  // dependent load each (design.md §8.8).
+  TOGA_DEVICE void pin_insert_open(class_list<P>& L, std::uint64_t bin, std::uint32_t open) const TOGA_NOEXCEPT(P) {
+    const unsigned s0 = pin_slot();
+    const std::uint64_t both = static_cast<std::uint64_t>(open) | (static_cast<std::uint64_t>(open) << num_pins);
+    std::uint64_t order = (both >> s0) & ((std::uint64_t{1} << num_pins) - 1);  // bit j: slot (s0 + j) % num_pins
+    for (; order != 0; order &= order - 1) {
+      const unsigned s = (s0 + bits::ctz(order)) % num_pins;
+      const std::uint64_t p = P::load(&L.pins[s], relaxed, device_scope);
+      if (p == bin) return;
+      if (!replaceable(p, false)) continue;
+      if (set_slot(L, s, p, bin)) return;
+    }
+    if (Bug == ualloc_bug::open_slots_lost_no_enqueue && open != 0) return;  // (planted: every open slot was taken meanwhile, and the bin is dropped)
     enqueue(L, bin);
   }
   // The slow path found free slots in a bin; if our own slot is empty, borrowed or exhausted, it
