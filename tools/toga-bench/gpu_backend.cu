@@ -144,6 +144,13 @@
 #include "bench.hpp"
 #include "graph.hpp"
 #include "graph_plan.hpp"
+#ifdef TOGA_BENCH_PROFILE
+// Measurement builds only (toga-gpu build --name X --what bench -- -DTOGA_BENCH_PROFILE): config.hpp's
+// event counters, printed to stderr after every alloc and free kernel of T1-T3 (timings of that build
+// are not the figures; the names are fastpath-bench's event_names, in config.hpp's order).
+__device__ unsigned long long toga_bench_prof[64];
+#define TOGA_PROFILE_COUNT(e) atomicAdd(&toga_bench_prof[(e)], 1ull)
+#endif
 #include "toga/cuda/heap.cuh"
 #include "workloads.hpp"
 
@@ -886,6 +893,19 @@ class gpu_backend final : public backend {
         finish_launch(what);
       }
     });
+    print_profile("alloc", a.threads, ms);
+  }
+  static void print_profile([[maybe_unused]] const char* op, [[maybe_unused]] std::uint64_t threads, [[maybe_unused]] const double* ms) {
+#ifdef TOGA_BENCH_PROFILE
+    unsigned long long h[64];
+    check(cudaMemcpyFromSymbol(h, toga_bench_prof, sizeof h), "cudaMemcpyFromSymbol(profile)");
+    std::fprintf(stderr, "profile %s threads=%llu ms=%.4f", op, static_cast<unsigned long long>(threads), ms ? *ms : -1.0);
+    for (unsigned i = 0; i < 64; ++i)
+      if (h[i]) std::fprintf(stderr, " e%u=%llu", i, h[i]);
+    std::fprintf(stderr, "\n");
+    for (auto& x : h) x = 0;
+    check(cudaMemcpyToSymbol(toga_bench_prof, h, sizeof h), "cudaMemcpyToSymbol(profile)");
+#endif
   }
 
   void run_free(const target& t, const free_args& a, double* ms) {
@@ -900,6 +920,7 @@ class gpu_backend final : public backend {
         finish_launch(what);
       }
     });
+    print_profile("free", a.threads, ms);
   }
 
   free_args slot_free_args(std::uint64_t threads, bool lane0, bool warp) const {
