@@ -494,6 +494,11 @@ std::vector<mutant> build() {
       mb("ualloc.open-slots-lost-no-enqueue", "list-integrity", "alloc-storm",
          P{{"bug", 88}, {"align", 1}, {"anchor", 256}, {"coalesced", 1}, {"heap_kib", 1024}, {"keep", 2}, {"limit_kib", 1024}, {"ops", 12}, {"sb_shift", 16}, {"size", 16384}, {"sms", 1}, {"threads", 4}, {"warps", 2}},
          "make_findable drops a refilled bin when every pin slot owned() saw open was taken before its CAS, instead of queuing it (U2': a bin with free slots neither pinned nor queued)"),
+      // the first superbin before any steal (2026-11-29: an arena steals only once it has gone to GROW for the class)
+      mb("ualloc.steal-grew-per-lane", "warp-mask", "alloc-storm",
+         P{{"bug", 89}, {"align", 4096}, {"anchor", 6191}, {"coalesced", 1}, {"heap_kib", 256}, {"keep", 2}, {"ops", 3}, {"pins", 1}, {"presplit_kib", 1024}, {"sb_arenas", 2}, {"sb_shift", 16}, {"sms", 2}, {"threads", 16}, {"warps", 3}},
+         "steal_units: each lane reads the arena's first-GROW flag itself; under weak memory lanes that disagree leave the collective steal apart (a warp collective over lanes that are not there)")
+          .weak().gpu(),
       // ---- tenants inside one heap (toga/tenants.hpp, scenarios_tenants.cpp) -----------------------
       mb("tenant.free-credits-caller", "accounting", "tenants", P{{"bug", 1}},
          "a free credits the freeing handle's tenant instead of the block's (frees across tenants)")

@@ -362,6 +362,36 @@ TEST(Allocator, ReadSectionRegressionScheduleStillFailsWithoutIt) {
   EXPECT_FALSE(ok.failed()) << ok.message;
 }
 
+// The superbin steal's first-GROW flag (design.md §11.8) is read by the stealing group's leader
+// and broadcast. Planted bug 89 lets every lane read it: under weak memory lanes that read
+// different values leave the collective steal apart (a warp collective over lanes that are not
+// there: a cuda-rule verdict). Killed at schedule 1 of this shape under --memory weak (not under
+// sc in 3,000 schedules); the correct core passes the same schedules.
+TEST(Allocator, StealFlagReadByEveryLaneIsCaughtUnderWeakMemory) {
+  const ts::scenario* sc = ts::find_scenario("alloc-storm");
+  ASSERT_NE(sc, nullptr);
+  const std::vector<std::pair<const char*, std::int64_t>> shape = {
+      {"align", 4096}, {"anchor", 6191}, {"coalesced", 1}, {"heap_kib", 256}, {"keep", 2}, {"ops", 3}, {"pins", 1},
+      {"presplit_kib", 1024}, {"sb_arenas", 2}, {"sb_shift", 16}, {"sms", 2}, {"threads", 16}, {"warps", 3}};
+  auto run = [&](std::int64_t bug, std::uint64_t n) {
+    ts::explore_options o;
+    o.strategy.kind = ts::strategy_kind::random;
+    o.schedules = n;
+    o.seed = 1;
+    for (auto& [k, v] : shape) o.scenario_params.set(k, v);
+    o.scenario_params.set("bug", bug);
+    ts::run_limits l = sc->limits;
+    l.memory = ts::memory_model::weak;
+    o.limits = l;
+    return ts::explore(*sc, o);
+  };
+  const auto bad = run(89, 200);
+  ASSERT_TRUE(bad.first_failure.has_value()) << "planted bug 89 survived 200 weak schedules";
+  EXPECT_EQ(bad.first_failure->result.kind, ts::verdict_kind::cuda_rule) << failure_text(bad);
+  const auto good = run(0, 200);
+  EXPECT_FALSE(good.first_failure.has_value()) << failure_text(good);
+}
+
 TEST(Allocator, ExhaustionUtilisationMatchesTheGeometry) {
   // One lane, so that the figure is the allocator's own (no other lane holds a partial bin).
   struct want {

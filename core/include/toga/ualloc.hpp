@@ -150,6 +150,7 @@ enum class ualloc_bug : std::uint8_t {
   chunk_skip_unrecorded,          //!< reclaim's chunk pass does not count a free chunk whose units are held as skipped: the walk may record the heap clean
   owned_scan_ends_true,           //!< owned()'s batched scan answers yes when no slot holds the bin: a refilled bin is never made findable
   open_slots_lost_no_enqueue,     //!< make_findable's pin_insert_open drops the bin when every slot owned() saw open was taken meanwhile (no inbox)
+  steal_grew_per_lane,            //!< steal_units: each lane reads the arena's `grew` flag itself, so lanes that disagree leave the collective steal apart
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -224,7 +225,11 @@ template <class P>
 struct class_list {
   slot_semaphore<P> slot_sem;  //!< units: free slots of findable (pinned or queued) bins
   std::uint64_t inbox;         //!< lock-free stack of bins with free slots waiting for a pin slot
-  std::uint64_t pad1[6];
+  //! Superbin classes: nonzero once a group of this arena went to GROW for the class (set by its
+  //! leader, never cleared but by the heap's initialisation): until then the arena does not steal
+  //! (design.md §11.8, the first superbin). A hint; relaxed.
+  std::uint64_t grew;
+  std::uint64_t pad1[5];
   std::uint64_t pins[max_pin_slots];  //!< bins served first (0: none); changed by CAS
   rcu_domain<P> rcu;
   std::uint64_t pad2[4];
@@ -790,6 +795,9 @@ struct ualloc {
       }
       m = g.broadcast(m);
       if (m > 0) {
+        // superbins: this arena has gone to GROW for the class once; from now on it steals first
+        if constexpr (G::superbins)
+          if (g.is_leader() && P::load(&L.grew, relaxed, device_scope) == 0) P::store(&L.grew, std::uint64_t{1}, relaxed, device_scope);
         TOGA_PROFILE_START;
         mine = grow(a, c, g, m);
         TOGA_PROFILE_PHASE(prof_ua_t_grow);
@@ -1206,6 +1214,9 @@ struct ualloc {
   // round); the leader takes t units with try_wait (a CAS: no speculative decrement on another
   // SM's word, whose bias covers its own lanes only) from the first arena whose free units, less
   // its reservations, cover t. Returns that arena, whose units the leader then holds, or a.
+  // An arena that has never gone to GROW for the class does not steal: it GROWs its first
+  // superbin (else an SM that a small first launch left without one steals in every later pass,
+  // each steal about ten fast paths; design.md §11.8, devlog.md 2026-11-29).
   // Collective over g; no read-side section is held.
   TOGA_DEVICE unsigned steal_units(unsigned a, unsigned c, const coalesced_group<P>& g, std::uint32_t t) const TOGA_NOEXCEPT(P) {
     using sem = slot_semaphore<P>;
@@ -1213,8 +1224,16 @@ struct ualloc {
     if (g.is_leader()) {
       const typename sem::fields f = arenas[a].lists[c].slot_sem.peek();
       go = f.c >= sem::bias && f.c - sem::bias + f.e < f.r + t;  // own arena: GROW is next
+      if (P::load(&arenas[a].lists[c].grew, relaxed, device_scope) == 0) go = 0;
     }
-    if (g.broadcast(go) == 0) return a;
+    if constexpr (Bug == ualloc_bug::steal_grew_per_lane) {
+      // (planted: each lane decides from its own load of the flag; lanes that disagree split the collective)
+      go = g.broadcast(go);
+      if (P::load(&arenas[a].lists[c].grew, relaxed, device_scope) == 0) return a;
+      if (go == 0) return a;
+    } else if (g.broadcast(go) == 0) {
+      return a;
+    }
     const unsigned n = num_arenas;
     unsigned got = a;
     for (unsigned first = 1, round = 0; first < n && round < TOGA_SB_STEAL_ROUNDS && got == a; first += g.size, ++round) {
