@@ -852,12 +852,15 @@ TEST(Allocator, SharedReclaimWalkReportsItsLastItem) {
 }
 
 // The superbin steal (design.md §11.8): SM 1 allocates and frees one superbin's worth of
-// 2 KiB slots (32 in a 64 KiB superbin: the empty superbin stays findable in SM 1's arena, E11);
-// SM 0 then asks for 32 slots of 2 KiB. Its own superbin arena has no units and none promised, so
-// before a GROW it takes SM 1's idle units and finds them in SM 1's superbin: the heap still holds
-// one superbin (64 KiB). Without the steal (a build with TOGA_SB_STEAL_ROUNDS=0) SM 0 grows a
-// second one (128 KiB). Planted bug 31 (the group searches its own arena for the units it took)
-// livelocks here; the mutant suite and the planted-bug table kill it in the superbins scenario.
+// 2 KiB slots (32 in a 64 KiB superbin: the empty superbin stays findable in SM 1's arena, E11).
+// SM 0 then asks for 32 slots of 2 KiB: its arena has never gone to GROW for the class, so it grows
+// its first superbin rather than steal (128 KiB in all). SM 0 asks for 32 more: its own superbin
+// is exhausted and its arena has grown before, so before a GROW it takes SM 1's idle units and
+// finds them in SM 1's superbin: the heap still holds two superbins (128 KiB). Without the steal
+// (a build with TOGA_SB_STEAL_ROUNDS=0) SM 0 grows a second one (192 KiB); with the steal before
+// the first GROW (the rule before 2026-11-29) SM 0's first 32 come from SM 1's (64 KiB after
+// step 2). Planted bug 31 (the group searches its own arena for the units it took) livelocks in
+// the superbins scenario; the mutant suite and the planted-bug table kill it there.
 TEST(Allocator, SuperbinGrowTakesIdleUnitsOfAnotherArenaFirst) {
   using A = toga::allocator<ts::platform, toga::ualloc_bug::none, toga::tbuddy_bug::none, false>;
   const std::uint64_t hb = 2u << 20;
@@ -877,8 +880,10 @@ TEST(Allocator, SuperbinGrowTakesIdleUnitsOfAnotherArenaFirst) {
   EXPECT_FALSE(on_sm_of_two(1, [&] { take(); give(); }).failed());
   EXPECT_EQ(toga::collect_statistics(a).superbin_bytes, 64u << 10) << "SM 1's arena keeps its empty superbin";
   EXPECT_FALSE(on_sm_of_two(0, take).failed());
+  EXPECT_EQ(toga::collect_statistics(a).superbin_bytes, 128u << 10) << "SM 0's first superbin came from a steal, not a GROW";
+  EXPECT_FALSE(on_sm_of_two(0, take).failed());
   for (void* p : got) EXPECT_NE(p, nullptr);
-  EXPECT_EQ(toga::collect_statistics(a).superbin_bytes, 64u << 10) << "SM 0 grew a superbin although SM 1's was idle";
+  EXPECT_EQ(toga::collect_statistics(a).superbin_bytes, 128u << 10) << "SM 0 grew a second superbin although SM 1's was idle";
   EXPECT_FALSE(on_sm_of_two(0, give).failed());
   EXPECT_FALSE(toga::check_quiescent(a));
   std::free(heap);
