@@ -1039,37 +1039,34 @@ struct ualloc {
     if (e == 0 || borrowed(e)) return true;
     return exhausted_too && static_cast<std::int32_t>(P::load(&bin_at(e)->free, relaxed, device_scope)) <= 0;
   }
+  // Tries the pin slots whose bits `slots` has (bit s: slot s), in order from the warp's own slot:
+  // each is read, and taken by CAS if it is empty or borrowed (with `exhausted_too`, also if it
+  // holds an exhausted bin). True once the bin is in a slot (ours, or it was there already).
+  TOGA_DEVICE bool pin_into(class_list<P>& L, std::uint64_t bin, std::uint32_t slots, bool exhausted_too) const TOGA_NOEXCEPT(P) {
+    const unsigned s0 = pin_slot();
+    const std::uint64_t both = static_cast<std::uint64_t>(slots) | (static_cast<std::uint64_t>(slots) << num_pins);
+    for (std::uint64_t order = (both >> s0) & ((std::uint64_t{1} << num_pins) - 1); order != 0; order &= order - 1) {
+      const unsigned s = (s0 + bits::ctz(order)) % num_pins;  // bit j of order: slot (s0 + j) % num_pins
+      const std::uint64_t p = P::load(&L.pins[s], relaxed, device_scope);
+      if (p == bin) return true;
+      if (!replaceable(p, exhausted_too)) continue;
+      if (set_slot(L, s, p, bin)) return true;
+    }
+    return false;
+  }
   // Puts a bin with free slots into an empty pin slot (and, if `displace`, the slot of an
   // exhausted bin) by CAS; else into the inbox.
   TOGA_DEVICE void pin_insert(class_list<P>& L, std::uint64_t bin, bool displace) const TOGA_NOEXCEPT(P) {
-    const unsigned s0 = pin_slot();
-    for (unsigned pass = 0; pass < (displace ? 2u : 1u); ++pass) {
-      for (unsigned j = 0; j < num_pins; ++j) {
-        const unsigned s = (s0 + j) % num_pins;
-        std::uint64_t p = P::load(&L.pins[s], relaxed, device_scope);
-        if (p == bin) return;
-        if (!replaceable(p, pass == 1)) continue;
-        if (set_slot(L, s, p, bin)) return;
-      }
-    }
+    const std::uint32_t all = static_cast<std::uint32_t>((std::uint64_t{1} << num_pins) - 1);
+    if (pin_into(L, bin, all, false) || (displace && pin_into(L, bin, all, true))) return;
     enqueue(L, bin);
   }
-  // pin_insert without displacement, over the slots owned() just saw empty or borrowed (`open`,
-  // bit s: slot s; each re-read before its CAS), in pin_insert's order from pin_slot(); else the
-  // inbox. A bin refilled on an SM whose slots all hold bins of their own (every slot exhausted
-  // after a warm allocation pass) goes to the inbox without a second scan of the 32 slots, one
-  // dependent load each (design.md §8.8).
+  // pin_insert without displacement, over the slots owned() just saw empty or borrowed (`open`;
+  // each re-read before its CAS); else the inbox. A bin refilled on an SM whose slots all hold
+  // bins of their own (every slot exhausted after a warm allocation pass) goes to the inbox
+  // without a second scan of the 32 slots, one dependent load each (design.md §8.8).
   TOGA_DEVICE void pin_insert_open(class_list<P>& L, std::uint64_t bin, std::uint32_t open) const TOGA_NOEXCEPT(P) {
-    const unsigned s0 = pin_slot();
-    const std::uint64_t both = static_cast<std::uint64_t>(open) | (static_cast<std::uint64_t>(open) << num_pins);
-    std::uint64_t order = (both >> s0) & ((std::uint64_t{1} << num_pins) - 1);  // bit j: slot (s0 + j) % num_pins
-    for (; order != 0; order &= order - 1) {
-      const unsigned s = (s0 + bits::ctz(order)) % num_pins;
-      const std::uint64_t p = P::load(&L.pins[s], relaxed, device_scope);
-      if (p == bin) return;
-      if (!replaceable(p, false)) continue;
-      if (set_slot(L, s, p, bin)) return;
-    }
+    if (pin_into(L, bin, open, false)) return;
     if (Bug == ualloc_bug::open_slots_lost_no_enqueue && open != 0) return;  // (planted: every open slot was taken meanwhile, and the bin is dropped)
     enqueue(L, bin);
   }
