@@ -537,11 +537,11 @@ std::vector<mutant> build() {
          "mirrored into device memory and its waiters never wake")
           .depth(0),
       mb("service.adoption-overlap-ignored", "logic", "grow-service",
-         P{{"bug", 7}, {"ahead", 300}, {"granule_kib", 1024}, {"heap_kib", 4096}, {"ops", 2}, {"size", 4096}, {"threads", 8}, {"warps", 2}},
+         P{{"bug", 7}, {"ahead", 300}, {"granule_kib", 1024}, {"heap_kib", 2048}, {"ops", 2}, {"size", 1024}, {"sb_shift", 0}, {"threads", 8}, {"warps", 2}},
          "a request whose failed attempt an adoption overlapped does not try again: it posts demand already served and, once "
          "every granule is mapped, gives up as exhausted with the heap nearly empty (S5)"),
       mb("service.refusal-ignores-adoptions", "logic", "grow-service",
-         P{{"bug", 8}, {"budget", 2}, {"granule_kib", 1024}, {"heap_kib", 4096}, {"ops", 2}, {"size", 512}, {"threads", 4}, {"warps", 3}},
+         P{{"bug", 8}, {"budget", 2}, {"granule_kib", 1024}, {"heap_kib", 4096}, {"ops", 2}, {"size", 32}, {"threads", 4}, {"warps", 3}},
          "a refused waiter gives up without adopting what earlier rounds published and trying it: nullptr with the mapped "
          "memory nearly unused (S5)")
           .depth(0),
@@ -553,6 +553,12 @@ std::vector<mutant> build() {
          P{{"bug", 10}, {"reuse", 1}, {"budget", 1}, {"threads", 1}, {"warps", 2}, {"heap_kib", 4096}, {"granule_kib", 128}, {"sb_shift", 17}, {"size", 256}},
          "a request that gives up on growth (refused, timed out, range full) returns nullptr without the reclaim walk its "
          "failed attempt left to growth: memory cached by UAlloc never serves it (S6)")
+          .depth(0),
+      mb("service.give-up-without-fallbacks", "liveness", "grow-service",
+         P{{"bug", 11}, {"warps", 1}, {"threads", 2}, {"size", 16384}, {"first", 32768}, {"sb_shift", 16}, {"heap_kib", 1024}, {"granule_kib", 128},
+           {"budget", 2}, {"ops", 20}},
+         "a superbin-class request that skipped its fallbacks while growth came first gives up without trying them once the "
+         "service refuses: nullptr beside a free TBuddy block of its size (S7)")
           .depth(0),
   };
   return c;

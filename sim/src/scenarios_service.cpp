@@ -18,7 +18,8 @@
 // the mapped granules hold every lane's requests 4 times over plus a superbin and a chunk per SM
 // and class; the heap walk with no live block; S6 (reuse=1: each worker frees its blocks when
 // done and asks once more for a block of 8x its size, another class; checked with one worker
-// lane) that request is not refused while it fits twice in the mapped memory: the walk that its
+// lane) that request is not refused while it fits twice in the mapped memory (with the block it
+// needs: a chunk for a UAlloc class, order_needed): the walk that its
 // failed attempt left to growth must run before it gives up (design.md §12.9). A waiter that
 // never wakes is a `livelock` verdict (the run's step bound).
 // bug: 1 a granule published before it is mapped, 2 the adopter's lock not atomic (a granule
@@ -33,8 +34,13 @@
 // only (S3: mapped and adopted granules differ). With run=N (a power of two) the service maps
 // consecutive granules in runs of up to N granules, one ring entry each (group_runs, design.md
 // §12.8). 10 a request that gives up on growth returns nullptr without the reclaim walk it left
-// to growth (S6 with reuse=1).
+// to growth (S6 with reuse=1), 11 a request whose attempts skipped a superbin class's fallbacks
+// while growth came first gives up without trying them (S7). S7 (one worker lane): no nullptr
+// while TBuddy holds a free block that serves the request (design.md §12.10); churn=1 makes
+// holes for it: each worker frees every second block as soon as it has the next; so does first=N
+// (each worker's first allocation is N bytes, e.g. a TBuddy block beside a superbin class).
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <memory>
 #include <sys/mman.h>
@@ -62,8 +68,8 @@ struct service_inst final : instance {
     void operator()(char* p) const { munmap(p, len); }
   };
   unsigned lanes, workers, ops, sms;
-  std::uint64_t size, granule_bytes = 0, granules = 0, hb = 0;
-  bool mixed, reuse;
+  std::uint64_t size, first, granule_bytes = 0, granules = 0, hb = 0;
+  bool mixed, reuse, churn;
   std::int64_t budget;
   std::uint64_t ahead;
   unsigned run_log2 = 0;  // the service's largest run: 2^run_log2 granules  // percent of the mapped granules a round maps at least (growth_options::service_ahead_percent)
@@ -86,8 +92,10 @@ struct service_inst final : instance {
         ops(static_cast<unsigned>(p.get("ops", 2))),
         sms(w.config().sms),
         size(static_cast<std::uint64_t>(p.get("size", 4096))),
+        first(static_cast<std::uint64_t>(p.get("first", 0))),
         mixed(p.get("mixed", 0) != 0),
         reuse(p.get("reuse", 0) != 0),
+        churn(p.get("churn", 0) != 0),
         budget(p.get("budget", -1)),
         ahead(static_cast<std::uint64_t>(p.get("ahead", 0))),
         blocks(lanes) {
@@ -115,7 +123,26 @@ struct service_inst final : instance {
     });
   }
 
-  std::uint64_t size_of(unsigned lane, unsigned k) const { return mixed ? size << ((lane + k) % 3) : size; }
+  // The order of the smallest TBuddy block that serves a request of `bytes` once no superbin or
+  // bin can be had (S7): a chunk for UAlloc's classes (16 B and 32 B; 64 B .. 1 KiB without a
+  // superbin class), a block of the request's size otherwise (a superbin class's fallback).
+  unsigned order_needed(std::uint64_t bytes) const {
+    const bool superbin_class = bytes >= geom::sb_min_class_bytes && bytes <= a.sb_max_bytes;
+    if (bytes <= geom::ualloc_always_max_bytes || (!superbin_class && bytes <= geom::max_class_bytes))
+      return geom::order_of(geom::chunk_bytes);  // UAlloc's classes come from chunks only
+    return geom::order_of(std::bit_ceil(std::max<std::uint64_t>(bytes, geom::page_bytes)));  // (a superbin class's fallback: a block of its size)
+  }
+  // Whether some node of height >= k is AVAILABLE (a free TBuddy block of 4 KiB x 2^k or more).
+  bool free_node_of(unsigned k) const {
+    const auto& b = a.small.buddy;
+    for (std::uint64_t v = 1; v < (std::uint64_t{1} << b.levels); ++v)
+      if (b.state[v] == node_available && b.height(v) >= k) return true;
+    return false;
+  }
+  std::uint64_t size_of(unsigned lane, unsigned k) const {
+    if (k == 0 && first != 0) return first;
+    return mixed ? size << ((lane + k) % 3) : size;
+  }
   bool is_service() const { return P::block_id() * P::block_dim() + P::thread_id() == lanes - 1; }
 
   // The service: rounds until every worker finished, then the host's adoption at quiescence.
@@ -175,6 +202,13 @@ struct service_inst final : instance {
                       str(mapped_now) + " B mapped are 4x the " + str(demand) +
                       " B all lanes ask for (and a superbin and chunk per SM and class more); TBuddy hands out " +
                       str(collect_statistics(a).buddy_bytes) + " B, superbins of " + str(std::uint64_t{1} << layout.sb_shift) + " B";
+        // S7 (one worker: nothing else allocates or frees meanwhile, and the walk before giving
+        // up gave nothing back): no nullptr while TBuddy holds a free block that serves the
+        // request (order_needed)
+        if (workers == 1 && violation.empty())
+          if (const unsigned k = order_needed(bytes); free_node_of(k))
+            violation = "S7 lane " + str(me) + " got nullptr for " + str(bytes) + " B (" + (full ? "exhausted" : refused ? "refused" : "timed out") +
+                        ") while TBuddy holds a free block of order " + str(k) + " (4 KiB x 2^" + str(k) + ") that serves it";
         if (!refused && !full && wait >= 1'000'000'000 && violation.empty())
           violation = "S2 lane " + str(me) + " got nullptr for " + str(bytes) + " B though the service never refused, " +
                       str(a.globals->growth.mapped_granules) + " of " + str(granules) + " granules are adopted, and its wait is unbounded";
@@ -187,6 +221,17 @@ struct service_inst final : instance {
                       " that the service has not mapped yet";
       std::memset(q, static_cast<int>(me + 1), bytes);
       mine.emplace_back(q, bytes);
+      // churn=1: every second block goes back as soon as the next one is served (holes in the heap)
+      if (churn && k % 2 == 1 && mine.size() >= 2) {
+        const auto [h, hb_] = mine[mine.size() - 2];
+        for (std::uint64_t i = 0; i < hb_; ++i)
+          if (h[i] != static_cast<char>(me + 1)) {
+            if (violation.empty()) violation = "S4 a block of lane " + str(me) + " was overwritten at byte " + str(i);
+            break;
+          }
+        a.deallocate(h);
+        mine.erase(mine.end() - 2);
+      }
     }
     if (reuse) reuse_once(me, mine);
     P::fetch_add(&finished, 1u, release, device_scope);
@@ -215,7 +260,9 @@ struct service_inst final : instance {
       // (empty bins and superbins, cached chunks). With several, another arena's hysteresis and
       // GROWs in flight keep memory that no bound here accounts for exactly.
       const std::uint64_t mapped_now = a.globals->growth.mapped_granules * granule_bytes;
-      if (workers == 1 && a.globals->growth.service_wait_ns >= 1'000'000'000 && 2 * bytes <= mapped_now && violation.empty())
+      // (what it needs: at least a block of order_needed, e.g. a whole chunk for a UAlloc class)
+      const std::uint64_t need = std::max(bytes, geom::page_bytes << order_needed(bytes));
+      if (workers == 1 && a.globals->growth.service_wait_ns >= 1'000'000'000 && 2 * need <= mapped_now && violation.empty())
         violation = "S6 lane " + str(me) + " got nullptr for " + str(bytes) + " B after freeing all its blocks, though " + str(mapped_now) +
                     " B are mapped and nothing else is live: the reclaim walk its attempt left to growth did not run";
       return;
@@ -254,6 +301,7 @@ std::unique_ptr<instance> make_service(world& w, const params& p) {
     case 8: return std::make_unique<service_inst<service_bug::refusal_ignores_adoptions>>(w, p);
     case 9: return std::make_unique<service_inst<service_bug::run_adopts_head_only>>(w, p);
     case 10: return std::make_unique<service_inst<service_bug::give_up_without_walk>>(w, p);
+    case 11: return std::make_unique<service_inst<service_bug::give_up_without_fallbacks>>(w, p);
     default: return std::make_unique<service_inst<service_bug::none>>(w, p);
   }
 }
@@ -267,8 +315,10 @@ void register_service_scenarios() {
        "adopt and retry; params warps=2 threads=2 sms=1 ops=2 size=4096 mixed=0 heap_kib=1024 granule_kib=256 budget=-1 "
        "wait_us=10000000 ahead=0 run=1 bug=0 (1 granule published before it is mapped, 2 adopter lock not atomic, 3 lost wake-up, 4 a "
        "refusal not published, 5 the courier's mirror without acquire/release, 6 the courier relays only new demand, 7 a failure an adoption overlapped gives up as exhausted, 8 a refused waiter does not try what was published, 9 a run's "
-       "entry adopts its first granule only, 10 a request that gives up on growth skips the reclaim walk left to growth); reuse=1: "
-       "workers free their blocks and ask once for 8x the size (S6)",
+       "entry adopts its first granule only, 10 a request that gives up on growth skips the reclaim walk left to growth, 11 a request that skipped a superbin class's "
+       "fallbacks while growth came first gives up without trying them); reuse=1: "
+       "workers free their blocks and ask once for 8x the size (S6); churn=1: workers free every second block at once; first=N: each worker's first "
+       "allocation is N bytes (holes for S7)",
        expectation::pass,
        [](const params& p) {
          return launch_config{static_cast<unsigned>(p.get("sms", 1)), static_cast<unsigned>(p.get("warps", 2)),
@@ -281,6 +331,7 @@ void register_service_scenarios() {
        drawn({"ops", 1, 1'000, 2, "allocations per worker lane"}, 1, 4),
        drawn({"size", 1, std::int64_t{1} << 20, 4096, "bytes per allocation"}, 16, 65536, draw_kind::near_pow2),
        drawn({"mixed", 0, 1, 0, "1: sizes size << ((lane + k) % 3)"}, 0, 1),
+       drawn({"first", 0, std::int64_t{1} << 20, 0, "bytes of each worker's first allocation (0: as the others)"}, 4096, 131072, draw_kind::pow2, true),
        drawn({"heap_kib", 64, std::int64_t{1} << 20, 1024, "heap range in KiB"}, 512, 4096, draw_kind::pow2),
        drawn({"granule_kib", 4, std::int64_t{1} << 19, 256, "granule size in KiB (at most half the heap)"}, 64, 1024, draw_kind::pow2),
        drawn({"budget", -1, 100'000, -1, "granules the service maps before refusing (-1: all)"}, 0, 4, draw_kind::uniform, true),
@@ -290,7 +341,8 @@ void register_service_scenarios() {
        drawn({"run", 1, 64, 1, "the largest run of granules one ring entry carries (max_run_bytes / granule)"}, 1, 8, draw_kind::pow2, true),
        {"sb_shift", -1, geom::sb_max_shift, -1, "log2 of the superbin bytes (0: none; -1: toga's choice)"},
        drawn({"reuse", 0, 1, 0, "1: each worker frees its blocks when done and asks once for 8x its size (S6)"}, 0, 1),
-       {"bug", 0, 10, 0, "planted bug"}});
+       drawn({"churn", 0, 1, 0, "1: each worker frees every second block as soon as it has the next (holes for S7)"}, 0, 1),
+       {"bug", 0, 11, 0, "planted bug"}});
   sc.shape_limit = [](const params& p) -> std::optional<std::string> {
     const std::int64_t lanes = p.get("sms", 1) * p.get("warps", 2) * p.get("threads", 2);
     if (lanes < 2) return "one lane: no worker beside the service";

@@ -65,14 +65,23 @@ TEST(GrowService, PlantedBugsDieWithTheirReplayCommand) {
       {"refusal_not_published", {{"bug", 4}, {"budget", 1}, {"size", 65536}, {"ops", 4}}},
       {"relay_mirror_relaxed", {{"bug", 5}, {"warps", 3}, {"threads", 4}, {"ops", 3}}, true},
       {"relay_only_with_news", {{"bug", 6}}},
+      // 7 and 8 with classes that have no fallback to skip (UAlloc's): a superbin class's request
+      // that skipped its fallbacks for growth tries once more before giving up (design.md
+      // §12.10), which also tries what an overlapping adoption or a refused round brought
       {"adoption_overlap_ignored",
-       {{"bug", 7}, {"ahead", 300}, {"granule_kib", 1024}, {"heap_kib", 4096}, {"ops", 2}, {"size", 4096}, {"threads", 8}, {"warps", 2}}},
+       {{"bug", 7}, {"ahead", 300}, {"granule_kib", 1024}, {"heap_kib", 2048}, {"ops", 2}, {"size", 1024}, {"sb_shift", 0}, {"threads", 8}, {"warps", 2}}},
       {"refusal_ignores_adoptions",
-       {{"bug", 8}, {"budget", 2}, {"granule_kib", 1024}, {"heap_kib", 4096}, {"ops", 2}, {"size", 512}, {"threads", 4}, {"warps", 3}}},
+       {{"bug", 8}, {"budget", 2}, {"granule_kib", 1024}, {"heap_kib", 4096}, {"ops", 2}, {"size", 32}, {"threads", 4}, {"warps", 3}}},
       // growth before the reclaim walk (design.md §12.9): one worker fills the one granule the
       // budget allows with a 256 B superbin, frees it, asks for 2 KiB (another superbin class)
       {"give_up_without_walk",
        {{"bug", 10}, {"reuse", 1}, {"budget", 1}, {"threads", 1}, {"warps", 2}, {"heap_kib", 4096}, {"granule_kib", 128}, {"sb_shift", 17}, {"size", 256}}},
+      // growth before the fallbacks (design.md §12.10): one worker's first block (32 KiB, a TBuddy
+      // block) leaves half a 64 KiB superbin's room free; its 16 KiB superbin class fills the
+      // two granules the budget allows and must then take that half (S7)
+      {"give_up_without_fallbacks",
+       {{"bug", 11}, {"warps", 1}, {"threads", 2}, {"size", 16384}, {"first", 32768}, {"sb_shift", 16}, {"heap_kib", 1024}, {"granule_kib", 128},
+        {"budget", 2}, {"ops", 20}}},
   };
   for (const planted& b : bugs) {
     const auto s = explore_service(b.params, 10'000, b.weak, false, b.strategy);

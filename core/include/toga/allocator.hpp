@@ -474,16 +474,23 @@ struct allocator {
   // demand already served (the service mapped the whole range for half its worth of blocks) and,
   // once every granule was mapped, gave up with memory free (H200, 2026-11-28; the simulator's
   // S5).
+  // While growth comes first, the attempts skip the superbin classes' fallbacks (allocate_super);
+  // before giving up, the request makes one attempt with them (`fallbacks`, set by
+  // wait_for_growth): memory that growth cannot add may still serve it there.
   TOGA_DEVICE TOGA_NOINLINE void* allocate_waiting(std::uint64_t s, bool ualloc_ok) const TOGA_NOEXCEPT(P) {
     if (P::load(&globals->growth.service, relaxed, device_scope) == 0) return nullptr;  // demand recorded (count_failed)
+    bool fallbacks = false;
     for (std::uint64_t deadline = 0;;) {
       const std::uint64_t gen = P::load(&globals->growth.adopted, acquire, device_scope);
       TOGA_PROFILE_COUNT(prof_gw_attempt);
       TOGA_PROFILE_START;
-      void* p = s <= geom::ualloc_always_max_bytes && ualloc_ok ? allocate_small(geom::class_of(s)) : allocate_above_small_once(s, ualloc_ok);
+      bool skipped = false;
+      void* p = s <= geom::ualloc_always_max_bytes && ualloc_ok ? allocate_small(geom::class_of(s))
+                                                                : allocate_above_small_once(s, ualloc_ok, !fallbacks, &skipped);
       TOGA_PROFILE_PHASE(prof_gw_t_attempt);
       if (p != nullptr) return p;
-      deadline = wait_for_growth(s, ualloc_ok, deadline, gen);
+      fallbacks |= !skipped;  // (they were tried: no attempt with them is owed before giving up)
+      deadline = wait_for_growth(s, ualloc_ok, deadline, gen, fallbacks);
       TOGA_PROFILE_PHASE(prof_gw_t_wait);
       if (deadline == 0) return nullptr;
     }
@@ -497,8 +504,10 @@ struct allocator {
   // `deadline` 0: the request's first wait. `gen`: growth_state::adopted before the failed
   // attempt; if a granule was adopted since, the request tries again at once (no post). Without
   // a service: 0 at once (the failure was recorded as demand for grow_if_needed).
-  TOGA_DEVICE TOGA_NOINLINE std::uint64_t wait_for_growth(std::uint64_t s, bool ualloc_ok, std::uint64_t deadline,
-                                                          std::uint64_t gen) const TOGA_NOEXCEPT(P) {
+  // `fallbacks`: whether the failed attempt tried the superbin classes' fallbacks (or had none to
+  // skip); a request about to give up that skipped them makes one more attempt with them (set here).
+  TOGA_DEVICE TOGA_NOINLINE std::uint64_t wait_for_growth(std::uint64_t s, bool ualloc_ok, std::uint64_t deadline, std::uint64_t gen,
+                                                          bool& fallbacks) const TOGA_NOEXCEPT(P) {
     growth_state& gs = globals->growth;
     growth_mailbox* m = reinterpret_cast<growth_mailbox*>(P::load(&gs.service, relaxed, device_scope));
     if (m == nullptr) return 0;
@@ -521,7 +530,7 @@ struct allocator {
     // back, the request tries again).
     const std::uint64_t lim = P::load(&globals->limit.limit, relaxed, device_scope);
     if (lim != 0 && P::load(&globals->limit.reserved, relaxed, device_scope) + block > lim) {
-      if (walk_before_giving_up()) return deadline;
+      if (walk_before_giving_up(fallbacks)) return deadline;
       P::fetch_add(&st.failed_limit, std::uint64_t{1}, relaxed, device_scope);
       P::fetch_add(&gs.relay.exhausted, std::uint64_t{1}, relaxed, device_scope);
       return 0;
@@ -533,7 +542,7 @@ struct allocator {
       return deadline;  // an adoption overlapped the failed attempt: try again (no post, not exhausted)
     }
     if (full) {
-      if (walk_before_giving_up()) return deadline;
+      if (walk_before_giving_up(fallbacks)) return deadline;
       P::fetch_add(&st.failed, std::uint64_t{1}, relaxed, device_scope);
       P::fetch_add(&gs.relay.exhausted, std::uint64_t{1}, relaxed, device_scope);
       return 0;
@@ -564,16 +573,21 @@ struct allocator {
       if (adopt && !adopt_published_granules(m, P::load(&gs.relay.published, acquire, device_scope), deadline) && o == W::outcome::retry)
         o = W::outcome::timeout;
       ow = static_cast<std::uint32_t>(o);
-      // the adoptions the leader has seen (every published granule once adopt_published returned)
-      if (o == W::outcome::refused) adopted_seen = P::load(&gs.adopted, acquire, device_scope);
+      // the adoptions the leader has seen (every published granule once adopt_published returned;
+      // after a timeout, those a courier adopted while the leader waited)
+      if (o == W::outcome::refused || o == W::outcome::timeout) adopted_seen = P::load(&gs.adopted, acquire, device_scope);
     }
     const auto o = static_cast<typename W::outcome>(g.broadcast(ow));
     // granules adopted since this lane's failed attempt: try them before giving up (the leader's
     // count, not the lane's own load: a shuffle orders no memory, so the lane could still read
-    // the count it read before its attempt)
-    if (o == W::outcome::refused && SB != service_bug::refusal_ignores_adoptions && g.broadcast(adopted_seen) != gen) return deadline;
+    // the count it read before its attempt). Also after a timeout: the wait may have ended just
+    // after the group's own courier adopted what serves it (each such retry needs a new adoption,
+    // and the next wait times out at once: bounded).
+    if (((o == W::outcome::refused && SB != service_bug::refusal_ignores_adoptions) || o == W::outcome::timeout) &&
+        g.broadcast(adopted_seen) != gen)
+      return deadline;
     if (o != W::outcome::retry) {
-      if (walk_before_giving_up()) return deadline;
+      if (walk_before_giving_up(fallbacks)) return deadline;
       P::fetch_add(o == W::outcome::timeout ? &gs.relay.timeouts : &gs.relay.refusals, std::uint64_t{1}, relaxed, device_scope);
       return 0;
     }
@@ -582,7 +596,14 @@ struct allocator {
   // A request about to give up on growth (refused, timed out, the range full, or the byte limit):
   // the reclaim walk that its failed attempt left to growth runs now (design.md §12.9). True if
   // it gave something back (the caller tries again). The planted bug gives up without it.
-  TOGA_DEVICE bool walk_before_giving_up() const TOGA_NOEXCEPT(P) {
+  // Before that, a request whose attempts skipped the superbin classes' fallbacks while growth came
+  // first (allocate_super) tries once more with them (`fallbacks`; the planted bug gives up
+  // without).
+  TOGA_DEVICE bool walk_before_giving_up(bool& fallbacks) const TOGA_NOEXCEPT(P) {
+    if (!fallbacks && SB != service_bug::give_up_without_fallbacks) {
+      fallbacks = true;
+      return true;
+    }
     if constexpr (SB == service_bug::give_up_without_walk) return false;
     return small.reclaim(false, true);
   }
@@ -654,12 +675,17 @@ struct allocator {
     if (p == nullptr && small.buddy.grow_granule != 0) p = allocate_waiting(s, ualloc_ok);
     return p;
   }
-  TOGA_DEVICE TOGA_NOINLINE void* allocate_above_small_once(std::uint64_t s, bool ualloc_ok) const TOGA_NOEXCEPT(P) {
-    if (s >= geom::sb_min_class_bytes && s <= sb_max_bytes) return allocate_super(geom::sb_class_of(s), ualloc_ok);
+  // `growth_first`: a superbin class whose superbin could not be had skips its fallbacks while
+  // growth comes first (allocate_super), and says so in `skipped` (if given).
+  TOGA_DEVICE TOGA_NOINLINE void* allocate_above_small_once(std::uint64_t s, bool ualloc_ok, bool growth_first = true,
+                                                           bool* skipped = nullptr) const TOGA_NOEXCEPT(P) {
+    if (s >= geom::sb_min_class_bytes && s <= sb_max_bytes) return allocate_super(geom::sb_class_of(s), ualloc_ok, growth_first, skipped);
     if (ualloc_ok && s <= geom::max_class_bytes) return allocate_small(geom::class_of(s));
     return allocate_large(s);
   }
-  TOGA_DEVICE TOGA_NOINLINE void* allocate_super(unsigned c, bool ualloc_ok) const TOGA_NOEXCEPT(P) {
+  // `skipped` (if given) is set when the fallbacks were skipped for growth.
+  TOGA_DEVICE TOGA_NOINLINE void* allocate_super(unsigned c, bool ualloc_ok, bool growth_first = true, bool* skipped = nullptr) const
+      TOGA_NOEXCEPT(P) {
     const unsigned au = P::sm_id() % small.num_arenas;
     const unsigned a = UB == ualloc_bug::superbin_arena_ignores_sharing ? au : P::sm_id() % super().num_arenas;
     const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&super().arenas[a]) | c));
@@ -667,8 +693,17 @@ struct allocator {
     const std::uint64_t off = super().allocate_group(a, c, g);
     count_group_served(g, off != no_block, small.arenas[au].stats, geom::sb_class_bytes(c));
     if (off != no_block) return small.base + off;
-    // No superbin could be had (no free block of 2^sb_shift bytes, or the byte limit). 64 B ..
-    // 1 KiB: UAlloc's class (62, 31, 15, 7 or 3 slots per 4 KiB bin, from 512 KiB chunks) before a whole
+    // No superbin could be had (no free block of 2^sb_shift bytes, or the byte limit). Growth
+    // first (design.md §12.10): on a growable heap whose growth service can still map a granule,
+    // the request waits for the service (allocate_waiting), which maps whole runs, instead of
+    // carving a UAlloc slot or a TBuddy block out of what is left (a climb over a nearly full
+    // tree, for every failing group of a launch that outruns the mapping); before giving up it
+    // tries them (growth_first false).
+    if (growth_first && small.growth_comes_first()) {
+      if (skipped) *skipped = true;
+      return nullptr;
+    }
+    // 64 B .. 1 KiB: UAlloc's class (62, 31, 15, 7 or 3 slots per 4 KiB bin, from 512 KiB chunks) before a whole
     // 4 KiB block, when 128 B alignment is enough (`ualloc_ok`; a TBuddy block is aligned to its size).
     const std::uint64_t sbytes = geom::sb_class_bytes(c);
     if ((ualloc_ok || UB == ualloc_bug::fallback_ignores_alignment) &&

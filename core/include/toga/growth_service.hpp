@@ -97,6 +97,8 @@ enum class service_bug : unsigned {
                             //!< the rest stays mapped and never serves a request
   give_up_without_walk,     //!< a request that gives up on growth (refused, timed out, range full, byte limit) returns
                             //!< nullptr without the reclaim walk its failed attempt left to growth (design.md §12.9)
+  give_up_without_fallbacks,//!< a request whose attempts skipped the superbin classes' fallbacks while growth came first
+                            //!< gives up without trying them (design.md §12.10)
 };
 
 //! The words the device and the growth service tell each other (see the file comment). Host
