@@ -223,13 +223,7 @@ struct service_inst final : instance {
       mine.emplace_back(q, bytes);
       // churn=1: every second block goes back as soon as the next one is served (holes in the heap)
       if (churn && k % 2 == 1 && mine.size() >= 2) {
-        const auto [h, hb_] = mine[mine.size() - 2];
-        for (std::uint64_t i = 0; i < hb_; ++i)
-          if (h[i] != static_cast<char>(me + 1)) {
-            if (violation.empty()) violation = "S4 a block of lane " + str(me) + " was overwritten at byte " + str(i);
-            break;
-          }
-        a.deallocate(h);
+        free_checked(me, mine[mine.size() - 2]);
         mine.erase(mine.end() - 2);
       }
     }
@@ -237,14 +231,18 @@ struct service_inst final : instance {
     P::fetch_add(&finished, 1u, release, device_scope);
     // free after the service's final adoption, so that its counts are those of quiescence
     for (unsigned attempt = 0; P::load(&all_freed, acquire, device_scope) == 0; ++attempt) P::backoff(attempt);
-    for (const auto& [q, bytes] : mine) {
-      for (std::uint64_t i = 0; i < bytes; ++i)
-        if (q[i] != static_cast<char>(me + 1)) {
-          if (violation.empty()) violation = "S4 a block of lane " + str(me) + " was overwritten at byte " + str(i);
-          break;
-        }
-      a.deallocate(q);
-    }
+    for (const auto& blk : mine) free_checked(me, blk);
+  }
+
+  // S4: the block still holds lane me's pattern; then it is freed.
+  void free_checked(unsigned me, const std::pair<char*, std::uint64_t>& blk) {
+    const auto [q, bytes] = blk;
+    for (std::uint64_t i = 0; i < bytes; ++i)
+      if (q[i] != static_cast<char>(me + 1)) {
+        if (violation.empty()) violation = "S4 a block of lane " + str(me) + " was overwritten at byte " + str(i);
+        break;
+      }
+    a.deallocate(q);
   }
 
   // reuse=1: the worker frees its blocks and asks once for 8x its size (another class, which
