@@ -898,10 +898,9 @@ struct heap_inst final : instance {
     const byte_limit& l = a.globals->limit;
     for (unsigned k = 0; k < b.levels; ++k) {
       if (l.failed_at[k] == 0 || l.failed_at[k] != l.free_generation + 1) continue;
-      for (std::uint64_t v = 1; v < (std::uint64_t{1} << b.levels); ++v)
-        if (b.state[v] == node_available && b.height(v) >= k)
-          return "fail fast: a failure of order " + str(k) + " is recorded as current (publications " + str(l.free_generation) +
-                 "), but node " + str(v) + " of order " + str(b.height(v)) + " is AVAILABLE";
+      if (const std::uint64_t v = first_free_node_of(b, k))
+        return "fail fast: a failure of order " + str(k) + " is recorded as current (publications " + str(l.free_generation) +
+               "), but node " + str(v) + " of order " + str(b.height(v)) + " is AVAILABLE";
     }
     if (l.reclaim_clean != 0 && l.reclaim_clean == l.reclaim_changes + 1) {
       bool any = false;

@@ -132,13 +132,6 @@ struct service_inst final : instance {
       return geom::order_of(geom::chunk_bytes);  // UAlloc's classes come from chunks only
     return geom::order_of(std::bit_ceil(std::max<std::uint64_t>(bytes, geom::page_bytes)));  // (a superbin class's fallback: a block of its size)
   }
-  // Whether some node of height >= k is AVAILABLE (a free TBuddy block of 4 KiB x 2^k or more).
-  bool free_node_of(unsigned k) const {
-    const auto& b = a.small.buddy;
-    for (std::uint64_t v = 1; v < (std::uint64_t{1} << b.levels); ++v)
-      if (b.state[v] == node_available && b.height(v) >= k) return true;
-    return false;
-  }
   std::uint64_t size_of(unsigned lane, unsigned k) const {
     if (k == 0 && first != 0) return first;
     return mixed ? size << ((lane + k) % 3) : size;
@@ -206,7 +199,7 @@ struct service_inst final : instance {
         // up gave nothing back): no nullptr while TBuddy holds a free block that serves the
         // request (order_needed)
         if (workers == 1 && violation.empty())
-          if (const unsigned k = order_needed(bytes); free_node_of(k))
+          if (const unsigned k = order_needed(bytes); first_free_node_of(a.small.buddy, k) != 0)
             violation = "S7 lane " + str(me) + " got nullptr for " + str(bytes) + " B (" + (full ? "exhausted" : refused ? "refused" : "timed out") +
                         ") while TBuddy holds a free block of order " + str(k) + " (4 KiB x 2^" + str(k) + ") that serves it";
         if (!refused && !full && wait >= 1'000'000'000 && violation.empty())

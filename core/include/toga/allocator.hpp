@@ -530,7 +530,7 @@ struct allocator {
     // back, the request tries again).
     const std::uint64_t lim = P::load(&globals->limit.limit, relaxed, device_scope);
     if (lim != 0 && P::load(&globals->limit.reserved, relaxed, device_scope) + block > lim) {
-      if (walk_before_giving_up(fallbacks)) return deadline;
+      if (retry_before_giving_up(fallbacks)) return deadline;
       P::fetch_add(&st.failed_limit, std::uint64_t{1}, relaxed, device_scope);
       P::fetch_add(&gs.relay.exhausted, std::uint64_t{1}, relaxed, device_scope);
       return 0;
@@ -542,7 +542,7 @@ struct allocator {
       return deadline;  // an adoption overlapped the failed attempt: try again (no post, not exhausted)
     }
     if (full) {
-      if (walk_before_giving_up(fallbacks)) return deadline;
+      if (retry_before_giving_up(fallbacks)) return deadline;
       P::fetch_add(&st.failed, std::uint64_t{1}, relaxed, device_scope);
       P::fetch_add(&gs.relay.exhausted, std::uint64_t{1}, relaxed, device_scope);
       return 0;
@@ -587,19 +587,18 @@ struct allocator {
         g.broadcast(adopted_seen) != gen)
       return deadline;
     if (o != W::outcome::retry) {
-      if (walk_before_giving_up(fallbacks)) return deadline;
+      if (retry_before_giving_up(fallbacks)) return deadline;
       P::fetch_add(o == W::outcome::timeout ? &gs.relay.timeouts : &gs.relay.refusals, std::uint64_t{1}, relaxed, device_scope);
       return 0;
     }
     return deadline;
   }
-  // A request about to give up on growth (refused, timed out, the range full, or the byte limit):
-  // the reclaim walk that its failed attempt left to growth runs now (design.md §12.9). True if
-  // it gave something back (the caller tries again). The planted bug gives up without it.
-  // Before that, a request whose attempts skipped the superbin classes' fallbacks while growth came
-  // first (allocate_super) tries once more with them (`fallbacks`; the planted bug gives up
-  // without).
-  TOGA_DEVICE bool walk_before_giving_up(bool& fallbacks) const TOGA_NOEXCEPT(P) {
+  // A request about to give up on growth (refused, timed out, the range full, or the byte limit)
+  // gets what growth coming first left to it; true: the caller tries again. First, if its
+  // attempts skipped the superbin classes' fallbacks (allocate_super), one attempt with them
+  // (`fallbacks`, design.md §12.10); then the reclaim walk its failed attempt left to growth
+  // (design.md §12.9), true if it gave something back. Planted bugs give up without either.
+  TOGA_DEVICE bool retry_before_giving_up(bool& fallbacks) const TOGA_NOEXCEPT(P) {
     if (!fallbacks && SB != service_bug::give_up_without_fallbacks) {
       fallbacks = true;
       return true;

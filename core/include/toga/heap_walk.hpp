@@ -296,6 +296,16 @@ std::optional<std::string> check_quiescent(const A& a, heap_quality* q = nullptr
   return std::nullopt;
 }
 
+//! The first AVAILABLE node of TBuddy tree `b` (a free block) of height >= k, i.e. of at least
+//! 4 KiB x 2^k, in index order; 0 if there is none. Read without atomics (quiescence, or a check
+//! that tolerates a stale view).
+template <class B>
+std::uint64_t first_free_node_of(const B& b, unsigned k) {
+  for (std::uint64_t v = 1; v < (std::uint64_t{1} << b.levels); ++v)
+    if (b.state[v] == node_available && b.height(v) >= k) return v;
+  return 0;
+}
+
 //! Quiescent: merges every pair of AVAILABLE buddies upward (what concurrent frees left
 //! unmerged, T6), keeping the semaphores exact. Returns the number of merges.
 template <class A>
