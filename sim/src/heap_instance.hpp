@@ -50,6 +50,7 @@ struct heap_inst final : instance {
   std::uint64_t fixed_size;  // 0: drawn per allocation
   std::uint64_t align;       // alignment asked for with every allocation (0: none)
   std::uint64_t anchor;      // storm, mixed, superbins: lane 0 holds a block of this size (no alignment) all along (0: none)
+  bool walker;               // storm, mixed, superbins, exhaust: lane 0 walks before each allocation; the lanes meet and check failing fast
   heap_layout layout;
   std::unique_ptr<char, free_deleter> heap;
   std::vector<std::uint64_t> meta;
@@ -82,6 +83,7 @@ struct heap_inst final : instance {
     return std::min(bytes, half);
   }
   std::uint32_t finished_lanes = 0;    // storm/mixed: lanes past their loop
+  std::uint32_t met_lanes = 0, met_checked = 0;  // walker=1: the lanes' meeting before their final frees
   std::vector<std::uint64_t> keep_at_end;
   std::uint64_t tag_counter = 0;
   std::uint64_t failures = 0;
@@ -103,19 +105,20 @@ struct heap_inst final : instance {
         ops(static_cast<unsigned>(std::max<std::int64_t>(
             1, p.get("ops", md == mode::mixed || md == mode::superbins ? 6 : md == mode::rounds ? 1 : 8)))),
         keep(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("keep", 3)))),
-        leak(p.get("leak", 0) != 0 || md == mode::inbox_race),
+        leak(p.get("leak", 0) != 0 || md == mode::inbox_race || md == mode::undo_race),
         rounds(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("rounds", 2)))),
         coalesced(p.get("coalesced", 0) != 0),
         fixed_size(static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("size", md == mode::exhaust ? 4096 : 0)))),
         align(static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("align", 0)))),
         anchor(static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("anchor", 0)))),
+        walker(p.get("walker", 0) != 0),
         mailbox(w.config().lanes(), 0) {
     const std::uint64_t heap_bytes =
-        static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : md == mode::superbins ? 1024 : md == mode::failfast_race ? 8 : md == mode::clean_race ? 1024 : md == mode::promise_race ? 64 : md == mode::presplit_race ? 256 : 2048)) * 1024;
+        static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : md == mode::superbins ? 1024 : md == mode::failfast_race ? 8 : md == mode::clean_race ? 1024 : md == mode::undo_race ? 1024 : md == mode::promise_race ? 64 : md == mode::presplit_race ? 256 : 2048)) * 1024;
     layout = heap_layout::make<P>(heap_layout::levels_for(heap_bytes), w.config().sms,
-                                  static_cast<int>(p.get("sb_shift", md == mode::superbins || md == mode::adopt_race || md == mode::promise_race || md == mode::presplit_race ? 15 : md == mode::retire_race || md == mode::inbox_race || md == mode::failfast_race || md == mode::clean_race ? 0 : -1)),
+                                  static_cast<int>(p.get("sb_shift", md == mode::superbins || md == mode::adopt_race || md == mode::promise_race || md == mode::presplit_race ? 15 : md == mode::retire_race || md == mode::inbox_race || md == mode::failfast_race || md == mode::clean_race || md == mode::undo_race ? 0 : -1)),
                                   static_cast<unsigned>(std::max<std::int64_t>(0, p.get("sb_arenas", 0))));
-    layout.pins = static_cast<unsigned>(p.get("pins", md == mode::retire_race || md == mode::inbox_race ? 1 : md == mode::adopt_race ? 3 : 4));
+    layout.pins = static_cast<unsigned>(p.get("pins", md == mode::retire_race || md == mode::inbox_race ? 1 : md == mode::adopt_race || md == mode::undo_race ? 3 : 4));
     const std::uint64_t hb = geom::page_bytes << (layout.levels - 1);
     const std::uint64_t limit = static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("limit_kib", 0))) * 1024;
     limit_bytes = limit;
@@ -587,6 +590,71 @@ struct heap_inst final : instance {
       P::fetch_add(&phase, 1u, release, device_scope);
     }
   }
+  // undo-race (design.md §13.2): an undone reservation leaves a bin empty after a walk recorded
+  // the heap clean. 5 blocks of one warp of 32 lanes, 1 SM, 128 B (32 slots a bin: the class
+  // whose frees stay hot, counting a change only when a free itself empties the bin), 3 pin slots;
+  // block k's own slot is 8k mod 3: block 3 slot 0, block 2 slot 1, block 1 slot 2.
+  //  Block 2's lane 0 fills bin B (slot 1), block 1 takes one slot of bin X (slot 2), block 2's
+  //  lane 0 frees one of B's: B has one free slot, X 31, slot 0 is empty.
+  //  Then G (block 3's lane 0) asks for one: its own slot is empty, so it scans and finds B with
+  //  a free slot; H (block 2's lane 0), once G took its semaphore unit, takes B's last slot, and
+  //  block 2's 32 lanes free B's 32 blocks together (one group free, or a few: a warp that
+  //  allocated a bin's slots and frees them); W (block 4's lane 0) walks once they are freed; G
+  //  goes on to X.
+  // If H's reservation comes between G's look at B and G's reservation, G's reservation is undone;
+  // if the frees and W's walk come before that undo, the walk sees B short of empty and records
+  // the heap clean, and the undo leaves B empty in its pin slot: it must count a reclaim change
+  // (else a request that fails fast gets nullptr while a walk would give B back). The lanes then
+  // meet, and the last checks the record as walker=1 does; G's and X's blocks stay live to the end
+  // (so no lane waits at the meeting). (Run with --faults stall-read-to-rmw,stall-speculative-undo:
+  // the two windows are G's.)
+  std::uint64_t undo_blocks[32] = {};
+  std::uint32_t undo_freed = 0;
+  void undo_race_lane(unsigned me) {
+    constexpr std::uint64_t sz = 128;
+    constexpr unsigned cap = 32;
+    const unsigned block = me / 32, rank = me % 32;
+    std::vector<std::uint64_t> mine;
+    if (block == 2) {
+      if (rank == 0) {
+        for (unsigned i = 0; i < cap; ++i) undo_blocks[i] = do_alloc(sz);
+        P::store(&phase, 1u, release, device_scope);
+        wait_phase(2);
+        do_free(undo_blocks[0]);
+        auto* sem = const_cast<std::uint64_t*>(&a.small.arenas[0].lists[3].slot_sem.raw());
+        const std::uint64_t before = P::load(sem, relaxed, device_scope);
+        P::store(&phase, 3u, release, device_scope);
+        for (unsigned attempt = 0; P::load(sem, relaxed, device_scope) == before; ++attempt) P::backoff(attempt);  // G took its unit
+        undo_blocks[0] = do_alloc(sz);  // H: B's last slot
+        P::store(&phase, 4u, release, device_scope);
+      }
+      wait_phase(4);
+      if (!undo_blocks[rank] && !failures_injected) P::violated("undo-race: nullptr for 128 B in a 1 MiB heap; " + buddy_summary());
+      if (undo_blocks[rank]) do_free(undo_blocks[rank]);
+      if (P::fetch_add(&undo_freed, 1u, acq_rel, device_scope) + 1 == 32) P::store(&phase, 5u, release, device_scope);
+    } else if (block == 1 && rank == 0) {
+      wait_phase(1);
+      mine.push_back(do_alloc(sz));
+      P::store(&phase, 2u, release, device_scope);
+    } else if (block == 3 && rank == 0) {
+      wait_phase(3);
+      mine.push_back(do_alloc(sz));  // G
+    } else if (block == 4 && rank == 0) {
+      wait_phase(4);
+      // W: once B's count shows every slot freed (but G's reservation), or phase 5
+      std::uint32_t* count = &a.small.bin_at(undo_blocks[1] & ~(geom::page_bytes - 1))->free;
+      for (unsigned attempt = 0; static_cast<std::int32_t>(P::load(count, relaxed, device_scope)) < static_cast<std::int32_t>(cap) - 1 &&
+                                 P::load(&phase, acquire, device_scope) < 5;
+           ++attempt)
+        P::backoff(attempt);
+      (void)a.small.reclaim();
+    }
+    for (auto h : mine) {
+      if (!h && !failures_injected) P::violated("undo-race: nullptr for 128 B in a 1 MiB heap; " + buddy_summary());
+      if (h) keep_at_end.push_back(h);  // (kept: nothing waits at the meeting, nothing counts after it)
+    }
+    meet_and_check_fail_fast(false);
+  }
   // promise-race (design.md §13, §20.2): a 64 KiB heap of two 32 KiB superbins.
   // Lane 0 holds a 2 KiB slot (one superbin); lane 1 (P) asks for 1 KiB, whose GROW takes the
   // other superbin; once it is gone from the tree, lane 2 asks for 32 KiB, which fails and records
@@ -649,6 +717,26 @@ struct heap_inst final : instance {
     if (!all && !failures_injected) P::violated("presplit-race: nullptr for the whole heap after every block was freed; " + buddy_summary());
     if (all) do_free(all);
   }
+  // walker=1: every lane is past its allocations (its blocks, and those in the mailboxes, still
+  // live); the last to arrive checks design.md §13.2's invariant while the others wait here and
+  // touch nothing: a reclaim recorded clean and current means a walk gives nothing back (checked
+  // with a forced walk, as at quiescence). Inside the schedule, before the final frees, which
+  // count reclaim changes and would retire a stale record before the quiescent check sees it.
+  // (`wait`: false for a lane with nothing left to do afterwards: it arrives and exits)
+  void meet_and_check_fail_fast(bool wait = true) {
+    if (P::fetch_add(&met_lanes, 1u, acq_rel, device_scope) + 1 == lanes) {
+      byte_limit* l = &a.globals->limit;
+      const std::uint64_t changes = P::load(&l->reclaim_changes, acquire, device_scope);
+      const std::uint64_t clean = P::load(&l->reclaim_clean, acquire, device_scope);
+      if (clean != 0 && clean == changes + 1 && a.small.reclaim(true))
+        P::violated("fail fast, at the lanes' meeting (walker=1): reclaim is recorded clean (changes " + str(changes) +
+                    "), but a walk while every lane waits gave something back");
+      P::store(&met_checked, 1u, release, device_scope);
+      return;
+    }
+    if (!wait) return;
+    for (unsigned attempt = 0; P::load(&met_checked, acquire, device_scope) == 0; ++attempt) P::backoff(attempt);
+  }
   void wait_phase(std::uint32_t want) {
     for (unsigned attempt = 0; P::load(&phase, acquire, device_scope) < want; ++attempt) P::backoff(attempt);
   }
@@ -657,6 +745,7 @@ struct heap_inst final : instance {
     const unsigned me = P::block_id() * P::block_dim() + P::thread_id();
     if (m == mode::failfast_race) return failfast_race_lane(me);
     if (m == mode::clean_race) return clean_race_lane(me);
+    if (m == mode::undo_race) return undo_race_lane(me);
     if (m == mode::promise_race) return promise_race_lane(me);
     if (m == mode::presplit_race) return presplit_race_lane(me);
     if (m == mode::retire_race) return retire_race_lane(me);
@@ -665,6 +754,7 @@ struct heap_inst final : instance {
     std::vector<std::uint64_t> mine;
     if (m == mode::exhaust) {
       for (unsigned i = 0; i < 1u << 20; ++i) {
+        if (walker && me == 0) (void)a.small.reclaim();
         const std::uint64_t h = do_alloc(fixed_size);
         if (!h) break;
         mine.push_back(h);
@@ -672,6 +762,7 @@ struct heap_inst final : instance {
       P::fetch_add(&exhaust_held, mine.size() * a.served_bytes(fixed_size, align), relaxed, device_scope);
       P::fetch_add(&failed_lanes, 1u, relaxed, device_scope);
       for (unsigned attempt = 0; P::load(&failed_lanes, acquire, device_scope) < lanes; ++attempt) P::backoff(attempt);
+      if (walker) meet_and_check_fail_fast();
       for (auto h : mine) do_free(h);
       return;
     }
@@ -696,6 +787,7 @@ struct heap_inst final : instance {
     // fallback of 256 B .. 1 KiB to UAlloc's classes can be served)
     const std::uint64_t anchored = anchor && me == 0 ? do_alloc(anchor, 0) : 0;
     for (unsigned i = 0; i < ops; ++i) {
+      if (walker && me == 0) (void)a.small.reclaim();  // what a request that failed does (design.md §9.4, §13.2)
       const std::uint64_t h = do_alloc(draw_size());
       if (h) {
         // hand every other block to the next lane (another warp or SM frees it)
@@ -713,6 +805,7 @@ struct heap_inst final : instance {
       }
     }
     if (anchored) mine.push_back(anchored);
+    if (walker) meet_and_check_fail_fast();
     if (!leak)
       for (auto h : mine) do_free(h);
     // Deposits happen only in the loop above: once every lane is past it, a last drain of our

@@ -325,6 +325,14 @@ std::vector<mutant> build() {
       mb("ualloc.clean-read-late", "fail-fast", "clean-race", P{{"bug", 43}},
          "a reclaim walk reads the change count after walking: a bin emptied behind the walk is recorded clean")
           .depth(1),
+      // (the correct core's behaviour until 2026-11-29: found by undo-race, design.md §13.2)
+      mb("ualloc.undo-to-empty-unnoted", "fail-fast", "undo-race", P{{"bug", 90}},
+         "an undone reservation that leaves its bin with every slot free counts no reclaim change: a clean record "
+         "outlives the empty pinned bin")
+          .with(pct, 3)
+          .faults(fault_bit(fault_site::stall_read_to_rmw) | fault_bit(fault_site::stall_speculative_undo))
+          .note("two stalls of one lane: between its look at a bin and its reservation, and before the undo; not killed "
+                "in 10,000 schedules without the fault sites"),
       // the pre-split reserve (design.md §10.5)
       mb("tbuddy.presplit-no-drain", "exhaustion", "presplit-race", P{{"bug", 45}},
          "a climb that finds the tree empty fails without draining the pre-split reserve: a quarter of the heap is refused "

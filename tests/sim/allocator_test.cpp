@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "sim_test_support.hpp"
+#include "toga/sim/faults.hpp"
 #include "toga/sim/runner.hpp"
 #include "toga/sim/scenario.hpp"
 
@@ -127,6 +128,50 @@ TEST(Allocator, FailFastRacesPassTheirSchedules) {
   passes_seeds("failfast-race", {}, "failfast-race", 1, schedules(7'000, 100'000));
   passes_seeds("clean-race", {}, "clean-race", 1, schedules(2'000, 20'000));
   passes_seeds("promise-race", {}, "promise-race", 1, schedules(5'000, 50'000));
+}
+// walker=1 (the generic scenarios' shape key): lane 0 walks before each allocation and the lanes
+// meet before their final frees, where the last checks that a reclaim recorded clean gives nothing
+// back (design.md §13.2) while the lanes' blocks are still live. The correct core passes; a free
+// that empties a bin without counting (42) and an over-produced empty bin that counts nothing (81)
+// fail at the meeting (the quiescent check after the final frees saw 81 only after 1,111 random
+// shapes: those frees count changes of their own).
+TEST(Allocator, WalkerMeetingChecksFailingFast) {
+  for (const char* sc : {"alloc-storm", "exhaust-recover", "mixed-sizes", "superbins"})
+    passes_seeds(sc, {{"walker", 1}}, sc, 1, schedules(500, 5'000));
+  for (const auto& [sc, bug] : std::vector<std::pair<const char*, std::int64_t>>{{"alloc-storm", 42}, {"mixed-sizes", 81}}) {
+    const auto s = explore(sc, {{"walker", 1}, {"bug", bug}}, ts::strategy_kind::portfolio, 1'000);
+    ASSERT_TRUE(s.first_failure) << "planted bug " << bug << " survived 1,000 schedules of " << sc << " walker=1";
+    EXPECT_NE(s.first_failure->result.message.find("at the lanes' meeting"), std::string::npos) << failure_text(s);
+    std::printf("[ walker=1               ] planted bug %lld killed at schedule %llu of %s (replay: %s)\n", static_cast<long long>(bug),
+                static_cast<unsigned long long>(s.first_failure->index + 1), sc, s.first_failure->replay_command.c_str());
+  }
+}
+// An undone reservation that leaves its bin empty after a walk recorded the heap clean must count
+// a reclaim change (design.md §13.2): the correct core passes undo-race with the two stall sites
+// that open its windows, and planted bug 90 (the core before the fix) fails it.
+TEST(Allocator, UndoRaceCountsTheBinItLeavesEmpty) {
+  const ts::scenario* sc = ts::find_scenario("undo-race");
+  ASSERT_NE(sc, nullptr);
+  auto run = [&](std::int64_t bug, std::uint64_t n) {
+    ts::explore_options o;
+    o.strategy.kind = ts::strategy_kind::pct;
+    o.strategy.pct_depth = 3;
+    o.schedules = n;
+    o.seed = 1;
+    o.scenario_params.set("bug", bug);
+    ts::run_limits l = sc->limits;
+    l.faults = ts::fault_bit(toga::fault_site::stall_read_to_rmw) | ts::fault_bit(toga::fault_site::stall_speculative_undo);
+    o.limits = l;
+    return ts::explore(*sc, o);
+  };
+  const auto ok = run(0, schedules(4'000, 40'000));
+  EXPECT_FALSE(ok.first_failure) << failure_text(ok);
+  const auto planted = run(90, 10'000);
+  ASSERT_TRUE(planted.first_failure) << "planted bug 90 (an undo to an empty bin counts nothing) survived 10,000 schedules of undo-race";
+  EXPECT_TRUE(planted.first_failure->deterministic);
+  std::printf("[ undo-race              ] %llu schedules pass; planted bug 90 killed at schedule %llu (replay: %s)\n",
+              static_cast<unsigned long long>(ok.counts[0]), static_cast<unsigned long long>(planted.first_failure->index + 1),
+              planted.first_failure->replay_command.c_str());
 }
 // The pre-split reserve (design.md §10.5): four lanes drain it at once and must be served
 // (presplit-race); arenas of two SMs take its blocks while others free (alloc-storm); exhaustion

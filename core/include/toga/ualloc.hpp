@@ -151,6 +151,7 @@ enum class ualloc_bug : std::uint8_t {
   owned_scan_ends_true,           //!< owned()'s batched scan answers yes when no slot holds the bin: a refilled bin is never made findable
   open_slots_lost_no_enqueue,     //!< make_findable's pin_insert_open drops the bin when every slot owned() saw open was taken meanwhile (no inbox)
   steal_grew_per_lane,            //!< steal_units: each lane reads the arena's `grew` flag itself, so lanes that disagree leave the collective steal apart
+  undo_to_empty_unnoted,          //!< an undone reservation that leaves its bin with every slot free counts no reclaim change: a clean record outlives the empty bin
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -821,7 +822,7 @@ struct ualloc {
         header_t* h = bin_at(pr.bin);
         const std::int32_t o = static_cast<std::int32_t>(pr.reserved);
         const std::uint32_t got = o <= 0 ? 0u : static_cast<std::uint32_t>(o);
-        settle_reservation(L, pr.bin, h, t, got, o);
+        settle_reservation(L, pr.bin, h, t, got, o, cap);
         pr.reserved = got;
         pr.units = t - got;
         pr.hint = cap - static_cast<std::uint32_t>(o > 0 ? o : 0);
@@ -888,7 +889,7 @@ struct ualloc {
           if (g.is_leader()) {
             TOGA_PROFILE_COUNT(prof_ua_find_step);
             std::uint32_t old = 0;
-            const std::uint32_t got = reserve(L, cb, pr.units, old);
+            const std::uint32_t got = reserve(L, cb, pr.units, old, cap);
             if (got > 0) {
               take(pr, cb, got, old, cap);
               if (old > got) adopt(L, s0, cb);  // the bin has more: our empty slot serves from it too
@@ -917,13 +918,13 @@ struct ualloc {
   // Reserves up to `want` slots of the bin with one fetch_sub, keeps clamp(old, 0, want) and
   // undoes the rest; an undo that takes the count from <= 0 to > 0 (frees came in meanwhile) makes
   // the bin findable. Returns what it kept; `old` receives the count it found, clamped at 0.
-  TOGA_DEVICE std::uint32_t reserve(class_list<P>& L, std::uint64_t bin, std::uint32_t want, std::uint32_t& old) const TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE std::uint32_t reserve(class_list<P>& L, std::uint64_t bin, std::uint32_t want, std::uint32_t& old, std::uint32_t cap) const TOGA_NOEXCEPT(P) {
     header_t* h = bin_at(bin);
     P::inject(fault_site::stall_read_to_rmw);
     const std::int32_t o = static_cast<std::int32_t>(P::fetch_sub(&h->free, want, relaxed, device_scope));
     ghost_add<P>(ghost_kind::bin_transit, h, want);
     const std::uint32_t got = o <= 0 ? 0u : (o >= static_cast<std::int32_t>(want) ? want : static_cast<std::uint32_t>(o));
-    settle_reservation(L, bin, h, want, got, o);
+    settle_reservation(L, bin, h, want, got, o, cap);
     old = o > 0 ? static_cast<std::uint32_t>(o) : 0u;
     return got;
   }
@@ -931,7 +932,7 @@ struct ualloc {
   // up made by the undo (frees came in meanwhile) make the bin findable. (An exhausted bin simply
   // stays where it is: a pinned one until a taker or a new bin displaces it.)
   TOGA_DEVICE void settle_reservation(class_list<P>& L, std::uint64_t bin, header_t* h, std::uint32_t want,
-                                      std::uint32_t got, std::int32_t o) const TOGA_NOEXCEPT(P) {
+                                      std::uint32_t got, std::int32_t o, std::uint32_t cap) const TOGA_NOEXCEPT(P) {
     (void)o;
     const std::uint32_t excess = Bug == ualloc_bug::undo_whole_reservation && got > 0 && got < want ? want : want - got;
     if (excess == 0) return;
@@ -941,6 +942,13 @@ struct ualloc {
     if ((Bug == ualloc_bug::undo_crossing_from_zero_missed ? before < 0 : before <= 0) && before + static_cast<std::int32_t>(excess) > 0 &&
         Bug != ualloc_bug::no_relink_on_refill)
       make_findable(L, bin);
+    // Frees that came in while we held the count down each saw it short of the capacity, so none
+    // of them counted the bin empty: if our undo leaves every slot free, the bin is reclaim()'s to
+    // give back and we count the change (a pinned bin stays where it is, and make_findable counts
+    // nothing for it; design.md §13.2, found by undo-race)
+    if (before + static_cast<std::int32_t>(excess) == static_cast<std::int32_t>(cap) &&
+        Bug != ualloc_bug::undo_to_empty_unnoted)
+      note_reclaimable();
   }
 
   // Claims up to `n` zero bits of the bin's bitmap for the holder of n reserved slots, one
