@@ -331,6 +331,7 @@ std::vector<mutant> build() {
          "outlives the empty pinned bin")
           .with(pct, 3)
           .faults(fault_bit(fault_site::stall_read_to_rmw) | fault_bit(fault_site::stall_speculative_undo))
+          .depth(2)
           .note("two stalls of one lane: between its look at a bin and its reservation, and before the undo; not killed "
                 "in 10,000 schedules without the fault sites"),
       // the pre-split reserve (design.md §10.5)
