@@ -729,7 +729,7 @@ struct heap_inst final : instance {
       const std::uint64_t changes = P::load(&l->reclaim_changes, acquire, device_scope);
       const std::uint64_t clean = P::load(&l->reclaim_clean, acquire, device_scope);
       if (clean != 0 && clean == changes + 1 && a.small.reclaim(true))
-        P::violated("fail fast, at the lanes' meeting (walker=1): reclaim is recorded clean (changes " + str(changes) +
+        P::violated("fail fast, at the lanes' meeting: reclaim is recorded clean (changes " + str(changes) +
                     "), but a walk while every lane waits gave something back");
       P::store(&met_checked, 1u, release, device_scope);
       return;
