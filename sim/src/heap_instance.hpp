@@ -724,12 +724,10 @@ struct heap_inst final : instance {
   // count reclaim changes and would retire a stale record before the quiescent check sees it.
   // (`wait`: false for a lane with nothing left to do afterwards: it arrives and exits)
   void meet_and_check_fail_fast(bool wait = true) {
-    if (P::fetch_add(&met_lanes, 1u, acq_rel, device_scope) + 1 == lanes) {
-      byte_limit* l = &a.globals->limit;
-      const std::uint64_t changes = P::load(&l->reclaim_changes, acquire, device_scope);
-      const std::uint64_t clean = P::load(&l->reclaim_clean, acquire, device_scope);
-      if (clean != 0 && clean == changes + 1 && a.small.reclaim(true))
-        P::violated("fail fast, at the lanes' meeting: reclaim is recorded clean (changes " + str(changes) +
+    if (P::fetch_add(&met_lanes, 1u, acq_rel, device_scope) + 1 == lanes) {  // [HB] acq_rel: every lane's operations before it
+      if (a.small.known_clean() && a.small.reclaim(true))
+        P::violated("fail fast, at the lanes' meeting: reclaim was recorded clean (changes after the walk: " +
+                    str(P::load(&a.globals->limit.reclaim_changes, relaxed, device_scope)) +
                     "), but a walk while every lane waits gave something back");
       P::store(&met_checked, 1u, release, device_scope);
       return;
