@@ -7,9 +7,11 @@
 // Not part of the CMake build. On the GPU machine:
 //   nvcc -std=c++20 -O3 -gencode=arch=compute_90,code=sm_90 -Xptxas -v -Icore/include \
 //        -Ibackends/cuda/include tools/gpu/fastpath-bench.cu backends/cuda/src/heap.cu -o fastpath-bench
-//   ./fastpath-bench [--threads N] [--reps R] [--sizes 16,64,256,1024]
+//   ./fastpath-bench [--threads N] [--reps R] [--sizes 16,64,256,1024] [--edges] [--edge-sizes 16,256,4096]
 // Output: one table row per (case, size): toga fresh / warm alloc ms, free ms, bump-warp alloc /
-// free ms, ratios, failures; exit 1 if any check failed.
+// free ms, ratios, failures; exit 1 if any check failed. --edges adds toga-bench's T14 (a) and (b)
+// (an exactly full heap of 8 KiB blocks against one twice as large; N requests that all fail on a
+// full 256 MiB heap against N on an empty heap), each launch checked.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -86,7 +88,7 @@ void print_profile(const char* what) {
   unsigned long long h[64];
   CK(cudaMemcpyFromSymbol(h, toga_prof, sizeof h));
   std::printf("      profile %-12s", what);
-  for (unsigned i = 0; i < toga::prof_ua_steal; ++i)
+  for (unsigned i = 0; i < toga::prof_event_count; ++i)
     if (h[i] && i != 10 && i != 11 && i != 12) std::printf(" %s=%llu", names[i], h[i]);
   std::printf("\n");
   std::memset(h, 0, sizeof h);
@@ -206,6 +208,12 @@ __global__ void verify(void** ptrs, unsigned n, unsigned size, unsigned* bad) {
       atomicAdd(bad, 1u);
       return;
     }
+}
+
+// counts the nullptr slots of [0, n) (T14's failing launches)
+__global__ void count_nulls(void* const* ptrs, unsigned long long n, unsigned* nulls) {
+  const unsigned long long i = blockIdx.x * 1ull * blockDim.x + threadIdx.x;
+  if (i < n && ptrs[i] == nullptr) atomicAdd(nulls, 1u);
 }
 
 struct timer {
@@ -393,6 +401,8 @@ int main(int argc, char** argv) {
   std::vector<unsigned> churn_sizes = {16, 256};
   std::uint64_t heap_bytes = std::uint64_t{8} << 30;
   double watchdog_s = 30;
+  bool edges = false;
+  std::vector<unsigned> edge_sizes = {16, 256, 4096};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -408,13 +418,18 @@ int main(int argc, char** argv) {
     else if (a == "--churn-sizes") churn_sizes = parse_list(next());
     else if (a == "--heap-gib") heap_bytes = std::strtoull(next(), nullptr, 10) << 30;
     else if (a == "--watchdog-s") watchdog_s = std::strtod(next(), nullptr);
+    else if (a == "--edges") edges = true;
+    else if (a == "--edge-sizes") edge_sizes = parse_list(next()), edges = true;
     else {
-      std::fprintf(stderr, "fastpath-bench: unknown option %s (--threads N --reps R --sizes a,b --churn-sizes a,b --heap-gib G)\n", a.c_str());
+      std::fprintf(stderr,
+                   "fastpath-bench: unknown option %s (--threads N --reps R --sizes a,b --churn-sizes a,b --heap-gib G --edges "
+                   "--edge-sizes a,b)\n",
+                   a.c_str());
       return 2;
     }
   }
-  if (n == 0 || reps == 0 || sizes.empty()) {
-    std::fprintf(stderr, "fastpath-bench: --threads, --reps and --sizes must be positive\n");
+  if (n == 0 || reps == 0 || sizes.empty() || (edges && edge_sizes.empty())) {
+    std::fprintf(stderr, "fastpath-bench: --threads, --reps, --sizes and --edge-sizes must be positive\n");
     return 2;
   }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -527,6 +542,107 @@ int main(int argc, char** argv) {
     failures += !ok;
     std::printf("%-6s %6u | %12.0f %12.0f | %8.2f | %s (nullptr %u, corrupt %u)\n", "T5", size, pairs / (median(t) * 1e3), pairs / (median(b) * 1e3),
                 median(t) / median(b), ok ? "ok" : "FAILED", fails[0], fails[1]);
+  }
+  // T14 (toga-bench's edges, docs/benchmarks.md "T14"): (a) n x 8 KiB filling a heap of exactly
+  // that size, against a heap twice as large; (b) n requests on a 256 MiB heap filled with blocks
+  // of the size until a whole launch failed, against n requests on an empty heap. Each timed
+  // launch is checked (nullptrs counted, patterns on the successful rounds) and freed after.
+  if (edges) {
+    std::printf("\n%-6s %6s | %-14s %9s %9s | %8s | %s\n", "case", "size", "launch", "ref ms", "edge ms", "x ref", "checks");
+    unsigned* d_nulls = d_bad + 2;
+    auto nulls_of = [&](void** p, unsigned long long m) {
+      CK(cudaMemset(d_nulls, 0, sizeof(unsigned)));
+      count_nulls<<<static_cast<unsigned>((m + block - 1) / block), block>>>(p, m, d_nulls);
+      CK(cudaGetLastError());
+      unsigned k = 0;
+      CK(cudaMemcpy(&k, d_nulls, sizeof k, cudaMemcpyDeviceToHost));
+      return k;
+    };
+    // reps + 1 launches of n x size into slots p (the first a warm-up), each checked and freed;
+    // returns the median ms, and the worst round's checks in c
+    auto timed = [&](toga::cuda::heap& h, void** p, unsigned size, const char* what, check_result& c, bool expect_full) {
+      std::vector<float> t;
+      for (unsigned r = 0; r <= reps; ++r) {
+        static char label[96];
+        std::snprintf(label, sizeof label, "T14 %s %u B round %u", what, size, r);
+        tm.what = label;
+        const float ms = tm.ms([&] { toga_alloc<<<grid, block>>>(h.ref(), p, n, size); });
+        if (expect_full) {  // c.nulls: the fewest failures of a round (the most requests served)
+          const unsigned k = nulls_of(p, n);
+          if (r == 0 || k < c.nulls) c.nulls = k;
+        } else {
+          const check_result k = check_round(p, n, size, static_cast<const char*>(h.ref().view().small.base), h.capacity(), d_bad);
+          if (k.bad() + k.nulls > c.bad() + c.nulls) c = k;
+        }
+        CK(cudaDeviceSynchronize());
+        toga_free<<<grid, block>>>(h.ref(), p, n);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+        if (r > 0) t.push_back(ms);
+      }
+      return median(t);
+    };
+    // (a)
+    {
+      constexpr unsigned s = 8192;
+      std::uint64_t exact = 1;
+      while (exact < std::uint64_t{n} * s) exact <<= 1;
+      check_result ch, cf;
+      float half = 0, full = 0;
+      {
+        toga::cuda::heap h(2 * exact);
+        half = timed(h, d_ptrs, s, "fill-half", ch, false);
+      }
+      unsigned long long used = 0;
+      {
+        toga::cuda::heap h(exact);
+        full = timed(h, d_ptrs, s, "fill-exact", cf, false);
+        used = h.stats().used_bytes;
+      }
+      const bool ok = ch.bad() + ch.nulls + cf.bad() + cf.nulls == 0 && used == 0;
+      failures += !ok;
+      std::printf("%-6s %6u | %-14s %9.4f %9.4f | %8.2f | %s (null %u / %u, bad %u / %u)\n", "T14a", s, "fill-exact", half, full,
+                  full / half, ok ? "ok" : "FAILED", ch.nulls, cf.nulls, ch.bad(), cf.bad());
+    }
+    // (b)
+    for (unsigned size : edge_sizes) {
+      const std::uint64_t full_bytes = std::uint64_t{256} << 20;
+      const unsigned long long most = full_bytes / std::max(size, 16u) + 2ull * n;  // fill slots, at most
+      check_result ce;
+      float empty = 0;
+      {
+        std::uint64_t hb = std::uint64_t{1} << 30;
+        while (hb < 4ull * n * std::max(size, 16u)) hb <<= 1;
+        toga::cuda::heap h(hb);
+        empty = timed(h, d_ptrs, size, "alloc-empty", ce, false);
+      }
+      void** fill_ptrs = nullptr;
+      CK(cudaMalloc(&fill_ptrs, (most + n) * sizeof(void*)));
+      toga::cuda::heap h(full_bytes);
+      unsigned long long filled = 0, last = 0, blocks = 0;
+      while (filled + n <= most) {
+        tm.what = "T14 fill";
+        tm.ms([&] { toga_alloc<<<grid, block>>>(h.ref(), fill_ptrs + filled, n, size); });
+        last = nulls_of(fill_ptrs + filled, n);
+        blocks += n - last;
+        filled += n;
+        if (last == n) break;
+      }
+      check_result cf;
+      const float full = timed(h, fill_ptrs + filled, size, "alloc-full", cf, true);
+      const unsigned served = n - cf.nulls;  // the most of any round
+      const unsigned bad = check_round(fill_ptrs, static_cast<unsigned>(filled), size, static_cast<const char*>(h.ref().view().small.base),
+                                       h.capacity(), d_bad).bad();
+      toga_free<<<static_cast<unsigned>((filled + block - 1) / block), block>>>(h.ref(), fill_ptrs, static_cast<unsigned>(filled));
+      CK(cudaGetLastError());
+      CK(cudaDeviceSynchronize());
+      const unsigned long long used = h.stats().used_bytes;
+      CK(cudaFree(fill_ptrs));
+      const bool ok = ce.bad() + ce.nulls + bad == 0 && last == n && used == 0;
+      failures += !ok;
+      std::printf("%-6s %6u | %-14s %9.4f %9.4f | %8.2f | %s (empty: null %u; full: %llu blocks before, at most %u served in a round, bad %u; used after %llu)\n",
+                  "T14b", size, "alloc-full", empty, full, full / empty, ok ? "ok" : "FAILED", ce.nulls, blocks, served, bad, used);
+    }
   }
   cudaFree(d_ptrs);
   cudaFree(d_bad);
