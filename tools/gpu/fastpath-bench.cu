@@ -432,6 +432,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fastpath-bench: --threads, --reps, --sizes and --edge-sizes must be positive\n");
     return 2;
   }
+  for (const auto* list : {&sizes, &churn_sizes, &edge_sizes})
+    for (unsigned v : *list)
+      if (v < 8 || v > (1u << 20) || v % 8 != 0) {
+        std::fprintf(stderr, "fastpath-bench: size %u in --sizes, --churn-sizes or --edge-sizes: give whole bytes from 8 to 1048576, "
+                             "multiples of 8 (the checks write 8-byte words)\n", v);
+        return 2;
+      }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
