@@ -615,13 +615,17 @@ struct heap_inst final : instance {
     constexpr unsigned cap = 32;
     const unsigned block = me / 32, rank = me % 32;
     std::vector<std::uint64_t> mine;
+    const auto served = [&](std::uint64_t h) {
+      if (!h && !failures_injected) P::violated("undo-race: nullptr for 128 B in a 1 MiB heap; " + buddy_summary());
+      return h != 0;
+    };
     if (block == 2) {
       if (rank == 0) {
         for (unsigned i = 0; i < cap; ++i) undo_blocks[i] = do_alloc(sz);
         P::store(&phase, 1u, release, device_scope);
         wait_phase(2);
         do_free(undo_blocks[0]);
-        auto* sem = const_cast<std::uint64_t*>(&a.small.arenas[0].lists[3].slot_sem.raw());
+        auto* sem = const_cast<std::uint64_t*>(&a.small.arenas[0].lists[geom::class_of(sz)].slot_sem.raw());
         const std::uint64_t before = P::load(sem, relaxed, device_scope);
         P::store(&phase, 3u, release, device_scope);
         for (unsigned attempt = 0; P::load(sem, relaxed, device_scope) == before; ++attempt) P::backoff(attempt);  // G took its unit
@@ -629,8 +633,7 @@ struct heap_inst final : instance {
         P::store(&phase, 4u, release, device_scope);
       }
       wait_phase(4);
-      if (!undo_blocks[rank] && !failures_injected) P::violated("undo-race: nullptr for 128 B in a 1 MiB heap; " + buddy_summary());
-      if (undo_blocks[rank]) do_free(undo_blocks[rank]);
+      if (served(undo_blocks[rank])) do_free(undo_blocks[rank]);
       if (P::fetch_add(&undo_freed, 1u, acq_rel, device_scope) + 1 == 32) P::store(&phase, 5u, release, device_scope);
     } else if (block == 1 && rank == 0) {
       wait_phase(1);
@@ -649,10 +652,8 @@ struct heap_inst final : instance {
         P::backoff(attempt);
       (void)a.small.reclaim();
     }
-    for (auto h : mine) {
-      if (!h && !failures_injected) P::violated("undo-race: nullptr for 128 B in a 1 MiB heap; " + buddy_summary());
-      if (h) keep_at_end.push_back(h);  // (kept: nothing waits at the meeting, nothing counts after it)
-    }
+    for (auto h : mine)
+      if (served(h)) keep_at_end.push_back(h);  // (kept: nothing waits at the meeting, nothing counts after it)
     meet_and_check_fail_fast(false);
   }
   // promise-race (design.md §13, §20.2): a 64 KiB heap of two 32 KiB superbins.
