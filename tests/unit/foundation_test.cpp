@@ -1,9 +1,12 @@
 // Unit tests of the foundation: the Platform concept accepts the real backends and rejects
-// incomplete ones, the PRNG is the specified one, the runnable-set arithmetic is exact.
+// incomplete ones, the PRNG is the specified one, the runnable-set arithmetic is exact, the bit
+// selection the allocator claims slots with agrees with clearing bits one at a time.
 #include <gtest/gtest.h>
 
 #include <set>
+#include <vector>
 
+#include "toga/bits.hpp"
 #include "toga/platform.hpp"
 #include "toga/sim/platform.hpp"
 #include "toga/sim/rng.hpp"
@@ -89,4 +92,36 @@ TEST(LaneSet, MatchesAReferenceSetUnderRandomOperations) {
       ASSERT_EQ(s.next_cyclic(after), want) << "n=" << n << " after=" << after;
     }
   }
+}
+
+namespace {
+// The reference: the k-th set bit by clearing the lowest bit k times (64 when there is none).
+unsigned select_by_clearing(std::uint64_t x, unsigned k) {
+  for (; k > 0 && x != 0; --k) x &= x - 1;
+  return x == 0 ? 64u : static_cast<unsigned>(__builtin_ctzll(x));
+}
+std::uint64_t lowest_by_clearing(std::uint64_t x, unsigned n) {
+  std::uint64_t r = 0;
+  for (unsigned k = 0; k < n && x != 0; ++k) {
+    r |= x & (~x + 1);
+    x &= x - 1;
+  }
+  return r;
+}
+}  // namespace
+
+TEST(Bits, SelectAndLowestAgreeWithClearingBitsOneAtATime) {
+  static_assert(toga::bits::select(0x50, 0) == 4 && toga::bits::select(0x50, 1) == 6 && toga::bits::select(0x50, 2) == 64);
+  static_assert(toga::bits::lowest(0x50, 1) == 0x10 && toga::bits::lowest(0x50, 5) == 0x50 && toga::bits::lowest(0x50, 0) == 0);
+  toga::sim::rng r(7);
+  std::vector<std::uint64_t> xs = {0, 1, ~std::uint64_t{0}, std::uint64_t{1} << 63, 0xffffffffull, 0xffffffff00000000ull, 0x8000000000000001ull};
+  for (int i = 0; i < 2000; ++i) {
+    const std::uint64_t a = r.next(), b = r.next();
+    xs.push_back(i % 3 == 0 ? a : i % 3 == 1 ? (a & b) : (a | b));  // dense, sparse and mixed words
+  }
+  for (const std::uint64_t x : xs)
+    for (unsigned k = 0; k <= 65; ++k) {
+      ASSERT_EQ(toga::bits::select(x, k), select_by_clearing(x, k)) << std::hex << "x=0x" << x << std::dec << " k=" << k;
+      ASSERT_EQ(toga::bits::lowest(x, k), lowest_by_clearing(x, k)) << std::hex << "x=0x" << x << std::dec << " n=" << k;
+    }
 }

@@ -1,6 +1,7 @@
 //! @file toga/bits.hpp
 //! Bit operations for core code, host and device: count trailing/leading zeros, trailing ones,
-//! population count, on 32- and 64-bit words.
+//! population count, on 32- and 64-bit words; the k-th set bit and the lowest n set bits of a
+//! 64-bit word (a bin's bitmap word: which slots a group claims and which one each lane takes).
 //!
 //! Why not <bit>: in CUDA device code, nvcc 13 with libstdc++ 12 compiles std::countr_zero,
 //! std::countl_zero and std::popcount on some widths to constants (PTX `mov.u32 %r, 32`), found
@@ -80,5 +81,35 @@ TOGA_HOST_DEVICE constexpr unsigned clz(std::uint64_t x) {
 }
 //! Trailing ones (the index of the lowest zero bit); 64 for all ones.
 TOGA_HOST_DEVICE constexpr unsigned cto(std::uint64_t x) { return ctz(~x); }
+
+//! Index of the k-th lowest set bit of x, counting from 0 (so select(x, 0) == ctz(x)); 64 when x
+//! has k or fewer set bits. A binary search by population count over the word's halves (one
+//! 32-bit step, then five within 32 bits): a fixed number of steps for every k, where clearing the
+//! lowest bit k times took a loop of up to 63 iterations (a leader claiming 32 slots for its
+//! group, one lane of the group per iteration; measured in docs/benchmarks.md, "Bit selection").
+TOGA_HOST_DEVICE constexpr unsigned select(std::uint64_t x, unsigned k) {
+  if (k >= popc(x)) return 64;
+  std::uint32_t v = static_cast<std::uint32_t>(x);
+  unsigned pos = 0, n = popc(v);
+  if (k >= n) {
+    k -= n;
+    v = static_cast<std::uint32_t>(x >> 32);
+    pos = 32;
+  }
+  for (unsigned w = 16; w > 0; w >>= 1) {  // (unrolled: w is 16, 8, 4, 2, 1)
+    n = popc(v & ((std::uint32_t{1} << w) - 1));
+    if (k >= n) {
+      k -= n;
+      v >>= w;
+      pos += w;
+    }
+  }
+  return pos;
+}
+//! The n lowest set bits of x (x itself when it has n or fewer).
+TOGA_HOST_DEVICE constexpr std::uint64_t lowest(std::uint64_t x, unsigned n) {
+  const unsigned p = select(x, n);  // the first set bit not taken (64: every bit is taken)
+  return p == 64 ? x : x & ((std::uint64_t{1} << p) - 1);
+}
 
 }  // namespace toga::bits

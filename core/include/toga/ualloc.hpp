@@ -405,11 +405,8 @@ struct ualloc {
           if constexpr (Bug != ualloc_bug::claim_without_reservation) ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(bits::popc(claimed)));
           if (bits::popc(claimed) < t && ~(was | want) != 0) {
             // bits of the guess were taken (a used bin): the word's other zero bits, as seen
-            std::uint64_t zeros = ~(was | want), more = 0;
-            for (unsigned k = Bug == ualloc_bug::more_claims_from_zero ? 0u : bits::popc(claimed); k < t && zeros != 0; ++k) {
-              more |= zeros & (~zeros + 1);
-              zeros &= zeros - 1;
-            }
+            const unsigned have = Bug == ualloc_bug::more_claims_from_zero ? 0u : bits::popc(claimed);
+            const std::uint64_t more = bits::lowest(~(was | want), t - have);
             was = P::fetch_or(&h->bitmap[w], more, claim_order, device_scope);
             if constexpr (Bug != ualloc_bug::claim_without_reservation) ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(bits::popc(more & ~was)));
             claimed |= more & ~was;
@@ -730,19 +727,7 @@ struct ualloc {
     return r;
   }
   // Index of the k-th set bit of x (k < popc(x)).
-  TOGA_DEVICE static unsigned select_bit(std::uint64_t x, unsigned k) {
-    const std::uint32_t lo = static_cast<std::uint32_t>(x);
-    const unsigned nlo = bits::popc(lo);
-    unsigned base = 0;
-    std::uint32_t v = lo;
-    if (k >= nlo) {
-      k -= nlo;
-      v = static_cast<std::uint32_t>(x >> 32);
-      base = 32;
-    }
-    for (; k > 0; --k) v &= v - 1;
-    return base + bits::ctz(v);
-  }
+  TOGA_DEVICE static unsigned select_bit(std::uint64_t x, unsigned k) { return bits::select(x, k); }
   // A relaxed RMW read of a bin's free count: unlike a load it reads the latest value.
   TOGA_DEVICE std::int32_t free_now(std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     return static_cast<std::int32_t>(P::fetch_add(&bin_at(bin)->free, 0u, relaxed, device_scope));
@@ -969,11 +954,7 @@ struct ualloc {
         if (attempt % G::bitmap_words == G::bitmap_words - 1) P::backoff(attempt / G::bitmap_words);
         continue;
       }
-      std::uint64_t want = 0;
-      for (std::uint32_t k = 0; k < n && zeros != 0; ++k) {
-        want |= zeros & (~zeros + 1);
-        zeros &= zeros - 1;
-      }
+      const std::uint64_t want = bits::lowest(zeros, n);
       P::inject(fault_site::stall_read_to_rmw);
       const std::uint64_t was = P::fetch_or(&h->bitmap[w], want, claim_order, device_scope);  // [HB] with the freer's release
       const std::uint64_t got = want & ~was;
