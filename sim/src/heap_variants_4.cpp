@@ -29,5 +29,6 @@ template std::unique_ptr<instance> make_one<ualloc_bug::owned_scan_ends_true, tb
 template std::unique_ptr<instance> make_one<ualloc_bug::open_slots_lost_no_enqueue, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::steal_grew_per_lane, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::undo_to_empty_unnoted, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::free_barrier_per_word, tbuddy_bug::none>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

@@ -247,6 +247,17 @@ std::vector<mutant> build() {
          "the slot claim's fetch_or acquire -> relaxed").gpu().weak(),
       mb("ualloc.free-without-syncwarp", "its", "alloc-storm", P{{"bug", 20}},
          "a group free releases the bitmap word without the __syncwarp that orders its members' accesses").gpu().weak(),
+      // (the correct core's behaviour until 2026-11-30: found by random shapes of grow-while-alloc under
+      // --memory weak, seed 2003319, in the 2026-11-30 campaign toward 10^6 schedules; design.md §9.2)
+      mb("ualloc.free-barrier-per-word", "its", "grow-while-alloc",
+         P{{"bug", 91}, {"anchor", 32768}, {"coalesced", 1}, {"granule_kib", 32}, {"heap_kib", 1024}, {"keep", 4}, {"leak", 1}, {"ops", 4},
+           {"sb_shift", 15}, {"size", 2}, {"sms", 2}, {"threads", 16}, {"warps", 4}},
+         "a group free's __syncwarp covers the lanes of one bitmap word only: members of the other words are not ordered "
+         "before the leader's read-side section, so a slot's owner after its bin is retired and re-made races with them")
+          .gpu()
+          .weak()
+          .with(stall)
+          .note("the failing shape's keys; not killed in 10,000 random shapes of each generic scenario (seed 1)"),
       // superbins (E6, design.md §11), in the scaled geometry of the superbins scenario
       mb("ualloc.superbin-tag-not-set", "routing", "superbins", P{{"bug", 21}},
          "a GROW makes a superbin without tagging its TBuddy node").depth(0).ci(),

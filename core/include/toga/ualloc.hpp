@@ -152,6 +152,7 @@ enum class ualloc_bug : std::uint8_t {
   open_slots_lost_no_enqueue,     //!< make_findable's pin_insert_open drops the bin when every slot owned() saw open was taken meanwhile (no inbox)
   steal_grew_per_lane,            //!< steal_units: each lane reads the arena's `grew` flag itself, so lanes that disagree leave the collective steal apart
   undo_to_empty_unnoted,          //!< an undone reservation that leaves its bin with every slot free counts no reclaim change: a clean record outlives the empty bin
+  free_barrier_per_word,          //!< a group free's __syncwarp covers only the lanes of one bitmap word: members of other words are not ordered before the leader's read-side section, so a retired bin's reuse may race with them
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -461,6 +462,15 @@ struct ualloc {
     const unsigned w = slot / 64;
     const std::uint64_t bit = std::uint64_t{1} << (slot % 64);
     std::uint64_t was = 0;  // (set on every path; the initialiser quiets -Wmaybe-uninitialized)
+    // [HB] one warp barrier over the whole group before any release: every member's accesses to
+    // its slot happen before every release that follows in any member, namely the word leaders'
+    // fetch_and (the slot's next owner in this bin acquires it) and the leader's count and
+    // read_unlock (the grace period of the bin's retirement acquires that: the slot's next owner
+    // after the bin is retired and its memory reused, which reads no bitmap word we wrote). A
+    // barrier over each word's lanes alone left the members of the other words unordered with the
+    // leader's section (found by random shapes under --memory weak, 2026-11-30: grow-while-alloc,
+    // a 16 B slot handed out again after its bin was retired and re-made; design.md §9.2).
+    if constexpr (Bug != ualloc_bug::free_without_warp_barrier && Bug != ualloc_bug::free_barrier_per_word) g.sync();
     if (Exact || g.size == 1) {
       // [HB] release: our accesses to the slot happen before its next owner's (acquire fetch_or)
       was = P::fetch_and(&h->bitmap[w], ~bit, free_order, device_scope);
@@ -475,9 +485,9 @@ struct ualloc {
       lo = P::reduce_or(om, lo);
       hi = P::reduce_or(om, hi);
       const std::uint64_t all = (std::uint64_t{hi} << 32) | lo;
-      // [HB] the warp barrier orders every lane's accesses to its slot before the word leader's
-      // release RMW (cumulative), so one release covers the whole word group
-      if constexpr (Bug != ualloc_bug::free_without_warp_barrier) P::syncwarp(wm);
+      // (the group's barrier above orders every lane's accesses before the word leader's release
+      // RMW, which is cumulative: one release covers the whole word group)
+      if constexpr (Bug == ualloc_bug::free_barrier_per_word) P::syncwarp(wm);
       const unsigned wl = bits::ctz(wm);
       if (P::lane_id() == wl) {
         was = P::fetch_and(&h->bitmap[w], ~all, free_order, device_scope);
