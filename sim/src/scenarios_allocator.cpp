@@ -223,7 +223,7 @@ const std::vector<planted_bug>& allocator_planted_bugs() {
       {88, "pin slots", "a refilled bin whose open slots (as owned() saw them) were all taken meanwhile is dropped, not queued"},
       {89, "superbin steal", "each lane of a stealing group reads the arena's first-GROW flag itself: lanes that disagree leave the collective steal apart"},
       {90, "failing fast", "an undone reservation that leaves its bin with every slot free counts no reclaim change"},
-      {91, "memory order", "a group free's warp barrier covers one bitmap word's lanes only: the other members' accesses are not ordered before the leader's read-side section, so the slot's owner after the bin is retired and reused races with them (weak memory)"},
+      {91, "memory order", "a group free's warp barrier covers one bitmap word's lanes only (none in a checked build): the other members' accesses are not ordered before the leader's read-side section, so the slot's owner after the bin is retired and reused races with them (weak memory)"},
   };
   return bugs;
 }

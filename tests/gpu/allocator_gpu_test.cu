@@ -131,8 +131,8 @@ __global__ void agpu_bits_kernel(std::uint64_t x, std::uint64_t* out) {
   out[5] = toga::bits::cto(x);
   out[6] = toga::geom::round_up(x + 1);
   out[7] = toga::geom::class_of(toga::geom::round_up(x + 1));
-  out[8] = toga::bits::select(x, 1);
-  out[9] = toga::bits::lowest(x, 1);
+  out[8] = toga::bits::select(x << 32, 1);  // (the upper half: select's second step)
+  out[9] = toga::bits::lowest(x << 32, 1);
 }
 
 //! Empty when toga/bits.hpp computes on the device what it computes on the host, else the
@@ -140,11 +140,11 @@ __global__ void agpu_bits_kernel(std::uint64_t x, std::uint64_t* out) {
 std::string agpu_bits_mismatch() {
   static std::optional<std::string> cached;
   if (cached) return *cached;
-  constexpr std::uint64_t x = 0x50;  // ctz 4, clz 57, popc 2, cto 0, round_up(0x51) 128, class 3, select 6, lowest 0x10
+  constexpr std::uint64_t x = 0x50;  // ctz 4, clz 57, popc 2, cto 0, round_up(0x51) 128, class 3; select(x << 32, 1) 38, lowest(x << 32, 1) 2^36
   const std::uint64_t want[10] = {toga::bits::ctz(static_cast<std::uint32_t>(x)), toga::bits::ctz(x << 32), toga::bits::clz(x),
                                   toga::bits::popc(x), toga::bits::popc(static_cast<std::uint32_t>(x)), toga::bits::cto(x),
                                   toga::geom::round_up(x + 1), toga::geom::class_of(toga::geom::round_up(x + 1)),
-                                  toga::bits::select(x, 1), toga::bits::lowest(x, 1)};
+                                  toga::bits::select(x << 32, 1), toga::bits::lowest(x << 32, 1)};
   const char* names[10] = {"ctz(u32)", "ctz(u64)", "clz(u64)", "popc(u64)", "popc(u32)", "cto(u64)", "round_up", "class_of", "select", "lowest"};
   std::uint64_t got[10] = {};
   std::uint64_t* d = nullptr;

@@ -152,7 +152,7 @@ enum class ualloc_bug : std::uint8_t {
   open_slots_lost_no_enqueue,     //!< make_findable's pin_insert_open drops the bin when every slot owned() saw open was taken meanwhile (no inbox)
   steal_grew_per_lane,            //!< steal_units: each lane reads the arena's `grew` flag itself, so lanes that disagree leave the collective steal apart
   undo_to_empty_unnoted,          //!< an undone reservation that leaves its bin with every slot free counts no reclaim change: a clean record outlives the empty bin
-  free_barrier_per_word,          //!< a group free's __syncwarp covers only the lanes of one bitmap word: members of other words are not ordered before the leader's read-side section, so a retired bin's reuse may race with them
+  free_barrier_per_word,          //!< the group free's barrier before 68c8d1d: a __syncwarp over one bitmap word's lanes (none in a checked build): members of other words are not ordered before the leader's read-side section, so a retired bin's reuse may race with them
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
