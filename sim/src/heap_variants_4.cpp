@@ -30,5 +30,6 @@ template std::unique_ptr<instance> make_one<ualloc_bug::open_slots_lost_no_enque
 template std::unique_ptr<instance> make_one<ualloc_bug::steal_grew_per_lane, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::undo_to_empty_unnoted, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::free_barrier_per_word, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::free_no_barrier_after_rmw, tbuddy_bug::none>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

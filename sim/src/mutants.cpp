@@ -258,6 +258,17 @@ std::vector<mutant> build() {
           .weak()
           .with(stall)
           .note("the failing shape's keys; not killed in 10,000 random shapes of each generic scenario (seed 1)"),
+      mb("ualloc.free-no-barrier-after-rmw", "its", "grow-while-alloc",
+         P{{"bug", 92}, {"anchor", 32768}, {"coalesced", 1}, {"granule_kib", 32}, {"heap_kib", 1024}, {"keep", 4}, {"leak", 1}, {"ops", 4},
+           {"sb_shift", 15}, {"size", 2}, {"sms", 2}, {"threads", 16}, {"warps", 4}},
+         "a group free has no __syncwarp after its bitmap RMWs: the other words' fetch_and reach the leader's count by "
+         "value only, so nothing orders them before a later init_bin's stores to the same words")
+          .gpu()
+          .weak()
+          .with(stall)
+          .equivalent("the simulator's RMWs read the newest value and run in one total order, so a fetch_and that the "
+                      "leader's count depends on cannot come after a later store to its word; PTX does not promise that "
+                      "without happens-before (design.md §9.2)"),
       // superbins (E6, design.md §11), in the scaled geometry of the superbins scenario
       mb("ualloc.superbin-tag-not-set", "routing", "superbins", P{{"bug", 21}},
          "a GROW makes a superbin without tagging its TBuddy node").depth(0).ci(),

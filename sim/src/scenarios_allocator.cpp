@@ -110,6 +110,7 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 89: return make_one<ualloc_bug::steal_grew_per_lane, tbuddy_bug::none>(w, p, md);
     case 90: return make_one<ualloc_bug::undo_to_empty_unnoted, tbuddy_bug::none>(w, p, md);
     case 91: return make_one<ualloc_bug::free_barrier_per_word, tbuddy_bug::none>(w, p, md);
+    case 92: return make_one<ualloc_bug::free_no_barrier_after_rmw, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -224,6 +225,7 @@ const std::vector<planted_bug>& allocator_planted_bugs() {
       {89, "superbin steal", "each lane of a stealing group reads the arena's first-GROW flag itself: lanes that disagree leave the collective steal apart"},
       {90, "failing fast", "an undone reservation that leaves its bin with every slot free counts no reclaim change"},
       {91, "memory order", "a group free's warp barrier covers one bitmap word's lanes only (none in a checked build): the other members' accesses are not ordered before the leader's read-side section, so the slot's owner after the bin is retired and reused races with them (weak memory)"},
+      {92, "memory order", "a group free has no __syncwarp after its bitmap RMWs: the other words' fetch_and are ordered before the leader's count by value only (equivalent in the simulator: its RMWs read the newest value)"},
   };
   return bugs;
 }
@@ -268,7 +270,7 @@ std::vector<param_spec> heap_keys(std::int64_t warps, std::int64_t threads, std:
                                     "(as a failed request does), and the lanes meet before their final frees, where the last checks that a "
                                     "reclaim recorded clean gives nothing back (design.md §13.2)"},
                 1, 1, draw_kind::uniform, true),
-          {"bug", 0, 91, 0, "planted bug (keep in step with make_heap)"}};
+          {"bug", 0, 92, 0, "planted bug (keep in step with make_heap)"}};
 }
 
 // What a drawn heap shape may cost (scenario::shape_limit): at most 64 lanes; storms at most 256
@@ -375,28 +377,28 @@ void register_allocator_scenarios() {
                             "class (what the free path's read-side section prevents); 3 lanes, 1 SM") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {drawn({"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 256, 4096, draw_kind::pow2), drawn({"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, 256, 4096, draw_kind::pow2, true), drawn({"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, 1, 3, draw_kind::uniform, true), {"bug", 0, 91, 0, "planted bug (keep in step with make_heap)"}})));
+                         {drawn({"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 256, 4096, draw_kind::pow2), drawn({"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, 256, 4096, draw_kind::pow2, true), drawn({"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, 1, 3, draw_kind::uniform, true), {"bug", 0, 92, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"failfast-race",
                 std::string("targeted: a free races with a failing 4 KiB request (its recorded failure must not outlive "
                             "the free), then a failing 8 KiB request must not answer for 4 KiB (docs/design.md "
                             "section 13); 4 warps of 1 lane, 1 SM, an 8 KiB heap") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::failfast_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {{"heap_kib", 8, 8, 8, "heap size in KiB (two 4 KiB blocks)"}, {"bug", 0, 91, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 8, 8, 8, "heap size in KiB (two 4 KiB blocks)"}, {"bug", 0, 92, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"clean-race",
                 std::string("targeted: a free that empties a bin races with a reclaim walk (the walk must not record the "
                             "heap clean over it), then a 512 KiB request must get the chunk back (docs/design.md "
                             "section 13); 4 warps of 1 lane, 1 SM, a 1 MiB heap") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::clean_race); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         {{"heap_kib", 1024, 1024, 1024, "heap size in KiB (two 512 KiB halves)"}, {"bug", 0, 91, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 1024, 1024, 1024, "heap size in KiB (two 512 KiB halves)"}, {"bug", 0, 92, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"undo-race",
                 std::string("targeted: a reservation undone after every slot of its bin was freed and a reclaim walk "
                             "recorded the heap clean leaves the bin empty: the undo must count a reclaim change "
                             "(docs/design.md section 13.2); 5 warps of 32 lanes, 1 SM, 128 B, 3 pin slots") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 5, 32}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::undo_race); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         {{"heap_kib", 1024, 1024, 1024, "heap size in KiB"}, {"pins", 3, 3, 3, "pin slots per (arena, class): 3, the roles' own slots are 8k mod 3"}, {"bug", 0, 91, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 1024, 1024, 1024, "heap size in KiB"}, {"pins", 3, 3, 3, "pin slots per (arena, class): 3, the roles' own slots are 8k mod 3"}, {"bug", 0, 92, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"promise-race",
                 std::string("targeted: a 1 KiB request arrives while another group's GROW publishes the last superbin "
                             "and after a failed request recorded the superbin order exhausted: it must wait for the promised "
@@ -404,7 +406,7 @@ void register_allocator_scenarios() {
                             "64 KiB heap of 32 KiB superbins") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::promise_race); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         {{"heap_kib", 64, 64, 64, "heap size in KiB (two 32 KiB superbins)"}, {"bug", 0, 91, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 64, 64, 64, "heap size in KiB (two 32 KiB superbins)"}, {"bug", 0, 92, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"presplit-race",
                 std::string("targeted: four lanes each ask for a quarter of a 256 KiB heap whose lower half is the "
                             "pre-split reserve (four 32 KiB blocks): two find the tree empty and drain the reserve, "
@@ -412,20 +414,20 @@ void register_allocator_scenarios() {
                             "section 10.5); 4 warps of 1 lane, 1 SM") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::presplit_race); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         {{"heap_kib", 256, 256, 256, "heap size in KiB (a 128 KiB reserve of 32 KiB blocks, a free 128 KiB half)"}, {"bug", 0, 91, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 256, 256, 256, "heap size in KiB (a 128 KiB reserve of 32 KiB blocks, a free 128 KiB half)"}, {"bug", 0, 92, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"adopt-race",
                 std::string("targeted: a group leader adopts a superbin that a member found in a pin slot, and another warp "
                             "serves from the slot it adopted into (the __syncwarp after the scan; run with --memory weak); "
                             "5 warps of 2 lanes, 1 SM, 4 KiB slots in 32 KiB superbins, 3 pin slots") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 5, 2}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::adopt_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {drawn({"heap_kib", 512, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 512, 4096, draw_kind::pow2), {"pins", 3, 3, 3, "pin slots per (arena, class): 3, the roles' own slots are 8k mod 3"}, {"bug", 0, 91, 0, "planted bug (keep in step with make_heap)"}})));
+                         {drawn({"heap_kib", 512, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 512, 4096, draw_kind::pow2), {"pins", 3, 3, 3, "pin slots per (arena, class): 3, the roles' own slots are 8k mod 3"}, {"bug", 0, 92, 0, "planted bug (keep in step with make_heap)"}})));
   add_scenario(heap_checks(with_keys({"inbox-race",
                 std::string("targeted: a taker holds an exhausted inbox bin while a free refills it (the re-read of the "
                             "count when the taker lets go); 3 warps of one lane, 1 SM, 1024 B, 1 pin slot; lane 1 keeps its block") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 3, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::inbox_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {drawn({"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 256, 4096, draw_kind::pow2), drawn({"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that a GROW queues its bin while the pinned one has slots"}, 1, 3, draw_kind::uniform, true), {"bug", 0, 91, 0, "planted bug (keep in step with make_heap)"}})));
+                         {drawn({"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 256, 4096, draw_kind::pow2), drawn({"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that a GROW queues its bin while the pinned one has slots"}, 1, 3, draw_kind::uniform, true), {"bug", 0, 92, 0, "planted bug (keep in step with make_heap)"}})));
   {
     auto keys = heap_keys(1, 32, 1, 1, 0, 2048);  // size 0: drawn per allocation (8 B .. 1 KiB), as the instance does
     std::erase_if(keys, [](const param_spec& s) { return s.name == "walker"; });  // (no walker in the rounds)

@@ -94,7 +94,7 @@ enum class ualloc_bug : std::uint8_t {
   // memory order and warp ordering of the slot hand-over (weak memory: H1 data race on the block)
   relaxed_slot_free,          //!< the free's fetch_and on the bitmap is relaxed, not release
   relaxed_slot_claim,         //!< the claim's fetch_or on the bitmap is relaxed, not acquire
-  free_without_warp_barrier,  //!< a group free releases the word without the __syncwarp that orders the members' accesses
+  free_without_warp_barrier,  //!< a group free has no __syncwarp at all, before or after its bitmap RMWs
   // superbins (E6, design.md §11)
   superbin_tag_not_set,       //!< a GROW makes a superbin without tagging its TBuddy node: frees of its slots go to TBuddy
   superbin_slot_past_end,     //!< a superbin counts one slot more than it holds: the last one lies past its end
@@ -153,6 +153,7 @@ enum class ualloc_bug : std::uint8_t {
   steal_grew_per_lane,            //!< steal_units: each lane reads the arena's `grew` flag itself, so lanes that disagree leave the collective steal apart
   undo_to_empty_unnoted,          //!< an undone reservation that leaves its bin with every slot free counts no reclaim change: a clean record outlives the empty bin
   free_barrier_per_word,          //!< the group free's barrier before 68c8d1d: a __syncwarp over one bitmap word's lanes (none in a checked build): members of other words are not ordered before the leader's read-side section, so a retired bin's reuse may race with them
+  free_no_barrier_after_rmw,      //!< the group free has no __syncwarp after its bitmap RMWs: the other words' fetch_and reach the leader's count by value only (equivalent in the simulator, whose RMWs read the newest value)
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -495,6 +496,13 @@ struct ualloc {
       }
       was = P::shfl(wm, was, static_cast<int>(wl));
     }
+    // [HB] and one after the bitmap RMWs: each word leader's fetch_and (every lane's, in a checked
+    // build) happens before the leader's count and read_unlock, so before the init_bin stores of
+    // a bin that later reuses the page to the same words (without it they are ordered only by the
+    // value k carries through shfl and ballot, which the PTX model does not count; design.md §9.2)
+    if constexpr (Bug != ualloc_bug::free_no_barrier_after_rmw && Bug != ualloc_bug::free_without_warp_barrier &&
+                  Bug != ualloc_bug::free_barrier_per_word)
+      g.sync();
     const std::uint32_t ok = g.ballot((was & bit) != 0);
     const std::uint32_t k = bits::popc(ok);
     if (g.is_leader() && k > 0) {
