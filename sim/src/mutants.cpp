@@ -75,6 +75,11 @@ std::vector<mutant> build() {
                                     fault_bit(fault_site::stall_read_section) | fault_bit(fault_site::stall_pin_swap) |
                                     fault_bit(fault_site::stall_grow) | fault_bit(fault_site::delay_grace_period);
   using P = std::vector<std::pair<std::string, std::int64_t>>;
+  // the grow-while-alloc shape in which random shapes found the group free's missing barrier (2026-11-30)
+  const auto failing_free_shape = [](std::int64_t bug) {
+    return P{{"bug", bug}, {"anchor", 32768}, {"coalesced", 1}, {"granule_kib", 32}, {"heap_kib", 1024}, {"keep", 4}, {"leak", 1},
+             {"ops", 4}, {"sb_shift", 15}, {"size", 2}, {"sms", 2}, {"threads", 16}, {"warps", 4}};
+  };
   std::vector<mutant> c = {
       // ---- toy scenarios (scenarios.cpp) ----------------------------------------------------------
       mb("lost-update", "atomicity", "lost-update", P{}, "increment as a separate load and store").with(random).depth(1).ci(),
@@ -250,8 +255,7 @@ std::vector<mutant> build() {
       // (the correct core's behaviour until 2026-11-30: found by random shapes of grow-while-alloc under
       // --memory weak, seed 2003319, in the 2026-11-30 campaign toward 10^6 schedules; design.md §9.2)
       mb("ualloc.free-barrier-per-word", "its", "grow-while-alloc",
-         P{{"bug", 91}, {"anchor", 32768}, {"coalesced", 1}, {"granule_kib", 32}, {"heap_kib", 1024}, {"keep", 4}, {"leak", 1}, {"ops", 4},
-           {"sb_shift", 15}, {"size", 2}, {"sms", 2}, {"threads", 16}, {"warps", 4}},
+         failing_free_shape(91),
          "a group free's __syncwarp covers the lanes of one bitmap word only: members of the other words are not ordered "
          "before the leader's read-side section, so a slot's owner after its bin is retired and re-made races with them")
           .gpu()
@@ -259,8 +263,7 @@ std::vector<mutant> build() {
           .with(stall)
           .note("the failing shape's keys; not killed in 10,000 random shapes of each generic scenario (seed 1)"),
       mb("ualloc.free-no-barrier-after-rmw", "its", "grow-while-alloc",
-         P{{"bug", 92}, {"anchor", 32768}, {"coalesced", 1}, {"granule_kib", 32}, {"heap_kib", 1024}, {"keep", 4}, {"leak", 1}, {"ops", 4},
-           {"sb_shift", 15}, {"size", 2}, {"sms", 2}, {"threads", 16}, {"warps", 4}},
+         failing_free_shape(92),
          "a group free has no __syncwarp after its bitmap RMWs: the other words' fetch_and reach the leader's count by "
          "value only, so nothing orders them before a later init_bin's stores to the same words")
           .gpu()

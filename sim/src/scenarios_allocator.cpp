@@ -129,6 +129,8 @@ launch_config shape(const params& p, std::int64_t warps, std::int64_t threads, s
 }
 
 constexpr const char* bug_help = " bug=0 (a planted bug: toga-sim list --bugs names them)";
+// The planted-bug key of every heap scenario: 0 (none) .. the last case of make_heap.
+param_spec bug_key() { return {"bug", 0, 92, 0, "planted bug (keep in step with make_heap)"}; }
 
 }  // namespace
 
@@ -270,7 +272,7 @@ std::vector<param_spec> heap_keys(std::int64_t warps, std::int64_t threads, std:
                                     "(as a failed request does), and the lanes meet before their final frees, where the last checks that a "
                                     "reclaim recorded clean gives nothing back (design.md §13.2)"},
                 1, 1, draw_kind::uniform, true),
-          {"bug", 0, 92, 0, "planted bug (keep in step with make_heap)"}};
+          bug_key()};
 }
 
 // What a drawn heap shape may cost (scenario::shape_limit): at most 64 lanes; storms at most 256
@@ -377,28 +379,28 @@ void register_allocator_scenarios() {
                             "class (what the free path's read-side section prevents); 3 lanes, 1 SM") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {drawn({"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 256, 4096, draw_kind::pow2), drawn({"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, 256, 4096, draw_kind::pow2, true), drawn({"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, 1, 3, draw_kind::uniform, true), {"bug", 0, 92, 0, "planted bug (keep in step with make_heap)"}})));
+                         {drawn({"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 256, 4096, draw_kind::pow2), drawn({"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, 256, 4096, draw_kind::pow2, true), drawn({"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, 1, 3, draw_kind::uniform, true), bug_key()})));
   add_scenario(heap_checks(with_keys({"failfast-race",
                 std::string("targeted: a free races with a failing 4 KiB request (its recorded failure must not outlive "
                             "the free), then a failing 8 KiB request must not answer for 4 KiB (docs/design.md "
                             "section 13); 4 warps of 1 lane, 1 SM, an 8 KiB heap") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::failfast_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {{"heap_kib", 8, 8, 8, "heap size in KiB (two 4 KiB blocks)"}, {"bug", 0, 92, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 8, 8, 8, "heap size in KiB (two 4 KiB blocks)"}, bug_key()})));
   add_scenario(heap_checks(with_keys({"clean-race",
                 std::string("targeted: a free that empties a bin races with a reclaim walk (the walk must not record the "
                             "heap clean over it), then a 512 KiB request must get the chunk back (docs/design.md "
                             "section 13); 4 warps of 1 lane, 1 SM, a 1 MiB heap") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::clean_race); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         {{"heap_kib", 1024, 1024, 1024, "heap size in KiB (two 512 KiB halves)"}, {"bug", 0, 92, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 1024, 1024, 1024, "heap size in KiB (two 512 KiB halves)"}, bug_key()})));
   add_scenario(heap_checks(with_keys({"undo-race",
                 std::string("targeted: a reservation undone after every slot of its bin was freed and a reclaim walk "
                             "recorded the heap clean leaves the bin empty: the undo must count a reclaim change "
                             "(docs/design.md section 13.2); 5 warps of 32 lanes, 1 SM, 128 B, 3 pin slots") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 5, 32}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::undo_race); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         {{"heap_kib", 1024, 1024, 1024, "heap size in KiB"}, {"pins", 3, 3, 3, "pin slots per (arena, class): 3, the roles' own slots are 8k mod 3"}, {"bug", 0, 92, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 1024, 1024, 1024, "heap size in KiB"}, {"pins", 3, 3, 3, "pin slots per (arena, class): 3, the roles' own slots are 8k mod 3"}, bug_key()})));
   add_scenario(heap_checks(with_keys({"promise-race",
                 std::string("targeted: a 1 KiB request arrives while another group's GROW publishes the last superbin "
                             "and after a failed request recorded the superbin order exhausted: it must wait for the promised "
@@ -406,7 +408,7 @@ void register_allocator_scenarios() {
                             "64 KiB heap of 32 KiB superbins") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::promise_race); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         {{"heap_kib", 64, 64, 64, "heap size in KiB (two 32 KiB superbins)"}, {"bug", 0, 92, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 64, 64, 64, "heap size in KiB (two 32 KiB superbins)"}, bug_key()})));
   add_scenario(heap_checks(with_keys({"presplit-race",
                 std::string("targeted: four lanes each ask for a quarter of a 256 KiB heap whose lower half is the "
                             "pre-split reserve (four 32 KiB blocks): two find the tree empty and drain the reserve, "
@@ -414,20 +416,20 @@ void register_allocator_scenarios() {
                             "section 10.5); 4 warps of 1 lane, 1 SM") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 4, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::presplit_race); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         {{"heap_kib", 256, 256, 256, "heap size in KiB (a 128 KiB reserve of 32 KiB blocks, a free 128 KiB half)"}, {"bug", 0, 92, 0, "planted bug (keep in step with make_heap)"}})));
+                         {{"heap_kib", 256, 256, 256, "heap size in KiB (a 128 KiB reserve of 32 KiB blocks, a free 128 KiB half)"}, bug_key()})));
   add_scenario(heap_checks(with_keys({"adopt-race",
                 std::string("targeted: a group leader adopts a superbin that a member found in a pin slot, and another warp "
                             "serves from the slot it adopted into (the __syncwarp after the scan; run with --memory weak); "
                             "5 warps of 2 lanes, 1 SM, 4 KiB slots in 32 KiB superbins, 3 pin slots") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 5, 2}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::adopt_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {drawn({"heap_kib", 512, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 512, 4096, draw_kind::pow2), {"pins", 3, 3, 3, "pin slots per (arena, class): 3, the roles' own slots are 8k mod 3"}, {"bug", 0, 92, 0, "planted bug (keep in step with make_heap)"}})));
+                         {drawn({"heap_kib", 512, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 512, 4096, draw_kind::pow2), {"pins", 3, 3, 3, "pin slots per (arena, class): 3, the roles' own slots are 8k mod 3"}, bug_key()})));
   add_scenario(heap_checks(with_keys({"inbox-race",
                 std::string("targeted: a taker holds an exhausted inbox bin while a free refills it (the re-read of the "
                             "count when the taker lets go); 3 warps of one lane, 1 SM, 1024 B, 1 pin slot; lane 1 keeps its block") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 3, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::inbox_race); }, run_limits{50'000, 2'000'000}, {}, {}},
-                         {drawn({"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 256, 4096, draw_kind::pow2), drawn({"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that a GROW queues its bin while the pinned one has slots"}, 1, 3, draw_kind::uniform, true), {"bug", 0, 92, 0, "planted bug (keep in step with make_heap)"}})));
+                         {drawn({"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 256, 4096, draw_kind::pow2), drawn({"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that a GROW queues its bin while the pinned one has slots"}, 1, 3, draw_kind::uniform, true), bug_key()})));
   {
     auto keys = heap_keys(1, 32, 1, 1, 0, 2048);  // size 0: drawn per allocation (8 B .. 1 KiB), as the instance does
     std::erase_if(keys, [](const param_spec& s) { return s.name == "walker"; });  // (no walker in the rounds)

@@ -430,7 +430,7 @@ struct ualloc {
     claimed = g.broadcast(claimed);
     const unsigned got = bits::popc(claimed);
     std::uint64_t mine = no_block;
-    if (g.rank < got) mine = slot_at(bin_w & ~std::uint64_t{4095}, c, (bin_w & 4095) * 64 + select_bit(claimed, lane_pick(g.rank)));
+    if (g.rank < got) mine = slot_at(bin_w & ~std::uint64_t{4095}, c, (bin_w & 4095) * 64 + bits::select(claimed, lane_pick(g.rank)));
     const std::uint32_t need_slow = g.broadcast(static_cast<std::uint32_t>(got < t || pr.stage >= 2));
     // [HB] only __syncwarp orders memory among lanes (shuffles do not): the members' later reads
     // of the bin header (a free reads class and arena) happen after the leader's acquire of it
@@ -471,7 +471,9 @@ struct ualloc {
     // barrier over each word's lanes alone left the members of the other words unordered with the
     // leader's section (found by random shapes under --memory weak, 2026-11-30: grow-while-alloc,
     // a 16 B slot handed out again after its bin was retired and re-made; design.md §9.2).
-    if constexpr (Bug != ualloc_bug::free_without_warp_barrier && Bug != ualloc_bug::free_barrier_per_word) g.sync();
+    constexpr bool barrier_before = Bug != ualloc_bug::free_without_warp_barrier && Bug != ualloc_bug::free_barrier_per_word;
+    constexpr bool barrier_after = barrier_before && Bug != ualloc_bug::free_no_barrier_after_rmw;
+    if constexpr (barrier_before) g.sync();
     if (Exact || g.size == 1) {
       // [HB] release: our accesses to the slot happen before its next owner's (acquire fetch_or)
       was = P::fetch_and(&h->bitmap[w], ~bit, free_order, device_scope);
@@ -500,9 +502,7 @@ struct ualloc {
     // build) happens before the leader's count and read_unlock, so before the init_bin stores of
     // a bin that later reuses the page to the same words (without it they are ordered only by the
     // value k carries through shfl and ballot, which the PTX model does not count; design.md §9.2)
-    if constexpr (Bug != ualloc_bug::free_no_barrier_after_rmw && Bug != ualloc_bug::free_without_warp_barrier &&
-                  Bug != ualloc_bug::free_barrier_per_word)
-      g.sync();
+    if constexpr (barrier_after) g.sync();
     const std::uint32_t ok = g.ballot((was & bit) != 0);
     const std::uint32_t k = bits::popc(ok);
     if (g.is_leader() && k > 0) {
@@ -744,8 +744,6 @@ struct ualloc {
     if constexpr (Bug == ualloc_bug::two_lanes_one_bit) return r > 1 ? r - 1 : r;
     return r;
   }
-  // Index of the k-th set bit of x (k < popc(x)).
-  TOGA_DEVICE static unsigned select_bit(std::uint64_t x, unsigned k) { return bits::select(x, k); }
   // A relaxed RMW read of a bin's free count: unlike a load it reads the latest value.
   TOGA_DEVICE std::int32_t free_now(std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     return static_cast<std::int32_t>(P::fetch_add(&bin_at(bin)->free, 0u, relaxed, device_scope));
@@ -845,7 +843,7 @@ struct ualloc {
       const std::uint32_t first = g.broadcast(pr.served);
       const unsigned got = bits::popc(claimed);
       if (g.rank >= first && g.rank < first + got)
-        mine = slot_at(bin_w & ~std::uint64_t{4095}, c, (bin_w & 4095) * 64 + select_bit(claimed, lane_pick(g.rank - first)));
+        mine = slot_at(bin_w & ~std::uint64_t{4095}, c, (bin_w & 4095) * 64 + bits::select(claimed, lane_pick(g.rank - first)));
       pr.served = first + got;
     }
     g.sync();  // [HB] as in allocate_group: members read headers the leader acquired
