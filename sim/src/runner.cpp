@@ -8,6 +8,7 @@
 #include <oneapi/tbb/enumerable_thread_specific.h>
 #include <oneapi/tbb/task_arena.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -505,10 +506,14 @@ void strip_default_tail(run_result& r) {
 // schedules preempt often).
 class sparse_random_strategy final : public strategy {
  public:
-  explicit sparse_random_strategy(std::uint64_t ppm) : ppm_(ppm) {}
+  explicit sparse_random_strategy(std::uint64_t ppm, bool free_switches = false) : ppm_(ppm), free_(free_switches) {}
   void begin(std::uint64_t seed, unsigned) override { rng_.reseed(seed); }
   unsigned pick_lane(const pick_context& c) override {
-    if (rng_.below(1'000'000) < ppm_) return c.runnable.nth(static_cast<unsigned>(rng_.below(c.runnable.count())));
+    // (free_switches: where the current lane backs off, blocks or exits, any runnable lane,
+    // which is a switch but not a preemption)
+    const bool free_point = free_ && (c.yield || !c.current_runnable);
+    if (free_point || rng_.below(1'000'000) < ppm_)
+      return c.runnable.nth(static_cast<unsigned>(rng_.below(c.runnable.count())));
     return default_pick(c);
   }
   std::uint32_t pick_value(std::uint32_t n, std::uint64_t, unsigned) override {
@@ -517,7 +522,29 @@ class sparse_random_strategy final : public strategy {
 
  private:
   std::uint64_t ppm_;
+  bool free_;
   rng rng_;
+};
+
+// Runs `inner` and notes the site (file, line) of every preemption it makes: a switch away from
+// a runnable lane at a point that is not a backoff (shrink step 2b).
+class preemption_site_recorder final : public strategy {
+ public:
+  explicit preemption_site_recorder(strategy& inner) : inner_(inner) {}
+  void begin(std::uint64_t seed, unsigned lanes) override { inner_.begin(seed, lanes); }
+  unsigned pick_lane(const pick_context& c) override {
+    const unsigned next = inner_.pick_lane(c);
+    if (c.current_runnable && !c.yield && next != c.current && c.site_file != nullptr) {
+      const std::pair<const char*, std::uint32_t> site{c.site_file, c.site_line};
+      if (std::find(sites.begin(), sites.end(), site) == sites.end()) sites.push_back(site);
+    }
+    return next;
+  }
+  std::uint32_t pick_value(std::uint32_t n, std::uint64_t step, unsigned lane) override { return inner_.pick_value(n, step, lane); }
+  std::vector<std::pair<const char*, std::uint32_t>> sites;
+
+ private:
+  strategy& inner_;
 };
 
 class shrinker {
@@ -739,7 +766,7 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
       const std::uint64_t ppm = std::min<std::uint64_t>(1'000'000, target * 1'000'000 / k + 1);
       bool found = false;
       for (unsigned seed = 1; seed <= seeds && s.sampler_budget_left() && !found; ++seed) {
-        sparse_random_strategy sr(ppm);
+        sparse_random_strategy sr(ppm, std::getenv("TOGA_SHRINK_FREE") != nullptr);
         found = s.sample(sr, seed, lim, cur);
       }
       if (found) break;
@@ -789,6 +816,57 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
     if (round >= 1 && !better(cur, before_round)) break;
   }
   s.positional_ = false;
+  s.positional_ = false;
+  // 2b. (More than 1 preemption left, at most focus_preemptions_max of them.) Focused search: the
+  // delay-bounded search with bound 1, 2 from the default policy, where a lane choice may deviate
+  // only at a preemption whose lane's next operation is at a site where the current schedule
+  // preempts (and data choices anywhere). A failure that reduction cannot bring below a handful
+  // of preemptions usually still preempts at its window; the search places one or two
+  // preemptions there instead of everywhere, a few hundred to a few thousand schedules where the
+  // unfocused search of step 1 needs up to millions (alloc-storm with bug 11: 11 preemptions ->
+  // 1, where step 1's bound 2 fails first at schedule 1,115,283). Within a quarter of the step
+  // budget.
+  if (cur.preemptions > 1 && cur.preemptions <= focus_preemptions_max && failing.steps <= search_steps_max) {
+    std::vector<std::pair<const char*, std::uint32_t>> sites;
+    {
+      std::vector<std::pair<std::uint64_t, std::uint32_t>> anchors;
+      std::vector<std::vector<std::uint32_t>> data;
+      for (std::size_t i = 0; i < cur.decisions.size(); ++i) {
+        if (is_data(cur, i)) {
+          const unsigned lane = i < cur.decision_lanes.size() ? cur.decision_lanes[i] : 0;
+          if (lane >= data.size()) data.resize(lane + 1);
+          data[lane].push_back(cur.decisions[i]);
+        } else if (cur.decisions[i] != decision_default && i < cur.decision_anchors.size()) {
+          anchors.emplace_back(cur.decision_anchors[i], cur.decisions[i]);
+        }
+      }
+      anchored_strategy as(anchors, std::move(data));
+      preemption_site_recorder rec(as);
+      const run_result again = s.run_counted(rec, 0, s.limits_for(cur));
+      if (again.kind == failing.kind) sites = std::move(rec.sites);
+    }
+    std::uint64_t searched_steps = 0;
+    const std::uint64_t focus_budget = max_steps_total / 4;
+    for (unsigned b = 1; !sites.empty() && b < cur.preemptions && b <= 2 && searched_steps < focus_budget; ++b) {
+      exhaustive_strategy ex(b);
+      ex.focus(sites);
+      bool found = false;
+      while (searched_steps < focus_budget) {
+        run_result r = run_one(sc, p, ex, 0, s.capped_);
+        ++s.rep.search_replays;
+        searched_steps += r.steps;
+        const bool more = ex.advance();
+        if (r.kind == failing.kind && better(r, cur)) {
+          s.take(std::move(r), cur);
+          found = true;
+          break;
+        }
+        if (!more) break;
+      }
+      if (found) break;
+    }
+    s.rep.search_steps += searched_steps;
+  }
   // 3. (More than 1 preemption left, and the failure's prefix, up to its last deviation, short.)
   // The delay-bounded search of step 1 over that prefix only: bound 1, 2, 3 deviations within
   // the prefix, the default policy past it; a livelock's runs get a shorter fair tail (4x the

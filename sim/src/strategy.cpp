@@ -144,6 +144,12 @@ unsigned exhaustive_strategy::pick_lane(const pick_context& c) {
   // Alternative 0 is the default policy's choice; then every other runnable lane ascending.
   const unsigned def = default_pick(c);
   if (c.step >= horizon_) return def;
+  if (focused_) {
+    if (!c.current_runnable || c.yield) return def;
+    bool at = false;
+    for (const auto& [file, line] : sites_) at |= file == c.site_file && line == c.site_line;
+    if (!at) return def;
+  }
   alts_.clear();
   alts_.push_back(def);
   for (unsigned i = c.runnable.first_from(0); i < c.runnable.size(); i = c.runnable.first_from(i + 1))

@@ -264,3 +264,58 @@ TEST(Shrink, AnchoredReadingReplaysTheScheduleExactly) {
     }
   }
 }
+
+TEST(Shrink, FocusedSearchDeviatesOnlyAtItsSites) {
+  // exhaustive_strategy::focus (the shrinker's step 2b): lane deviations only at preemptions whose
+  // next operation is at one of the sites. Focused on no site, lost-update (no data choices) has
+  // one schedule; focused on each site its lanes reach, bound 1 enumerates a part of what the
+  // unfocused bound 1 does, and the sites together fail where the unfocused search fails.
+  ts::register_builtin_scenarios();
+  const ts::scenario* sc = ts::find_scenario("lost-update");
+  ASSERT_NE(sc, nullptr);
+  const ts::params p;
+  // the sites: every (file, line) a lane's next operation is at, seen by a recording strategy
+  struct site_seen final : ts::strategy {
+    std::vector<std::pair<const char*, std::uint32_t>> sites;
+    void begin(std::uint64_t, unsigned) override {}
+    unsigned pick_lane(const ts::pick_context& c) override {
+      const std::pair<const char*, std::uint32_t> s{c.site_file, c.site_line};
+      if (c.site_file && std::find(sites.begin(), sites.end(), s) == sites.end()) sites.push_back(s);
+      return ts::default_pick(c);
+    }
+    std::uint32_t pick_value(std::uint32_t, std::uint64_t, unsigned) override { return 0; }
+  } seen;
+  (void)ts::run_one(*sc, p, seen, 0, sc->limits);
+  ASSERT_GE(seen.sites.size(), 2u) << "lost-update's lanes reach a load and a store";
+  const auto count = [&](const std::vector<std::pair<const char*, std::uint32_t>>* focus, bool& failed) {
+    ts::exhaustive_strategy ex(1);
+    if (focus) ex.focus(*focus);
+    std::uint64_t n = 0;
+    failed = false;
+    do {
+      failed |= ts::run_one(*sc, p, ex, 0, sc->limits).failed();
+      ++n;
+    } while (ex.advance());
+    return n;
+  };
+  bool failed = false;
+  const std::vector<std::pair<const char*, std::uint32_t>> none;
+  EXPECT_EQ(count(&none, failed), 1u);
+  EXPECT_FALSE(failed);
+  bool any_failed = false;
+  const std::uint64_t all = count(nullptr, failed);
+  ASSERT_TRUE(failed) << "lost-update fails with one preemption";
+  std::uint64_t parts = 0;
+  for (const auto& s : seen.sites) {
+    const std::vector<std::pair<const char*, std::uint32_t>> one{s};
+    bool f = false;
+    const std::uint64_t n = count(&one, f);
+    EXPECT_LT(n, all);
+    parts += n - 1;  // (the default schedule is in each)
+    any_failed |= f;
+  }
+  EXPECT_TRUE(any_failed);
+  EXPECT_LE(parts + 1, all);
+  std::printf("[ focus lost-update ] %zu sites; bound 1: %llu schedules unfocused, %llu focused on one site at a time\n",
+              seen.sites.size(), static_cast<unsigned long long>(all), static_cast<unsigned long long>(parts + seen.sites.size()));
+}

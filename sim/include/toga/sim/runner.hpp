@@ -160,6 +160,10 @@ std::string replay_command(const scenario& sc, const params& p, const strategy_c
 //!     over all deviations, then over the lane choices only, then over the data choices only;
 //!     then single deviations and pairs of consecutive lane deviations. Rounds go on while one
 //!     improves the schedule.
+//!  2b. While more than 1 and at most `focus_preemptions_max` preemptions are left: the
+//!     delay-bounded search with bounds 1, 2 whose lane deviations are preemptions at the sites
+//!     where the current schedule preempts (data choices anywhere), within a quarter of
+//!     max_steps_total.
 //!  3. While more than 1 preemption is left and the failure's prefix (up to its last deviation)
 //!     is at most `search_steps_max` steps: the delay-bounded search over that prefix only
 //!     (bounds 1..3, the default policy past it), within a quarter of max_steps_total.
@@ -180,6 +184,7 @@ struct shrink_report {
   std::uint64_t steps = 0;      //!< scheduling points of the other replays (at most max_steps_total)
 };
 inline constexpr std::uint64_t search_steps_max = 5'000;
+inline constexpr unsigned focus_preemptions_max = 64;  //!< step 2b: a failure with more preemptions has too many sites to focus on
 inline constexpr std::uint64_t livelock_window = 20'000;
 shrink_report shrink(const scenario& sc, const params& p, const run_limits& limits,
                      const run_result& failing, unsigned max_replays = 20000,

@@ -247,6 +247,14 @@ class exhaustive_strategy final : public strategy {
   //! enumerated (the shrinker's search of a failure's prefix).
   explicit exhaustive_strategy(unsigned bound, std::uint64_t horizon = ~std::uint64_t{0})
       : bound_(bound), horizon_(horizon) {}
+  //! Focused: lane choices deviate only where the current lane is runnable (a preemption, not a
+  //! backoff, block or exit) and its next operation is at one of `sites` (file name pointer as
+  //! pick_context gives it, line); data choices are enumerated as before. The shrinker's search
+  //! around the sites where a failure preempts (runner.cpp, step 2b).
+  void focus(std::vector<std::pair<const char*, std::uint32_t>> sites) {
+    focused_ = true;
+    sites_ = std::move(sites);
+  }
   void begin(std::uint64_t, unsigned) override {
     pos_ = 0;
     used_ = 0;
@@ -268,6 +276,8 @@ class exhaustive_strategy final : public strategy {
   std::size_t pos_ = 0;
   unsigned used_ = 0;
   std::vector<unsigned> alts_;
+  bool focused_ = false;
+  std::vector<std::pair<const char*, std::uint32_t>> sites_;
 };
 
 //! Builds the strategy for schedule `index` of a run with this config. For portfolio, the
