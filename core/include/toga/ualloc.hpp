@@ -154,6 +154,7 @@ enum class ualloc_bug : std::uint8_t {
   undo_to_empty_unnoted,          //!< an undone reservation that leaves its bin with every slot free counts no reclaim change: a clean record outlives the empty bin
   free_barrier_per_word,          //!< the group free's barrier before 68c8d1d: a __syncwarp over one bitmap word's lanes (none in a checked build): members of other words are not ordered before the leader's read-side section, so a retired bin's reuse may race with them
   free_no_barrier_after_rmw,      //!< the group free has no __syncwarp after its bitmap RMWs: the other words' fetch_and reach the leader's count by value only (equivalent in the simulator, whose RMWs read the newest value)
+  free_hint_trusted,              //!< the fast path takes the bits at the free hint as its own without looking at what its fetch_or found: another group's claim of the same run is handed out twice
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -168,7 +169,9 @@ struct bin_header_w {
   std::uint32_t arena;
   std::uint32_t home;      //!< pin slot + 1 where it was last pinned (a hint: pins[home - 1] == bin proves it)
   std::uint32_t queued;    //!< inbox state: 0 not queued, 2 held by a pusher or taker, 1 queued, 3 retired
-  std::uint64_t pad2[2];
+  std::uint32_t free_hint; //!< first slot of the last group free's run (no_free_hint: none since init_bin); a guess for the fast path's claim
+  std::uint32_t pad3;
+  std::uint64_t pad2;
   std::uint64_t rcu_next;    //!< deferred-reclamation link
   std::uint64_t inbox_next;  //!< inbox link
   std::uint64_t pad1;
@@ -198,6 +201,8 @@ struct superbin_geometry {
 //! Free count of a retired bin: -2^30 as int32, far from both wrap-arounds, so that the transient
 //! fetch_sub of a reader that still holds the bin (at most one per lane in flight) stays negative.
 inline constexpr std::uint32_t bin_dead = 0xc0000000u;
+//! bin_header_w::free_hint of a bin no group has freed into since init_bin.
+inline constexpr std::uint32_t no_free_hint = 0xffffffffu;
 
 //! Header of a chunk: the first 128 B of its bin 0.
 struct chunk_header {
@@ -386,6 +391,9 @@ struct ualloc {
       if (bin != 0) {
         header_t* h = bin_at(bin);
         P::inject(fault_site::stall_read_to_rmw);  // (the pin may change before our reservation)
+        // where the last group free's run began (a guess only: the claim below decides; loaded
+        // beside the reservation's RMW, not after it)
+        const std::uint32_t fh = P::load(&h->free_hint, relaxed, device_scope);
         // (3) reserve t slots: relaxed (an RMW reads the latest count; the bitmap claim synchronises)
         std::uint32_t old = t;
         if constexpr (Bug != ualloc_bug::claim_without_reservation) {
@@ -397,13 +405,21 @@ struct ualloc {
           pr.bin = bin;
           pr.units = 0;
           pr.reserved = t;
-          // (4) the reservation's ordinal is where a fresh bin's free bits start
-          pr.hint = capacity(c) - static_cast<std::uint32_t>(o);
+          // (4) the first bit to claim: in a bin that some group has freed into and that is not
+          // entirely free, where the last group free's run began (the reservation's ordinal is
+          // exact only while no slot has come back: in a bin that slots leave and return to, it
+          // points at bits still in use); else the reservation's ordinal, exact in a fresh or
+          // entirely free bin (design.md §8.3)
+          const std::uint32_t cap = capacity(c);
+          const bool from_free = static_cast<std::uint32_t>(o) < cap && fh < cap;
+          pr.hint = from_free ? fh : cap - static_cast<std::uint32_t>(o);
           const unsigned w = pr.hint / 64, b0 = pr.hint % 64;
           const std::uint64_t want = (t >= 64 - b0 ? ~std::uint64_t{0} : ((std::uint64_t{1} << t) - 1)) << b0;
           // [HB] acquire: pairs with the release fetch_and of the slot's last free
           std::uint64_t was = P::fetch_or(&h->bitmap[w], want, claim_order, device_scope);
           claimed = want & ~was;
+          if constexpr (Bug == ualloc_bug::free_hint_trusted)
+            if (from_free) claimed = want;  // (planted: "the hint names a freed run, so its bits are ours")
           if constexpr (Bug != ualloc_bug::claim_without_reservation) ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(bits::popc(claimed)));
           if (bits::popc(claimed) < t && ~(was | want) != 0) {
             // bits of the guess were taken (a used bin): the word's other zero bits, as seen
@@ -474,6 +490,7 @@ struct ualloc {
     constexpr bool barrier_before = Bug != ualloc_bug::free_without_warp_barrier && Bug != ualloc_bug::free_barrier_per_word;
     constexpr bool barrier_after = barrier_before && Bug != ualloc_bug::free_no_barrier_after_rmw;
     if constexpr (barrier_before) g.sync();
+    std::uint32_t run = slot;  // (the leader's) the first slot of its word's freed run: the bin's next free hint
     if (Exact || g.size == 1) {
       // [HB] release: our accesses to the slot happen before its next owner's (acquire fetch_or)
       was = P::fetch_and(&h->bitmap[w], ~bit, free_order, device_scope);
@@ -488,6 +505,7 @@ struct ualloc {
       lo = P::reduce_or(om, lo);
       hi = P::reduce_or(om, hi);
       const std::uint64_t all = (std::uint64_t{hi} << 32) | lo;
+      run = w * 64 + bits::ctz(all);
       // (the group's barrier above orders every lane's accesses before the word leader's release
       // RMW, which is cumulative: one release covers the whole word group)
       if constexpr (Bug == ualloc_bug::free_barrier_per_word) P::syncwarp(wm);
@@ -507,6 +525,11 @@ struct ualloc {
     const std::uint32_t k = bits::popc(ok);
     if (g.is_leader() && k > 0) {
       TOGA_PROFILE_COUNT(prof_ua_free_group);
+      // The fast path's next guess (design.md §8.3): where our freed slots begin. Stored before
+      // the count that makes them reservable, so before the bin can be retired (it cannot while
+      // our slots are not counted), and inside what free_count's read-side section orders before
+      // a reuse of the bin's memory.
+      P::store(&h->free_hint, run, relaxed, device_scope);
       free_count(L, bin, c, k);
     }
     return ok;
@@ -1482,6 +1505,7 @@ struct ualloc {
     P::store(&h->arena, a, relaxed, device_scope);
     if constexpr (Bug != ualloc_bug::init_bin_keeps_queued) P::store(&h->queued, 0u, relaxed, device_scope);
     P::store(&h->home, 0u, relaxed, device_scope);
+    P::store(&h->free_hint, no_free_hint, relaxed, device_scope);
     ghost_add<P>(ghost_kind::bin_live, h, 1);
   }
   // Inside L's read-side section. 0: not retired; 1: retired, the caller defers it (retire_bin,
