@@ -272,7 +272,7 @@ std::vector<mutant> build() {
           .equivalent("the simulator's RMWs read the newest value and run in one total order, so a fetch_and that the "
                       "leader's count depends on cannot come after a later store to its word; PTX does not promise that "
                       "without happens-before (design.md §9.2)"),
-      mb("ualloc.free-hint-trusted", "off-by-one", "alloc-storm", P{{"bug", 93}, {"size", 16}, {"sms", 1}, {"threads", 8}, {"warps", 2}},
+      mb("ualloc.free-hint-trusted", "off-by-one", "alloc-storm", P{{"bug", 93}, {"size", 256}, {"sms", 1}, {"threads", 8}, {"warps", 2}},
          "the fast path takes the bits at the free hint (where the last group free's run began) as its own without "
          "looking at what its fetch_or found: two groups that read one hint get one run"),
       // superbins (E6, design.md §11), in the scaled geometry of the superbins scenario
