@@ -405,11 +405,11 @@ struct ualloc {
           pr.bin = bin;
           pr.units = 0;
           pr.reserved = t;
-          // (4) the first bit to claim: in a bin that some group has freed into and that is not
-          // entirely free, where the last group free's run began (the reservation's ordinal is
-          // exact only while no slot has come back: in a bin that slots leave and return to, it
-          // points at bits still in use); else the reservation's ordinal, exact in a fresh or
-          // entirely free bin (design.md §8.3)
+          // (4) the first bit to claim: in a superbin that holds a free hint and is not entirely
+          // free, where the last group free's run began (the reservation's ordinal is exact only
+          // while no slot has come back: in a bin that slots leave and return to, it points at
+          // bits still in use); else the reservation's ordinal, exact in a fresh or entirely free
+          // bin (design.md §8.3)
           const std::uint32_t cap = capacity(c);
           const bool from_free = static_cast<std::uint32_t>(o) < cap && fh < cap;
           // one group per hint: the groups after us guess by their ordinals until a free stores
