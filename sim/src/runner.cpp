@@ -506,14 +506,10 @@ void strip_default_tail(run_result& r) {
 // schedules preempt often).
 class sparse_random_strategy final : public strategy {
  public:
-  explicit sparse_random_strategy(std::uint64_t ppm, bool free_switches = false) : ppm_(ppm), free_(free_switches) {}
+  explicit sparse_random_strategy(std::uint64_t ppm) : ppm_(ppm) {}
   void begin(std::uint64_t seed, unsigned) override { rng_.reseed(seed); }
   unsigned pick_lane(const pick_context& c) override {
-    // (free_switches: where the current lane backs off, blocks or exits, any runnable lane,
-    // which is a switch but not a preemption)
-    const bool free_point = free_ && (c.yield || !c.current_runnable);
-    if (free_point || rng_.below(1'000'000) < ppm_)
-      return c.runnable.nth(static_cast<unsigned>(rng_.below(c.runnable.count())));
+    if (rng_.below(1'000'000) < ppm_) return c.runnable.nth(static_cast<unsigned>(rng_.below(c.runnable.count())));
     return default_pick(c);
   }
   std::uint32_t pick_value(std::uint32_t n, std::uint64_t, unsigned) override {
@@ -522,7 +518,6 @@ class sparse_random_strategy final : public strategy {
 
  private:
   std::uint64_t ppm_;
-  bool free_;
   rng rng_;
 };
 
@@ -604,6 +599,23 @@ class shrinker {
   // Replays `base` with the deviations that `keep` marks, in the anchored reading: each kept lane
   // choice at its anchor, each lane's kept data choices in its order (reset ones read 0); true
   // (and `out`) when it keeps the verdict kind.
+  // The anchored reading of `base` with the deviations that `keep` marks (all when null): each
+  // kept lane choice at its anchor, each lane's kept data choices in its order (reset ones read 0).
+  static anchored_strategy anchored(const run_result& base, const std::vector<char>* keep) {
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> anchors;
+    std::vector<std::vector<std::uint32_t>> data;
+    for (std::size_t i = 0; i < base.decisions.size(); ++i) {
+      const bool k = keep == nullptr || (i < keep->size() && (*keep)[i]);
+      if (is_data(base, i)) {
+        const unsigned lane = i < base.decision_lanes.size() ? base.decision_lanes[i] : 0;
+        if (lane >= data.size()) data.resize(lane + 1);
+        data[lane].push_back(k ? base.decisions[i] : 0);
+      } else if (k && base.decisions[i] != decision_default && i < base.decision_anchors.size()) {
+        anchors.emplace_back(base.decision_anchors[i], base.decisions[i]);
+      }
+    }
+    return anchored_strategy(anchors, std::move(data));
+  }
   bool attempt(const std::vector<char>& keep, const run_result& base, run_result& out) {
     if (positional_) {
       std::vector<std::uint32_t> d = base.decisions;
@@ -613,19 +625,7 @@ class shrinker {
       out = run_counted(rs, 0, limits_for(base));
       return out.kind == kind_;
     }
-    std::vector<std::pair<std::uint64_t, std::uint32_t>> anchors;
-    std::vector<std::vector<std::uint32_t>> data;
-    for (std::size_t i = 0; i < base.decisions.size(); ++i) {
-      const bool k = i < keep.size() && keep[i];
-      if (is_data(base, i)) {
-        const unsigned lane = i < base.decision_lanes.size() ? base.decision_lanes[i] : 0;
-        if (lane >= data.size()) data.resize(lane + 1);
-        data[lane].push_back(k ? base.decisions[i] : 0);
-      } else if (k && base.decisions[i] != decision_default && i < base.decision_anchors.size()) {
-        anchors.emplace_back(base.decision_anchors[i], base.decisions[i]);
-      }
-    }
-    anchored_strategy as(anchors, std::move(data));
+    anchored_strategy as = anchored(base, &keep);
     out = run_counted(as, 0, limits_for(base));
     return out.kind == kind_;
   }
@@ -766,7 +766,7 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
       const std::uint64_t ppm = std::min<std::uint64_t>(1'000'000, target * 1'000'000 / k + 1);
       bool found = false;
       for (unsigned seed = 1; seed <= seeds && s.sampler_budget_left() && !found; ++seed) {
-        sparse_random_strategy sr(ppm, std::getenv("TOGA_SHRINK_FREE") != nullptr);
+        sparse_random_strategy sr(ppm);
         found = s.sample(sr, seed, lim, cur);
       }
       if (found) break;
@@ -816,7 +816,6 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
     if (round >= 1 && !better(cur, before_round)) break;
   }
   s.positional_ = false;
-  s.positional_ = false;
   // 2b. (More than 1 preemption left, at most focus_preemptions_max of them.) Focused search: the
   // delay-bounded search with bound 1, 2 from the default policy, where a lane choice may deviate
   // only at a preemption whose lane's next operation is at a site where the current schedule
@@ -829,18 +828,7 @@ shrink_report shrink(const scenario& sc, const params& p, const run_limits& limi
   if (cur.preemptions > 1 && cur.preemptions <= focus_preemptions_max && failing.steps <= search_steps_max) {
     std::vector<std::pair<const char*, std::uint32_t>> sites;
     {
-      std::vector<std::pair<std::uint64_t, std::uint32_t>> anchors;
-      std::vector<std::vector<std::uint32_t>> data;
-      for (std::size_t i = 0; i < cur.decisions.size(); ++i) {
-        if (is_data(cur, i)) {
-          const unsigned lane = i < cur.decision_lanes.size() ? cur.decision_lanes[i] : 0;
-          if (lane >= data.size()) data.resize(lane + 1);
-          data[lane].push_back(cur.decisions[i]);
-        } else if (cur.decisions[i] != decision_default && i < cur.decision_anchors.size()) {
-          anchors.emplace_back(cur.decision_anchors[i], cur.decisions[i]);
-        }
-      }
-      anchored_strategy as(anchors, std::move(data));
+      anchored_strategy as = shrinker::anchored(cur, nullptr);
       preemption_site_recorder rec(as);
       const run_result again = s.run_counted(rec, 0, s.limits_for(cur));
       if (again.kind == failing.kind) sites = std::move(rec.sites);
