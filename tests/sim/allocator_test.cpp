@@ -398,9 +398,9 @@ TEST(Allocator, ReadSectionRegressionScheduleStillFailsWithoutIt) {
   bug.set("bug", 1);
   ts::stall_strategy st;
   // (seed 547 since the free hint's load and stores moved the fast path's and the free's scheduling
-  // points, 2026-11-30: the first seed that fails both in a build with CUDA enabled (the default
-  // preset where nvcc is installed) and in one without (the sim preset, the CI machine), whose
-  // schedules differ (984 and 964 steps for this seed; 119 and 98 fail first); 415 since the climb that stops at a recorded failure added loads to the
+  // points, 2026-11-30 (98 is the first that fails; 119, chosen first, came from a stale build, and
+  // builds with and without CUDA enabled run the same schedules: 964 steps for this seed in both,
+  // the same trace); 415 since the climb that stops at a recorded failure added loads to the
   // climbs, 2026-11-28; 437 since the pre-split reserve's loads moved the climbs' scheduling
   // points; 81 before)
   const auto r = ts::run_one(*sc, bug, st, 547, sc->limits);
