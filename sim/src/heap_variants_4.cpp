@@ -32,5 +32,7 @@ template std::unique_ptr<instance> make_one<ualloc_bug::undo_to_empty_unnoted, t
 template std::unique_ptr<instance> make_one<ualloc_bug::free_barrier_per_word, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::free_no_barrier_after_rmw, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::free_hint_trusted, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::fresh_extra_signalled_as_promised, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::fresh_extra_unqueued, tbuddy_bug::none>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

@@ -275,6 +275,15 @@ std::vector<mutant> build() {
       mb("ualloc.free-hint-trusted", "off-by-one", "alloc-storm", P{{"bug", 93}, {"size", 256}, {"sms", 1}, {"threads", 8}, {"warps", 2}},
          "the fast path takes the bits at the free hint (where the last group free's run began) as its own without "
          "looking at what its fetch_or found: two groups that read one hint get one run"),
+      // a fresh chunk's extra bins (design.md §8.5): the shape random shapes drew when they killed it
+      mb("ualloc.fresh-extra-signalled-as-promised", "off-by-one", "alloc-storm",
+         P{{"bug", 94}, {"coalesced", 1}, {"heap_kib", 1024}, {"sb_shift", 0}, {"size", 600}, {"sms", 1}, {"threads", 16}, {"warps", 3}},
+         "a GROW's extra bin of a fresh chunk settles a promise that was never made for it (E -= cap): the waiters that "
+         "reserved against another producer's promise lose it").depth(0).ci(),
+      mb("ualloc.fresh-extra-unqueued", "list-integrity", "alloc-storm",
+         P{{"bug", 95}, {"coalesced", 1}, {"heap_kib", 1024}, {"pins", 1}, {"sb_shift", 0}, {"size", 600}, {"sms", 1}, {"threads", 16}, {"warps", 3}},
+         "a GROW's extra bin of a fresh chunk that finds no empty pin slot is neither pinned nor queued: its units are "
+         "signalled for a bin nobody can find (the waiters spin: livelock)"),
       // superbins (E6, design.md §11), in the scaled geometry of the superbins scenario
       mb("ualloc.superbin-tag-not-set", "routing", "superbins", P{{"bug", 21}},
          "a GROW makes a superbin without tagging its TBuddy node").depth(0).ci(),

@@ -112,6 +112,8 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 91: return make_one<ualloc_bug::free_barrier_per_word, tbuddy_bug::none>(w, p, md);
     case 92: return make_one<ualloc_bug::free_no_barrier_after_rmw, tbuddy_bug::none>(w, p, md);
     case 93: return make_one<ualloc_bug::free_hint_trusted, tbuddy_bug::none>(w, p, md);
+    case 94: return make_one<ualloc_bug::fresh_extra_signalled_as_promised, tbuddy_bug::none>(w, p, md);
+    case 95: return make_one<ualloc_bug::fresh_extra_unqueued, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -131,7 +133,7 @@ launch_config shape(const params& p, std::int64_t warps, std::int64_t threads, s
 
 constexpr const char* bug_help = " bug=0 (a planted bug: toga-sim list --bugs names them)";
 // The planted-bug key of every heap scenario: 0 (none) .. the last case of make_heap.
-param_spec bug_key() { return {"bug", 0, 93, 0, "planted bug (keep in step with make_heap)"}; }
+param_spec bug_key() { return {"bug", 0, 95, 0, "planted bug (keep in step with make_heap)"}; }
 
 }  // namespace
 
@@ -230,6 +232,8 @@ const std::vector<planted_bug>& allocator_planted_bugs() {
       {91, "memory order", "a group free's warp barrier covers one bitmap word's lanes only (none in a checked build): the other members' accesses are not ordered before the leader's read-side section, so the slot's owner after the bin is retired and reused races with them (weak memory)"},
       {92, "memory order", "a group free has no __syncwarp after its bitmap RMWs: the other words' fetch_and are ordered before the leader's count by value only (equivalent in the simulator: its RMWs read the newest value)"},
       {93, "claim", "the fast path takes the bits at the free hint as its own without looking at what its fetch_or found: two groups that read one hint get one run"},
+      {94, "GROW", "a GROW's extra bin of a fresh chunk settles a promise that was never made for it (E -= cap): waiters that reserved against another producer's promise lose it"},
+      {95, "GROW", "a GROW's extra bin of a fresh chunk that finds no empty pin slot is not queued: its units are signalled for a bin nobody can find"},
   };
   return bugs;
 }

@@ -27,6 +27,16 @@
 #define TOGA_SB_STEAL_ROUNDS 4
 #endif
 
+//! Bins that a chunk-class GROW makes when it takes a fresh chunk (design.md §8.9): at least the
+//! bins its group needs, at most one per lane of the group and at most this many; the ones
+//! beyond what the group needs are pinned empty (or queued) and their slots signalled, so that the
+//! other warps of the SM find bins at once instead of each wave of them waiting on another GROW.
+//! A fresh chunk's bins cost no claim (they are the chunk's first ones). 0 makes only what the
+//! group needs (a build-time switch for A/B measurements).
+#ifndef TOGA_FRESH_CHUNK_BINS
+#define TOGA_FRESH_CHUNK_BINS 32
+#endif
+
 //! Out-of-line members on the view's resident copy (design.md §8.8): 1 runs the allocator's
 //! out-of-line wrappers on its copy in the heap's metadata and UAlloc's slow paths on a local copy
 //! made at the call, so that no kernel parameter's address is taken; 0 calls them on the caller's

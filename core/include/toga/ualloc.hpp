@@ -155,6 +155,8 @@ enum class ualloc_bug : std::uint8_t {
   free_barrier_per_word,          //!< the group free's barrier before 68c8d1d: a __syncwarp over one bitmap word's lanes (none in a checked build): members of other words are not ordered before the leader's read-side section, so a retired bin's reuse may race with them
   free_no_barrier_after_rmw,      //!< the group free has no __syncwarp after its bitmap RMWs: the other words' fetch_and reach the leader's count by value only (equivalent in the simulator, whose RMWs read the newest value)
   free_hint_trusted,              //!< the fast path takes the bits at the free hint as its own without looking at what its fetch_or found: another group's claim of the same run is handed out twice
+  fresh_extra_signalled_as_promised,  //!< a GROW's extra bin of a fresh chunk settles a promise (E -= cap) that was never made for it: another producer's promise is taken away from its waiters
+  fresh_extra_unqueued,           //!< a GROW's extra bin that finds no empty pin slot is not queued: its units are signalled for a bin nobody can find
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -1074,8 +1076,10 @@ struct ualloc {
   // Tries the pin slots whose bits `slots` has (bit s: slot s), in order from the warp's own slot:
   // each is read, and taken by CAS if it is empty or borrowed (with `exhausted_too`, also if it
   // holds an exhausted bin). True once the bin is in a slot (ours, or it was there already).
-  TOGA_DEVICE bool pin_into(class_list<P>& L, std::uint64_t bin, std::uint32_t slots, bool exhausted_too) const TOGA_NOEXCEPT(P) {
-    const unsigned s0 = pin_slot();
+  TOGA_DEVICE std::uint32_t all_pins() const TOGA_NOEXCEPT(P) { return static_cast<std::uint32_t>((std::uint64_t{1} << num_pins) - 1); }
+  // The scan starts at the warp's own slot, `rotate` slots on (a GROW's extra bins: one each).
+  TOGA_DEVICE bool pin_into(class_list<P>& L, std::uint64_t bin, std::uint32_t slots, bool exhausted_too, unsigned rotate = 0) const TOGA_NOEXCEPT(P) {
+    const unsigned s0 = (pin_slot() + rotate) % num_pins;
     const std::uint64_t both = static_cast<std::uint64_t>(slots) | (static_cast<std::uint64_t>(slots) << num_pins);
     for (std::uint64_t order = (both >> s0) & ((std::uint64_t{1} << num_pins) - 1); order != 0; order &= order - 1) {
       const unsigned s = (s0 + bits::ctz(order)) % num_pins;  // bit j of order: slot (s0 + j) % num_pins
@@ -1300,6 +1304,7 @@ struct ualloc {
     const std::uint32_t cap = capacity(c);
     P::inject(fault_site::stall_grow);
     std::uint64_t bin = 0;
+    std::uint32_t extra = 0;  // bins past the m promised ones (a fresh chunk's; chunk classes only)
     if constexpr (G::superbins) {
       // every producer lane (rank < m) takes its superbin from TBuddy itself
       if (g.rank < m) bin = new_superbin();
@@ -1308,8 +1313,11 @@ struct ualloc {
       std::uint32_t made = 0;
       std::uint64_t fresh_chunk = no_block;
       bool locked = false;
-      if (g.is_leader()) made = acquire_bins(a, m, fresh_chunk, locked);
+      // a fresh chunk: up to one bin per lane (TOGA_FRESH_CHUNK_BINS), the extras unpromised
+      const std::uint32_t fresh_bins = TOGA_FRESH_CHUNK_BINS > m ? (g.size < TOGA_FRESH_CHUNK_BINS ? (g.size > m ? g.size : m) : TOGA_FRESH_CHUNK_BINS) : m;
+      if (g.is_leader()) made = acquire_bins(a, m, fresh_chunk, locked, fresh_bins);
       made = g.broadcast(made);
+      extra = made > m ? made - m : 0u;
       // the leader's bins, one per producer lane (rank < made): the first bins of a fresh chunk,
       // or bins claimed from the arena's chunks in one hold of the chunk mutex (E5)
       for (std::uint32_t j = 0; j < made; ++j) {
@@ -1327,6 +1335,18 @@ struct ualloc {
       // routing read (in_superbin, free_of_unmapped) of a lane that takes the bin can be stale
       // (found by random shapes under --memory weak; design.md §17.1)
       if (made > 1 && Bug != ualloc_bug::grow_bins_without_warp_barrier) g.sync();
+    }
+    if (g.rank >= m && g.rank < m + extra) {
+      // an extra bin of a fresh chunk: empty, pinned from a slot of its own (else queued); its
+      // units were never promised, so they are signalled as new ones (C += cap, E unchanged)
+      TOGA_PROFILE_COUNT(prof_ua_grow);
+      const std::uint32_t e = L.rcu.read_lock();
+      init_bin(bin, c, a, 0);
+      if (!pin_into(L, bin, all_pins(), false, g.rank) && Bug != ualloc_bug::fresh_extra_unqueued) enqueue(L, bin);
+      L.rcu.read_unlock(e);
+      L.slot_sem.signal(cap, Bug == ualloc_bug::fresh_extra_signalled_as_promised ? cap : 0);  // [HB] release, after the pin
+      if (Bug != ualloc_bug::overproduced_bin_unnoted) note_reclaimable();  // an over-produced bin, pinned empty (E5)
+      P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{1}, relaxed, device_scope);
     }
     if (g.rank < m) {
       const std::uint64_t left = slot_semaphore<P>::batch_leftover(g.rank, g.size, 1, cap);
@@ -1689,7 +1709,7 @@ struct ualloc {
   // CAS loop). GROW there: a new chunk from TBuddy whose first m bins are ours (fresh_chunk);
   // OK: the chunk mutex is taken (locked) and claim_bin_locked hands out the m bins. Returns m,
   // or 0 when no chunk can be had (design.md §8.5, E5: one mutex hold for the group, not one per bin).
-  TOGA_DEVICE std::uint32_t acquire_bins(unsigned a, std::uint32_t m, std::uint64_t& fresh_chunk, bool& locked) const TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE std::uint32_t acquire_bins(unsigned a, std::uint32_t m, std::uint64_t& fresh_chunk, bool& locked, std::uint32_t fresh_bins) const TOGA_NOEXCEPT(P) {
     arena<P, G>& A = arenas[a];
     const bool ok = A.chunk_sem.try_take(m) || A.chunk_sem.wait_slow(m, geom::usable_bins) == sem_result::ok;
     if (ok) {
@@ -1705,21 +1725,23 @@ struct ualloc {
     }
     buddy.tag_chunk(chunk, geom::chunk_order);
     chunk_header* ch = chunk_at(chunk);
+    // the bins we take: the m promised ones, and a fresh chunk's extras (fresh_bins >= m)
+    const std::uint32_t took = fresh_bins > geom::usable_bins ? geom::usable_bins : fresh_bins > m ? fresh_bins : m;
     for (unsigned w = 0; w < geom::bins_per_chunk / 64; ++w) {
       std::uint64_t bits = 0;
       for (unsigned b = 0; b < 64; ++b)
-        if (w * 64 + b < geom::header_bins + m) bits |= std::uint64_t{1} << b;  // header bins + our m bins
+        if (w * 64 + b < geom::header_bins + took) bits |= std::uint64_t{1} << b;  // header bins + our bins
       P::store(&ch->bin_bitmap[w], bits, relaxed, device_scope);
     }
-    P::store(&ch->free_bins, geom::usable_bins - m, relaxed, device_scope);
+    P::store(&ch->free_bins, geom::usable_bins - took, relaxed, device_scope);
     P::store(&ch->arena, a, relaxed, device_scope);
     P::fetch_add(&A.stats.chunks, std::uint64_t{1}, relaxed, device_scope);
     lock(&A.chunk_mtx);
     link_chunk(A, chunk);
     unlock(&A.chunk_mtx);
-    A.chunk_sem.signal(geom::usable_bins - m, geom::usable_bins - m);
+    A.chunk_sem.signal(geom::usable_bins - took, geom::usable_bins - m);  // (the extras' units were never promised)
     fresh_chunk = chunk;
-    return m;
+    return took;
   }
   // Under chunk_mtx, holding a chunk-semaphore unit: a free bin of arena a (heap offset).
   TOGA_DEVICE std::uint64_t claim_bin_locked(unsigned a) const TOGA_NOEXCEPT(P) {
