@@ -1336,18 +1336,6 @@ struct ualloc {
       // (found by random shapes under --memory weak; design.md §17.1)
       if (made > 1 && Bug != ualloc_bug::grow_bins_without_warp_barrier) g.sync();
     }
-    if (g.rank >= m && g.rank < m + extra) {
-      // an extra bin of a fresh chunk: empty, pinned from a slot of its own (else queued); its
-      // units were never promised, so they are signalled as new ones (C += cap, E unchanged)
-      TOGA_PROFILE_COUNT(prof_ua_grow);
-      const std::uint32_t e = L.rcu.read_lock();
-      init_bin(bin, c, a, 0);
-      if (!pin_into(L, bin, all_pins(), false, g.rank) && Bug != ualloc_bug::fresh_extra_unqueued) enqueue(L, bin);
-      L.rcu.read_unlock(e);
-      L.slot_sem.signal(cap, Bug == ualloc_bug::fresh_extra_signalled_as_promised ? cap : 0);  // [HB] release, after the pin
-      if (Bug != ualloc_bug::overproduced_bin_unnoted) note_reclaimable();  // an over-produced bin, pinned empty (E5)
-      P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{1}, relaxed, device_scope);
-    }
     if (g.rank < m) {
       const std::uint64_t left = slot_semaphore<P>::batch_leftover(g.rank, g.size, 1, cap);
       if (bin == 0) {
@@ -1367,9 +1355,31 @@ struct ualloc {
         P::fetch_add(&arenas[a].stats.grows, std::uint64_t{1}, relaxed, device_scope);
       }
     }
+    if (g.rank >= m && g.rank < m + extra) {
+      // an extra bin of a fresh chunk: empty, pinned from a slot of its own (else queued); its
+      // units were never promised, so they are signalled as new ones (C += cap, E unchanged).
+      // (Placed after the promised bins; a barrier between the two that forces the order was
+      // measured and changed nothing: the first kernel at low demand is slower either way.)
+      TOGA_PROFILE_COUNT(prof_ua_grow);
+      const std::uint32_t e = L.rcu.read_lock();
+      init_bin(bin, c, a, 0);
+      if (!pin_into(L, bin, all_pins(), false, g.rank) && Bug != ualloc_bug::fresh_extra_unqueued) enqueue(L, bin);
+      L.rcu.read_unlock(e);
+      L.slot_sem.signal(cap, Bug == ualloc_bug::fresh_extra_signalled_as_promised ? cap : 0);  // [HB] release, after the pin
+    }
     // [HB] the producers' header stores happen before the members' later reads of them (a free
     // reads class and arena): only __syncwarp orders memory among lanes
     g.sync();
+    if (extra > 0 && g.is_leader()) {
+      // the extras, counted once per GROW: they are empty bins (E5's over-production), a reclaim
+      // change after their pins (the barrier above orders the other lanes' pins before this
+      // release); one RMW, not one per extra, since every SM's first GROW makes them at once and
+      // the heap-wide counter is one word (measured: one per extra made 16,384-thread first
+      // kernels 20 us slower)
+      if (Bug != ualloc_bug::overproduced_bin_unnoted) note_reclaimable();
+      P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{extra}, relaxed, device_scope);
+      P::fetch_add(&arenas[a].stats.grows, std::uint64_t{extra}, relaxed, device_scope);
+    }
     const std::uint64_t mine = g.from_rank(bin, g.rank / cap);
     return mine == 0 ? no_block : slot_at(mine, c, g.rank % cap);
   }
