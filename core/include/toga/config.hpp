@@ -27,7 +27,7 @@
 #define TOGA_SB_STEAL_ROUNDS 4
 #endif
 
-//! Bins that a chunk-class GROW makes when it takes a fresh chunk (design.md §8.9): at least the
+//! Bins that a chunk-class GROW makes when it takes a fresh chunk (design.md §8.5): at least the
 //! bins its group needs, at most one per lane of the group and at most this many; the ones
 //! beyond what the group needs are pinned empty (or queued) and their slots signalled, so that the
 //! other warps of the SM find bins at once instead of each wave of them waiting on another GROW.

@@ -1093,7 +1093,7 @@ struct ualloc {
   // Puts a bin with free slots into an empty pin slot (and, if `displace`, the slot of an
   // exhausted bin) by CAS; else into the inbox.
   TOGA_DEVICE void pin_insert(class_list<P>& L, std::uint64_t bin, bool displace) const TOGA_NOEXCEPT(P) {
-    const std::uint32_t all = static_cast<std::uint32_t>((std::uint64_t{1} << num_pins) - 1);
+    const std::uint32_t all = all_pins();
     if (pin_into(L, bin, all, false) || (displace && pin_into(L, bin, all, true))) return;
     enqueue(L, bin);
   }
@@ -1314,7 +1314,8 @@ struct ualloc {
       std::uint64_t fresh_chunk = no_block;
       bool locked = false;
       // a fresh chunk: up to one bin per lane (TOGA_FRESH_CHUNK_BINS), the extras unpromised
-      const std::uint32_t fresh_bins = TOGA_FRESH_CHUNK_BINS > m ? (g.size < TOGA_FRESH_CHUNK_BINS ? (g.size > m ? g.size : m) : TOGA_FRESH_CHUNK_BINS) : m;
+      const std::uint32_t per_lane = g.size < TOGA_FRESH_CHUNK_BINS ? g.size : TOGA_FRESH_CHUNK_BINS;
+      const std::uint32_t fresh_bins = per_lane > m ? per_lane : m;
       if (g.is_leader()) made = acquire_bins(a, m, fresh_chunk, locked, fresh_bins);
       made = g.broadcast(made);
       extra = made > m ? made - m : 0u;
@@ -1717,8 +1718,8 @@ struct ualloc {
   }
   // Leader of a GROW(m): takes m units of the arena's chunk semaphore (one speculative RMW, or the
   // CAS loop). GROW there: a new chunk from TBuddy whose first m bins are ours (fresh_chunk);
-  // OK: the chunk mutex is taken (locked) and claim_bin_locked hands out the m bins. Returns m,
-  // or 0 when no chunk can be had (design.md §8.5, E5: one mutex hold for the group, not one per bin).
+  // OK: the chunk mutex is taken (locked) and claim_bin_locked hands out the m bins. Returns m
+  // (a fresh chunk: fresh_bins, its first bins), or 0 when no chunk can be had (design.md §8.5, E5: one mutex hold for the group, not one per bin).
   TOGA_DEVICE std::uint32_t acquire_bins(unsigned a, std::uint32_t m, std::uint64_t& fresh_chunk, bool& locked, std::uint32_t fresh_bins) const TOGA_NOEXCEPT(P) {
     arena<P, G>& A = arenas[a];
     const bool ok = A.chunk_sem.try_take(m) || A.chunk_sem.wait_slow(m, geom::usable_bins) == sem_result::ok;
@@ -1735,8 +1736,8 @@ struct ualloc {
     }
     buddy.tag_chunk(chunk, geom::chunk_order);
     chunk_header* ch = chunk_at(chunk);
-    // the bins we take: the m promised ones, and a fresh chunk's extras (fresh_bins >= m)
-    const std::uint32_t took = fresh_bins > geom::usable_bins ? geom::usable_bins : fresh_bins > m ? fresh_bins : m;
+    // the bins we take: the m promised ones and a fresh chunk's extras (the caller's fresh_bins >= m)
+    const std::uint32_t took = fresh_bins < geom::usable_bins ? fresh_bins : geom::usable_bins;
     for (unsigned w = 0; w < geom::bins_per_chunk / 64; ++w) {
       std::uint64_t bits = 0;
       for (unsigned b = 0; b < 64; ++b)
