@@ -34,5 +34,6 @@ template std::unique_ptr<instance> make_one<ualloc_bug::free_no_barrier_after_rm
 template std::unique_ptr<instance> make_one<ualloc_bug::free_hint_trusted, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::fresh_extra_signalled_as_promised, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::fresh_extra_unqueued, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::scan_claim_trusted, tbuddy_bug::none>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

@@ -284,6 +284,12 @@ std::vector<mutant> build() {
          P{{"bug", 95}, {"coalesced", 1}, {"heap_kib", 1024}, {"pins", 1}, {"sb_shift", 0}, {"size", 600}, {"sms", 1}, {"threads", 16}, {"warps", 3}},
          "a GROW's extra bin of a fresh chunk that finds no empty pin slot is neither pinned nor queued: its units are "
          "signalled for a bin nobody can find (the waiters spin: livelock)"),
+      // the fast path's scan of a superbin's bitmap (design.md §8.3, TOGA_SCAN_CLAIM)
+      mb("ualloc.scan-claim-trusted", "off-by-one", "superbins",
+         P{{"bug", 96}, {"anchor", 32768}, {"heap_kib", 128}, {"keep", 6}, {"limit_kib", 2048}, {"ops", 9}, {"sb_arenas", 2},
+           {"size", 114}, {"sms", 2}, {"threads", 26}, {"warps", 1}},
+         "the fast path takes the zero bits a lane saw in its scan of the superbin's bitmap as its own without looking at "
+         "what its fetch_or found: two groups that saw one word free get the same slots"),
       // superbins (E6, design.md §11), in the scaled geometry of the superbins scenario
       mb("ualloc.superbin-tag-not-set", "routing", "superbins", P{{"bug", 21}},
          "a GROW makes a superbin without tagging its TBuddy node").depth(0).ci(),

@@ -37,6 +37,15 @@
 #define TOGA_FRESH_CHUNK_BINS 32
 #endif
 
+//! The fast path's claim in a superbin (design.md §8.3): 1 (default) has every lane of the group
+//! load one bitmap word of the pinned superbin while the leader reserves, and a first claim that
+//! lost bits its word cannot make up claims the rest in a word the lanes saw with room, instead
+//! of finishing in the slow path; 0 leaves such groups to the slow path (a build-time switch for
+//! A/B measurements).
+#ifndef TOGA_SCAN_CLAIM
+#define TOGA_SCAN_CLAIM 1
+#endif
+
 //! Out-of-line members on the view's resident copy (design.md §8.8): 1 runs the allocator's
 //! out-of-line wrappers on its copy in the heap's metadata and UAlloc's slow paths on a local copy
 //! made at the call, so that no kernel parameter's address is taken; 0 calls them on the caller's

@@ -19,7 +19,9 @@
 //!   3. load its pin slot (acquire) and reserve T slots with one fetch_sub on the bin's free
 //!      count, keeping clamp(old, 0, T) and undoing the rest (E3);
 //!   4. claim T bits of one bitmap word with one fetch_or (acquire), starting at the reservation's
-//!      ordinal (exact in a fresh bin), and hand them to the lanes in rank order;
+//!      ordinal (exact in a fresh bin), and hand them to the lanes in rank order (superbins: the
+//!      lanes load a window of the bitmap meanwhile, and bits the word cannot make up are claimed
+//!      in a word of the window that showed room, design.md §8.3);
 //!   5. `rcu.read_unlock()` (release).
 //! Everything else (a failed take, a short reservation, lost bits, an exhausted pin, GROW, the
 //! out-of-memory fallback) runs in one non-inlined slow path that the whole group enters (E10).
@@ -157,6 +159,7 @@ enum class ualloc_bug : std::uint8_t {
   free_hint_trusted,              //!< the fast path takes the bits at the free hint as its own without looking at what its fetch_or found: another group's claim of the same run is handed out twice
   fresh_extra_signalled_as_promised,  //!< a GROW's extra bin of a fresh chunk settles a promise (E -= cap) that was never made for it: another producer's promise is taken away from its waiters
   fresh_extra_unqueued,           //!< a GROW's extra bin that finds no empty pin slot is not queued: its units are signalled for a bin nobody can find
+  scan_claim_trusted,             //!< the fast path takes the zero bits a lane saw in its scan as its own without looking at what its fetch_or found: two groups that saw one word free get the same slots
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -338,6 +341,9 @@ struct ualloc {
   //! Classes with at least this many slots per bin keep their empty bins (E11). (31, to take in the
   //! 128 B class, was measured and changed nothing: design.md §11.9, §22.)
   static constexpr std::uint32_t hysteresis_min_capacity = 32;
+  //! The fast path's scan of the pinned superbin's bitmap by the whole group (TOGA_SCAN_CLAIM,
+  //! design.md §8.3).
+  static constexpr bool scan_claim = G::superbins && TOGA_SCAN_CLAIM != 0;
   static constexpr std::uint32_t dead = Bug == ualloc_bug::dead_near_wrap ? 0x80000000u : bin_dead;
   // [HB] the slot hand-over: a free's fetch_and releases, a claim's fetch_or acquires (planted
   // bugs relax them)
@@ -383,76 +389,152 @@ struct ualloc {
     alloc_progress pr{0, 0, 0, 0, 0, 0, 0, 0};
     std::uint64_t claimed = 0;  // bits of word pr.hint / 64 this group claimed (leader)
     if (g.is_leader()) TOGA_PROFILE_COUNT(prof_ua_group);
+    std::uint64_t bin = 0;       // (leader) the pinned bin, 0: none or no units
+    std::int32_t o = 0;          // (leader) the bin's free count before our reservation
+    std::uint32_t fh = no_free_hint;
+    bool from_free = false;      // (leader) the claim starts at the free hint
     if (g.is_leader() && L.slot_sem.try_take(t)) {          // (1) speculative take [E2]; acquire
       pr.stage = 1;
       pr.units = t;
       pr.token = L.rcu.read_lock();                          // (2) one fence [E4]
       P::inject(fault_site::stall_read_section);             // (units held, the pin not yet read)
       // [HB] acquire: pairs with the release store that pinned the bin (after its header was written)
-      const std::uint64_t bin = slot_bin(P::load(&L.pins[pin_slot()], acquire, device_scope));
+      bin = slot_bin(P::load(&L.pins[pin_slot()], acquire, device_scope));
       if (bin != 0) {
         header_t* h = bin_at(bin);
         P::inject(fault_site::stall_read_to_rmw);  // (the pin may change before our reservation)
         // where the last group free's run began (a guess only: the claim below decides; loaded
         // beside the reservation's RMW, not after it)
-        const std::uint32_t fh = G::superbins ? P::load(&h->free_hint, relaxed, device_scope) : no_free_hint;
+        if constexpr (G::superbins) fh = P::load(&h->free_hint, relaxed, device_scope);
         // (3) reserve t slots: relaxed (an RMW reads the latest count; the bitmap claim synchronises)
         std::uint32_t old = t;
         if constexpr (Bug != ualloc_bug::claim_without_reservation) {
           old = P::fetch_sub(&h->free, t, relaxed, device_scope);
           ghost_add<P>(ghost_kind::bin_transit, h, t);
         }
-        const std::int32_t o = static_cast<std::int32_t>(old);
-        if (o >= static_cast<std::int32_t>(t)) {
-          pr.bin = bin;
-          pr.units = 0;
-          pr.reserved = t;
-          // (4) the first bit to claim: in a superbin that holds a free hint and is not entirely
-          // free, where the last group free's run began (the reservation's ordinal is exact only
-          // while no slot has come back: in a bin that slots leave and return to, it points at
-          // bits still in use); else the reservation's ordinal, exact in a fresh or entirely free
-          // bin (design.md §8.3)
-          const std::uint32_t cap = capacity(c);
-          const bool from_free = static_cast<std::uint32_t>(o) < cap && fh < cap;
-          // one group per hint: the groups after us guess by their ordinals until a free stores
-          // the next (measured: a hint left in place sent every later group of a warm pass to the
-          // same run, and 256 B allocation took 2.9x as long)
-          if (from_free) P::store(&h->free_hint, no_free_hint, relaxed, device_scope);
-          pr.hint = from_free ? fh : cap - static_cast<std::uint32_t>(o);
-          const unsigned w = pr.hint / 64, b0 = pr.hint % 64;
-          const std::uint64_t want = (t >= 64 - b0 ? ~std::uint64_t{0} : ((std::uint64_t{1} << t) - 1)) << b0;
-          // [HB] acquire: pairs with the release fetch_and of the slot's last free
-          std::uint64_t was = P::fetch_or(&h->bitmap[w], want, claim_order, device_scope);
-          claimed = want & ~was;
-          if constexpr (Bug == ualloc_bug::free_hint_trusted)
-            if (from_free) claimed = want;  // (planted: "the hint names a freed run, so its bits are ours")
-          if constexpr (Bug != ualloc_bug::claim_without_reservation) ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(bits::popc(claimed)));
-          if (bits::popc(claimed) < t && ~(was | want) != 0) {
-            // bits of the guess were taken (a used bin): the word's other zero bits, as seen
-            const unsigned have = Bug == ualloc_bug::more_claims_from_zero ? 0u : bits::popc(claimed);
-            const std::uint64_t more = bits::lowest(~(was | want), t - have);
-            was = P::fetch_or(&h->bitmap[w], more, claim_order, device_scope);
-            if constexpr (Bug != ualloc_bug::claim_without_reservation) ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(bits::popc(more & ~was)));
-            claimed |= more & ~was;
+        o = static_cast<std::int32_t>(old);
+      }
+    }
+    // (3') superbins (TOGA_SCAN_CLAIM): while the leader's reservation is in flight every lane loads
+    // one bitmap word of the pinned superbin, a window of up to g.size words (relaxed: a guess;
+    // the claim decides, and the superbin cannot be reused while the leader's section lasts)
+    [[maybe_unused]] std::uint64_t seen = ~std::uint64_t{0};
+    [[maybe_unused]] unsigned window = 0, w_first = 0;
+    if constexpr (scan_claim) {
+      const std::uint64_t sbin = g.broadcast(bin);
+      if (sbin != 0) {
+        const unsigned words = (capacity(c) + 63) / 64;
+        window = words < g.size ? words : g.size;
+        // groups of other warps look at other windows of a large bitmap (256 B: 128 words)
+        w_first = words > g.size ? ((P::block_id() * 8u + P::warp_id()) * g.size) % words : 0u;
+        if (g.rank < window) seen = P::load(&bin_at(sbin)->bitmap[(w_first + g.rank) % words], relaxed, device_scope);
+      }
+    }
+    // (leader) what the scan is asked for: the slots its claims in the first word left unserved
+    // (0: none), that word, and the window rank to look from
+    [[maybe_unused]] std::uint32_t scan_ask = 0;
+    unsigned w1 = 0;  // (leader) the word of the first claims
+    if (g.is_leader() && bin != 0) {
+      header_t* h = bin_at(bin);
+      if (o >= static_cast<std::int32_t>(t)) {
+        pr.bin = bin;
+        pr.units = 0;
+        pr.reserved = t;
+        // (4) the first bit to claim: in a superbin that holds a free hint and is not entirely
+        // free, where the last group free's run began (the reservation's ordinal is exact only
+        // while no slot has come back: in a bin that slots leave and return to, it points at
+        // bits still in use); else the reservation's ordinal, exact in a fresh or entirely free
+        // bin (design.md §8.3)
+        const std::uint32_t cap = capacity(c);
+        from_free = static_cast<std::uint32_t>(o) < cap && fh < cap;
+        // one group per hint: the groups after us guess by their ordinals until a free stores
+        // the next (measured: a hint left in place sent every later group of a warm pass to the
+        // same run, and 256 B allocation took 2.9x as long)
+        if (from_free) P::store(&h->free_hint, no_free_hint, relaxed, device_scope);
+        pr.hint = from_free ? fh : cap - static_cast<std::uint32_t>(o);
+        const unsigned w = pr.hint / 64, b0 = pr.hint % 64;
+        w1 = w;
+        const std::uint64_t want = (t >= 64 - b0 ? ~std::uint64_t{0} : ((std::uint64_t{1} << t) - 1)) << b0;
+        // [HB] acquire: pairs with the release fetch_and of the slot's last free
+        std::uint64_t was = P::fetch_or(&h->bitmap[w], want, claim_order, device_scope);
+        claimed = want & ~was;
+        if constexpr (Bug == ualloc_bug::free_hint_trusted)
+          if (from_free) claimed = want;  // (planted: "the hint names a freed run, so its bits are ours")
+        if constexpr (Bug != ualloc_bug::claim_without_reservation) ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(bits::popc(claimed)));
+        const unsigned have = bits::popc(claimed);
+        // bits of the guess were taken (a used bin): the word's other zero bits, as seen, when
+        // they are enough (or when there is no scan); else the lanes' scan (3') below
+        if (have < t && ~(was | want) != 0 &&
+            (!scan_claim || window == 0 || bits::popc(~(was | want)) >= t - have)) {
+          const unsigned base = Bug == ualloc_bug::more_claims_from_zero ? 0u : have;
+          const std::uint64_t more = bits::lowest(~(was | want), t - base);
+          was = P::fetch_or(&h->bitmap[w], more, claim_order, device_scope);
+          if constexpr (Bug != ualloc_bug::claim_without_reservation) ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(bits::popc(more & ~was)));
+          claimed |= more & ~was;
+        } else if (scan_claim && have < t) {
+          // (missing slots | the word << 8 | the window rank to look from << 24)
+          scan_ask = (t - have) | (w << 8) | (((pr.hint / t) % (window > 0 ? window : 1u)) << 24);
+        }
+        const unsigned got = bits::popc(claimed);
+        pr.reserved -= got;
+        pr.hint = w * 64;  // (a word with claims of ours; the slow path looks from here)
+        // (a pinned bin whose last units we reserved stays pinned: takers replace exhausted bins)
+      } else {
+        pr.stage = 3;  // short reservation: the slow path keeps what it got and undoes the rest
+        pr.bin = bin;
+        pr.reserved = static_cast<std::uint32_t>(o);  // the old count (may be <= 0)
+      }
+    }
+    // (4') superbins: a claim that lost bits its word cannot make up goes to the first word of the
+    // lanes' window, from the ordinal's rank on, that showed the missing number of zero bits; the
+    // leader claims the lowest of them (one fetch_or; the same word's zeros come first, above)
+    [[maybe_unused]] std::uint64_t claimed2 = 0;
+    [[maybe_unused]] unsigned w2 = 0;
+    if constexpr (scan_claim) {
+      if (window > 0) {  // (uniform: every lane got the same superbin)
+        scan_ask = g.broadcast(scan_ask);
+        if (scan_ask != 0) {
+          const std::uint32_t missing = scan_ask & 0xffu, skip = (scan_ask >> 8) & 0xffffu, from = scan_ask >> 24;
+          const unsigned words = (capacity(c) + 63) / 64;
+          const unsigned mine_w = (w_first + g.rank) % words;
+          const bool enough = g.rank < window && mine_w != skip && bits::popc(~seen) >= missing;
+          const std::uint32_t cand = g.ballot(enough);
+          const std::uint32_t later = g.ballot(enough && g.rank >= from);
+          const std::uint32_t pick = later != 0 ? later : cand;
+          const unsigned lane = pick != 0 ? bits::ctz(static_cast<std::uint64_t>(pick)) : g.leader;
+          const std::uint64_t picked_seen = P::shfl(g.mask, seen, static_cast<int>(lane));
+          const unsigned picked_w = P::shfl(g.mask, mine_w, static_cast<int>(lane));
+          if (g.is_leader() && pick != 0) {
+            header_t* h = bin_at(bin);
+            w2 = picked_w;
+            const std::uint64_t want2 = bits::lowest(~picked_seen, missing);  // the zeros the lane saw
+            const std::uint64_t was2 = P::fetch_or(&h->bitmap[w2], want2, claim_order, device_scope);
+            claimed2 = want2 & ~was2;
+            if constexpr (Bug == ualloc_bug::scan_claim_trusted) claimed2 = want2;  // (planted: "a lane saw these bits free, so they are ours")
+            if constexpr (Bug != ualloc_bug::claim_without_reservation) ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(bits::popc(claimed2)));
+            pr.reserved -= bits::popc(claimed2);
+            pr.hint = w2 * 64;  // (the slow path looks from here)
           }
-          const unsigned got = bits::popc(claimed);
-          pr.reserved -= got;
-          pr.hint = w * 64;  // (a word with claims of ours; the slow path looks from here)
-          // (a pinned bin whose last units we reserved stays pinned: takers replace exhausted bins)
-        } else {
-          pr.stage = 3;  // short reservation: the slow path keeps what it got and undoes the rest
-          pr.bin = bin;
-          pr.reserved = static_cast<std::uint32_t>(o);  // the old count (may be <= 0)
         }
       }
     }
     // Broadcast: the bin with the word index in its low bits (bins are 4 KiB aligned), and the
-    // claimed bits; lanes of rank < popc(claimed) take the rank-th claimed bit.
-    const std::uint64_t bin_w = g.broadcast(pr.bin | (pr.hint / 64));
+    // claimed bits; lanes of rank < popc(claimed) take the rank-th claimed bit, the next ones the
+    // bits of the scan's claim.
+    const std::uint64_t bin_w = g.broadcast(pr.bin | w1);
     claimed = g.broadcast(claimed);
-    const unsigned got = bits::popc(claimed);
+    const unsigned got1 = bits::popc(claimed);
+    unsigned got = got1;
     std::uint64_t mine = no_block;
-    if (g.rank < got) mine = slot_at(bin_w & ~std::uint64_t{4095}, c, (bin_w & 4095) * 64 + bits::select(claimed, lane_pick(g.rank)));
+    if (g.rank < got1) mine = slot_at(bin_w & ~std::uint64_t{4095}, c, (bin_w & 4095) * 64 + bits::select(claimed, lane_pick(g.rank)));
+    if constexpr (scan_claim) {
+      if (window > 0 && scan_ask != 0) {
+        claimed2 = g.broadcast(claimed2);
+        w2 = g.broadcast(w2);
+        got += bits::popc(claimed2);
+        if (g.rank >= got1 && g.rank < got) mine = slot_at(bin_w & ~std::uint64_t{4095}, c, w2 * 64 + bits::select(claimed2, lane_pick(g.rank - got1)));
+      }
+    }
     const std::uint32_t need_slow = g.broadcast(static_cast<std::uint32_t>(got < t || pr.stage >= 2));
     // [HB] only __syncwarp orders memory among lanes (shuffles do not): the members' later reads
     // of the bin header (a free reads class and arena) happen after the leader's acquire of it
