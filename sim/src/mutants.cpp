@@ -289,7 +289,9 @@ std::vector<mutant> build() {
          P{{"bug", 96}, {"anchor", 32768}, {"heap_kib", 128}, {"keep", 6}, {"limit_kib", 2048}, {"ops", 9}, {"sb_arenas", 2},
            {"size", 114}, {"sms", 2}, {"threads", 26}, {"warps", 1}},
          "the fast path takes the zero bits a lane saw in its scan of the superbin's bitmap as its own without looking at "
-         "what its fetch_or found: two groups that saw one word free get the same slots"),
+         "what its fetch_or found: two groups that saw one word free get the same slots")
+          .depth(1)
+          .ci(),
       // superbins (E6, design.md §11), in the scaled geometry of the superbins scenario
       mb("ualloc.superbin-tag-not-set", "routing", "superbins", P{{"bug", 21}},
          "a GROW makes a superbin without tagging its TBuddy node").depth(0).ci(),

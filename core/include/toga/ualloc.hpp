@@ -419,11 +419,11 @@ struct ualloc {
     // one bitmap word of the pinned superbin, a window of up to g.size words (relaxed: a guess;
     // the claim decides, and the superbin cannot be reused while the leader's section lasts)
     [[maybe_unused]] std::uint64_t seen = ~std::uint64_t{0};
-    [[maybe_unused]] unsigned window = 0, w_first = 0;
+    [[maybe_unused]] unsigned window = 0, w_first = 0, words = 0;
     if constexpr (scan_claim) {
       const std::uint64_t sbin = g.broadcast(bin);
       if (sbin != 0) {
-        const unsigned words = (capacity(c) + 63) / 64;
+        words = (capacity(c) + 63) / 64;
         window = words < g.size ? words : g.size;
         // groups of other warps look at other windows of a large bitmap (256 B: 128 words)
         w_first = words > g.size ? ((P::block_id() * 8u + P::warp_id()) * g.size) % words : 0u;
@@ -463,9 +463,9 @@ struct ualloc {
         if constexpr (Bug != ualloc_bug::claim_without_reservation) ghost_add<P>(ghost_kind::bin_transit, h, -static_cast<std::int64_t>(bits::popc(claimed)));
         const unsigned have = bits::popc(claimed);
         // bits of the guess were taken (a used bin): the word's other zero bits, as seen, when
-        // they are enough (or when there is no scan); else the lanes' scan (3') below
-        if (have < t && ~(was | want) != 0 &&
-            (!scan_claim || window == 0 || bits::popc(~(was | want)) >= t - have)) {
+        // they are enough (or when there is no scan); else the lanes' scan (3') below (a pinned
+        // superbin gave every lane a window: window > 0 here)
+        if (have < t && ~(was | want) != 0 && (!scan_claim || bits::popc(~(was | want)) >= t - have)) {
           const unsigned base = Bug == ualloc_bug::more_claims_from_zero ? 0u : have;
           const std::uint64_t more = bits::lowest(~(was | want), t - base);
           was = P::fetch_or(&h->bitmap[w], more, claim_order, device_scope);
@@ -473,7 +473,7 @@ struct ualloc {
           claimed |= more & ~was;
         } else if (scan_claim && have < t) {
           // (missing slots | the word << 8 | the window rank to look from << 24)
-          scan_ask = (t - have) | (w << 8) | (((pr.hint / t) % (window > 0 ? window : 1u)) << 24);
+          scan_ask = (t - have) | (w << 8) | (((pr.hint / t) % window) << 24);
         }
         const unsigned got = bits::popc(claimed);
         pr.reserved -= got;
@@ -495,7 +495,6 @@ struct ualloc {
         scan_ask = g.broadcast(scan_ask);
         if (scan_ask != 0) {
           const std::uint32_t missing = scan_ask & 0xffu, skip = (scan_ask >> 8) & 0xffffu, from = scan_ask >> 24;
-          const unsigned words = (capacity(c) + 63) / 64;
           const unsigned mine_w = (w_first + g.rank) % words;
           const bool enough = g.rank < window && mine_w != skip && bits::popc(~seen) >= missing;
           const std::uint32_t cand = g.ballot(enough);
@@ -503,10 +502,9 @@ struct ualloc {
           const std::uint32_t pick = later != 0 ? later : cand;
           const unsigned lane = pick != 0 ? bits::ctz(static_cast<std::uint64_t>(pick)) : g.leader;
           const std::uint64_t picked_seen = P::shfl(g.mask, seen, static_cast<int>(lane));
-          const unsigned picked_w = P::shfl(g.mask, mine_w, static_cast<int>(lane));
+          w2 = P::shfl(g.mask, mine_w, static_cast<int>(lane));  // (every lane: no broadcast below)
           if (g.is_leader() && pick != 0) {
             header_t* h = bin_at(bin);
-            w2 = picked_w;
             const std::uint64_t want2 = bits::lowest(~picked_seen, missing);  // the zeros the lane saw
             const std::uint64_t was2 = P::fetch_or(&h->bitmap[w2], want2, claim_order, device_scope);
             claimed2 = want2 & ~was2;
@@ -525,14 +523,14 @@ struct ualloc {
     claimed = g.broadcast(claimed);
     const unsigned got1 = bits::popc(claimed);
     unsigned got = got1;
+    const std::uint64_t bin_base = bin_w & ~std::uint64_t{4095};
     std::uint64_t mine = no_block;
-    if (g.rank < got1) mine = slot_at(bin_w & ~std::uint64_t{4095}, c, (bin_w & 4095) * 64 + bits::select(claimed, lane_pick(g.rank)));
+    if (g.rank < got1) mine = slot_at(bin_base, c, (bin_w & 4095) * 64 + bits::select(claimed, lane_pick(g.rank)));
     if constexpr (scan_claim) {
       if (window > 0 && scan_ask != 0) {
         claimed2 = g.broadcast(claimed2);
-        w2 = g.broadcast(w2);
         got += bits::popc(claimed2);
-        if (g.rank >= got1 && g.rank < got) mine = slot_at(bin_w & ~std::uint64_t{4095}, c, w2 * 64 + bits::select(claimed2, lane_pick(g.rank - got1)));
+        if (g.rank >= got1 && g.rank < got) mine = slot_at(bin_base, c, w2 * 64 + bits::select(claimed2, lane_pick(g.rank - got1)));
       }
     }
     const std::uint32_t need_slow = g.broadcast(static_cast<std::uint32_t>(got < t || pr.stage >= 2));
