@@ -38,7 +38,7 @@ __device__ unsigned long long toga_prof[64];
 // latency quantiles, and latency per path (docs/benchmarks.md "What limits toga, case by case").
 struct tl_rec {
   unsigned long long t0, t1;
-  unsigned cycles, sm;
+  unsigned cycles, sm, wslot;  // wslot: %warpid at the end
 };
 __device__ tl_rec* tl_recs;
 __device__ unsigned long long* tl_path;
@@ -114,8 +114,10 @@ __global__ void TOGA_BOUNDS toga_alloc(TOGA_HEAP_PARAM h, void** out, unsigned n
   out[i] = h.allocate(size);
   const long long c1 = clock64();
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1));
+  unsigned ws;
   asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-  if (tl_recs) tl_recs[i] = tl_rec{g0, g1, static_cast<unsigned>(c1 - c0), sm};
+  asm volatile("mov.u32 %0, %%warpid;" : "=r"(ws));
+  if (tl_recs) tl_recs[i] = tl_rec{g0, g1, static_cast<unsigned>(c1 - c0), sm, ws};
 #else
   if (i < n) out[i] = h.allocate(size);
 #endif
@@ -378,6 +380,19 @@ struct timeline {
       if (sm_n[s]) se.push_back(sm_end[s]), sn.push_back(sm_n[s]);
     std::printf("    per SM (%zu): last thread done (us) min %.1f  p50 %.1f  max %.1f; threads min %.0f  p50 %.0f  max %.0f\n", se.size(),
                 q(se, 0), q(se, .5), q(se, 1), q(sn, 0), q(sn, .5), q(sn, 1));
+    // warps per (SM, pin slot of 32) under the two mappings design.md §8.2 compares: the block id's
+    // ((block x 8 + warp) mod 32, until 2026-11-30) and the hardware slot's (%warpid mod 32)
+    std::vector<double> by_id(nsm * 32, 0.0), by_hw(nsm * 32, 0.0);
+    for (unsigned w = 0; w * 32 < n; ++w) {
+      const tl_rec& x = r[w * 32];
+      const unsigned blk = w * 32 / block, wib = (w * 32 % block) / 32;
+      if (x.sm < nsm) by_id[x.sm * 32 + (blk * 8 + wib) % 32] += 1, by_hw[x.sm * 32 + x.wslot % 32] += 1;
+    }
+    std::vector<double> hw_ids;
+    for (unsigned i = 0; i < n; i += 32) hw_ids.push_back(r[i].wslot);
+    std::printf("    warps per (SM, pin slot): block-id mapping min %.0f p10 %.0f p50 %.0f p90 %.0f max %.0f; %%warpid mapping min %.0f p10 %.0f p50 %.0f p90 %.0f max %.0f; %%warpid max %.0f\n",
+                q(by_id, 0), q(by_id, .1), q(by_id, .5), q(by_id, .9), q(by_id, 1), q(by_hw, 0), q(by_hw, .1), q(by_hw, .5), q(by_hw, .9),
+                q(by_hw, 1), q(hw_ids, 1));
   }
 };
 #endif

@@ -37,6 +37,10 @@
 //!   - `lane_id()` in [0,32), `warp_id()` (warp index within the block), `thread_id()` (linear
 //!     thread index within the block), `block_id()` (linear block index in the grid),
 //!     `block_dim()` (threads per block), `grid_dim()` (blocks), `sm_id()` in [0, num_sms()).
+//!   - `warp_slot()`: a hint, the slot the calling warp occupies on its SM among the warps
+//!     resident there at once (CUDA: PTX `%warpid`, which may change if the warp is preempted),
+//!     the same in every lane of a converged warp. Only to spread warps over per-SM structures
+//!     (UAlloc's pin slots); correctness never depends on it.
 //! Warp collectives, with explicit 32-bit lane masks (Volta+ rules: the caller must be in the
 //! mask; the call waits for exactly the lanes named in it):
 //!   - `activemask()`, `ballot(mask, bool)`, `shfl(mask, T value, src_lane)` for 32- and 64-bit
@@ -167,6 +171,7 @@ concept Platform =
       { P::grid_dim() } -> std::same_as<unsigned>;
       { P::sm_id() } -> std::same_as<unsigned>;
       { P::num_sms() } -> std::same_as<unsigned>;
+      { P::warp_slot() } -> std::same_as<unsigned>;
       // warp collectives
       { P::activemask() } -> std::same_as<std::uint32_t>;
       { P::ballot(mask, pred) } -> std::same_as<std::uint32_t>;

@@ -7,8 +7,9 @@
 //! One arena per SM. Each arena has a list of chunks (512 KiB from TBuddy) with a bulk semaphore
 //! counting free bins, and per size class up to 32 *pinned* bins (pin slots, lock-free) plus an
 //! inbox (a lock-free stack) of bins that frees refilled, guarded by an RCU domain, with a bulk
-//! semaphore counting free slots. A warp starts at pin slot (block_id * 8 + warp_id) % pins, so
-//! that the warps of an SM that allocate at once reserve in many bins, not one.
+//! semaphore counting free slots. A warp starts at pin slot `warp_slot() % pins` (its slot among
+//! the SM's resident warps), so that the warps of an SM that allocate at once reserve in many
+//! bins, not one, and each slot's bin serves about the same number of warps per launch.
 //!
 //! Allocation is per group (E1): the lanes of a warp that ask for one class in one arena at the
 //! same time (a group of one is legal). The group leader does the shared-word work; results reach
@@ -838,8 +839,12 @@ struct ualloc {
   }
 
  private:
-  // The pin slot of the calling warp (every warp of a 256-thread block its own).
-  TOGA_DEVICE unsigned pin_slot() const TOGA_NOEXCEPT(P) { return (P::block_id() * 8u + P::warp_id()) % num_pins; }
+  // The pin slot of the calling warp: its slot among the warps resident on the SM (a hint that
+  // may change; design.md §8.2), so that each pin slot serves about the same number of warps in a
+  // launch. (Until 2026-11-30 it was (block_id x 8 + warp_id) mod pins: the blocks an SM runs
+  // have block ids of every residue, in uneven numbers, so some slots' bins served ten warps of
+  // a pass and others five, and the warps past a bin's end entered the slow path.)
+  TOGA_DEVICE unsigned pin_slot() const TOGA_NOEXCEPT(P) { return P::warp_slot() % num_pins; }
   // Whether a bin with free count f is entirely free (may be retired). The planted bug takes any
   // superbin with a free slot for an empty one.
   TOGA_DEVICE static bool retirable(std::int32_t f, std::uint32_t cap) {
@@ -976,7 +981,9 @@ struct ualloc {
   // moment makes us look again.
   TOGA_DEVICE void find_reservation(class_list<P>& L, unsigned c, const coalesced_group<P>& g, alloc_progress& pr) const TOGA_NOEXCEPT(P) {
     const std::uint32_t cap = capacity(c);
-    const unsigned s0 = pin_slot();
+    // (the leader's: every lane must scan from the same slot, or a slot may be missed on every
+    // attempt, and pin_slot() may change between the lanes' reads)
+    const unsigned s0 = g.broadcast(pin_slot());
     for (unsigned attempt = 0;; ++attempt) {
       for (unsigned base = 0; base < num_pins; base += g.size) {
         const unsigned i = base + g.rank;

@@ -227,6 +227,9 @@ struct platform {
   static unsigned thread_id() noexcept { return self().thread; }
   //! Block index within the grid.
   static unsigned block_id() noexcept { return self().block; }
+  //! A distinct value per thread of a launch (`block_id() * 8 + thread_id()`, the mapping the
+  //! pin slots used before `warp_slot()`): native threads have no hardware warp slots.
+  static unsigned warp_slot() noexcept { return self().block * 8u + self().thread; }
   //! Threads per block (the launch's `threads_per_block`).
   static unsigned block_dim() noexcept { return self().block_dim; }
   //! Blocks in the grid (`threads / threads_per_block`).

@@ -190,6 +190,16 @@ struct platform {
     return thread_id() / warp_size;
   }
 
+  //! The warp's hardware slot on its SM: PTX `%warpid` (`volatile`: it may change when the warp
+  //! is preempted and resumed elsewhere). A hint for spreading warps over per-SM structures:
+  //! warps resident on one SM at once have different slots, and the blocks that follow one
+  //! another on an SM reuse them, so each slot sees about the same number of warps per launch.
+  static TOGA_DEVICE TOGA_FORCEINLINE unsigned warp_slot() noexcept {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%warpid;" : "=r"(r));
+    return r;
+  }
+
   //! Linear thread index within the block: `x + y*dim.x + z*dim.x*dim.y`.
   static TOGA_DEVICE TOGA_FORCEINLINE unsigned thread_id() noexcept {
     return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);

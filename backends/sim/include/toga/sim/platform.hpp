@@ -111,6 +111,9 @@ struct platform {
   static unsigned warp_id() { return w().self().warp; }
   static unsigned thread_id() { return w().self().thread; }
   static unsigned block_id() { return w().self().block; }
+  // (no hardware warp slots are modelled: every simulated block is resident for the whole
+  // launch, so the block's and the warp's index name a distinct resident warp)
+  static unsigned warp_slot() { return w().self().block * 8u + w().self().warp; }
   static unsigned block_dim() { return w().config().threads_per_block; }
   static unsigned grid_dim() { return w().config().blocks; }
   // (each device numbers its own SMs from 0)
