@@ -35,5 +35,6 @@ template std::unique_ptr<instance> make_one<ualloc_bug::free_hint_trusted, tbudd
 template std::unique_ptr<instance> make_one<ualloc_bug::fresh_extra_signalled_as_promised, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::fresh_extra_unqueued, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::scan_claim_trusted, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::inline_super_skips_fallbacks, tbuddy_bug::none>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

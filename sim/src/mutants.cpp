@@ -292,6 +292,14 @@ std::vector<mutant> build() {
          "what its fetch_or found: two groups that saw one word free get the same slots")
           .depth(1)
           .ci(),
+      // allocate(bytes)'s inline superbin path (design.md §11.10, TOGA_INLINE_SUPERBINS)
+      mb("ualloc.inline-super-skips-fallbacks", "routing", "exhaust-recover",
+         P{{"bug", 97}, {"align", 4096}, {"anchor", 256}, {"coalesced", 1}, {"heap_kib", 4096}, {"keep", 5}, {"limit_kib", 16},
+           {"ops", 1}, {"sb_arenas", 4}, {"sms", 3}, {"threads", 4}, {"warps", 3}},
+         "allocate(bytes)'s inline superbin path returns nullptr when its group found no superbin, without the fallbacks "
+         "(UAlloc's class, a TBuddy block) that the out-of-line path tries: a request that a TBuddy block would serve fails")
+          .depth(0)
+          .ci(),
       // superbins (E6, design.md §11), in the scaled geometry of the superbins scenario
       mb("ualloc.superbin-tag-not-set", "routing", "superbins", P{{"bug", 21}},
          "a GROW makes a superbin without tagging its TBuddy node").depth(0).ci(),

@@ -115,6 +115,7 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 94: return make_one<ualloc_bug::fresh_extra_signalled_as_promised, tbuddy_bug::none>(w, p, md);
     case 95: return make_one<ualloc_bug::fresh_extra_unqueued, tbuddy_bug::none>(w, p, md);
     case 96: return make_one<ualloc_bug::scan_claim_trusted, tbuddy_bug::none>(w, p, md);
+    case 97: return make_one<ualloc_bug::inline_super_skips_fallbacks, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -134,7 +135,7 @@ launch_config shape(const params& p, std::int64_t warps, std::int64_t threads, s
 
 constexpr const char* bug_help = " bug=0 (a planted bug: toga-sim list --bugs names them)";
 // The planted-bug key of every heap scenario: 0 (none) .. the last case of make_heap.
-param_spec bug_key() { return {"bug", 0, 96, 0, "planted bug (keep in step with make_heap)"}; }
+param_spec bug_key() { return {"bug", 0, 97, 0, "planted bug (keep in step with make_heap)"}; }
 
 }  // namespace
 
@@ -236,6 +237,7 @@ const std::vector<planted_bug>& allocator_planted_bugs() {
       {94, "GROW", "a GROW's extra bin of a fresh chunk settles a promise that was never made for it (E -= cap): waiters that reserved against another producer's promise lose it"},
       {95, "GROW", "a GROW's extra bin of a fresh chunk that finds no empty pin slot is not queued: its units are signalled for a bin nobody can find"},
       {96, "claim", "the fast path takes the zero bits a lane saw in its scan of the superbin's bitmap as its own without looking at what its fetch_or found: two groups that saw one word free get the same slots"},
+      {97, "route", "allocate(bytes)'s inline superbin path returns nullptr when its group found no superbin, without the fallbacks (UAlloc's class, a TBuddy block) that the out-of-line path tries"},
   };
   return bugs;
 }

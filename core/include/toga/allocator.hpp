@@ -354,9 +354,19 @@ struct allocator {
     const std::uint64_t s = geom::round_up(bytes ? bytes : 1);
     // (growable heaps with a growth service: a request that fails waits for growth and tries
     // again, out of line from the failure's branch: allocate_waiting, design.md §12.6)
-    return s <= geom::ualloc_always_max_bytes ? allocate_small(geom::class_of(s), true)
-                                              // one call site off the inline fast path (E10)
-                                              : out_of_line([&](const allocator& v) { return v.allocate_above_small(s, true); });
+    if (s <= geom::ualloc_always_max_bytes) return allocate_small(geom::class_of(s), true);
+#if TOGA_INLINE_SUPERBINS
+    // a superbin class: its group's fast path inline too; what it does not serve goes out of line
+    // (design.md §11.10)
+    if (s >= geom::sb_min_class_bytes && s <= sb_max_bytes) {
+      const unsigned c = geom::sb_class_of(s);
+      const std::uint64_t off = super_group(c);
+      if (off != no_block) return small.base + off;
+      return out_of_line([&](const allocator& v) { return v.allocate_super_failed(c, s); });
+    }
+#endif
+    // one call site off the inline fast path (E10)
+    return out_of_line([&](const allocator& v) { return v.allocate_above_small(s, true); });
   }
   //! At least `bytes` bytes aligned to `alignment` (a power of two), or nullptr.
   TOGA_DEVICE void* allocate(std::uint64_t bytes, std::uint64_t alignment) const TOGA_NOEXCEPT(P) {
@@ -682,16 +692,36 @@ struct allocator {
     if (ualloc_ok && s <= geom::max_class_bytes) return allocate_small(geom::class_of(s));
     return allocate_large(s);
   }
-  // `skipped` (if given) is set when the fallbacks were skipped for growth.
-  TOGA_DEVICE TOGA_NOINLINE void* allocate_super(unsigned c, bool ualloc_ok, bool growth_first = true, bool* skipped = nullptr) const
-      TOGA_NOEXCEPT(P) {
+  // The group of the lanes asking for superbin class c now (keyed by the superbin arena and the
+  // class): this lane's heap offset, or no_block when the group's allocation found no superbin (a
+  // failed GROW has already reclaimed both geometries and retried: E12).
+  TOGA_DEVICE TOGA_FORCEINLINE std::uint64_t super_group(unsigned c) const TOGA_NOEXCEPT(P) {
     const unsigned au = P::sm_id() % small.num_arenas;
     const unsigned a = UB == ualloc_bug::superbin_arena_ignores_sharing ? au : P::sm_id() % super().num_arenas;
     const auto g = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&super().arenas[a]) | c));
-    // (a failed GROW has already reclaimed both geometries and retried: E12)
     const std::uint64_t off = super().allocate_group(a, c, g);
     count_group_served(g, off != no_block, small.arenas[au].stats, geom::sb_class_bytes(c));
+    return off;
+  }
+  // allocate(bytes)'s superbin class c (request s bytes) after the inline group found no superbin:
+  // the fallbacks, then growth on a growable heap, as allocate_above_small does.
+  TOGA_DEVICE TOGA_NOINLINE void* allocate_super_failed(unsigned c, std::uint64_t s) const TOGA_NOEXCEPT(P) {
+    void* p = UB == ualloc_bug::inline_super_skips_fallbacks ? nullptr : allocate_super_fallbacks(c, true, true, nullptr);
+    if (p == nullptr && small.buddy.grow_granule != 0) p = allocate_waiting(s, true);
+    return p;
+  }
+  // `skipped` (if given) is set when the fallbacks were skipped for growth.
+  TOGA_DEVICE TOGA_NOINLINE void* allocate_super(unsigned c, bool ualloc_ok, bool growth_first = true, bool* skipped = nullptr) const
+      TOGA_NOEXCEPT(P) {
+    const std::uint64_t off = super_group(c);
     if (off != no_block) return small.base + off;
+    return allocate_super_fallbacks(c, ualloc_ok, growth_first, skipped);
+  }
+  // What allocate_super does when the group found no superbin: growth first, UAlloc's class, a
+  // TBuddy block.
+  TOGA_DEVICE TOGA_NOINLINE void* allocate_super_fallbacks(unsigned c, bool ualloc_ok, bool growth_first, bool* skipped) const
+      TOGA_NOEXCEPT(P) {
+    const unsigned au = P::sm_id() % small.num_arenas;
     // No superbin could be had (no free block of 2^sb_shift bytes, or the byte limit). Growth
     // first (design.md §12.10): on a growable heap whose growth service can still map a granule,
     // the request waits for the service (allocate_waiting), which maps whole runs, instead of

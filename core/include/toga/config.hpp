@@ -46,6 +46,15 @@
 #define TOGA_SCAN_CLAIM 1
 #endif
 
+//! The superbin classes' fast path inline (design.md §11.10): 1 (default) serves a request of
+//! 64 B .. the largest superbin class with the group's inline fast path over the superbin
+//! geometry, and only what that path does not serve goes out of line; 0 sends every request
+//! above 32 B out of line at once (allocate_above_small), as before 2026-11-30 (a build-time
+//! switch for A/B measurements).
+#ifndef TOGA_INLINE_SUPERBINS
+#define TOGA_INLINE_SUPERBINS 1
+#endif
+
 //! Out-of-line members on the view's resident copy (design.md §8.8): 1 runs the allocator's
 //! out-of-line wrappers on its copy in the heap's metadata and UAlloc's slow paths on a local copy
 //! made at the call, so that no kernel parameter's address is taken; 0 calls them on the caller's

@@ -161,6 +161,7 @@ enum class ualloc_bug : std::uint8_t {
   fresh_extra_signalled_as_promised,  //!< a GROW's extra bin of a fresh chunk settles a promise (E -= cap) that was never made for it: another producer's promise is taken away from its waiters
   fresh_extra_unqueued,           //!< a GROW's extra bin that finds no empty pin slot is not queued: its units are signalled for a bin nobody can find
   scan_claim_trusted,             //!< the fast path takes the zero bits a lane saw in its scan as its own without looking at what its fetch_or found: two groups that saw one word free get the same slots
+  inline_super_skips_fallbacks,   //!< allocate(bytes)'s inline superbin path returns nullptr when its group found no superbin, without the fallbacks (UAlloc's class, a TBuddy block) that the out-of-line path tries
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
