@@ -4,7 +4,11 @@
     python3 tools/plot/toga-plot.py RESULT.json [MORE.json ...] --out docs/img [--prefix h100-]
 
 Charts (one PNG each, written only when the input holds the case):
-  throughput.png   T1 allocations/s vs size, alloc and free, one line per allocator (log-log)
+  throughput.png   T1 allocations/s vs size, alloc and free, one line per allocator (log-log; with
+                   several thread counts, each allocator's largest)
+  t1-threads.png   T1 time as a multiple of bump-warp's vs thread count, alloc and free, one line
+                   per size and allocator (only when the input has T1 at two or more thread counts
+                   with bump-warp beside it)
   scaling.png      T4 kernel time vs thread count, one panel per size
   churn.png        T5 malloc+free pairs/s per size, bars per allocator
   utilisation.png  T8 bytes obtained / heap bytes per size, bars per allocator
@@ -76,6 +80,12 @@ def plot_throughput(rows, out, title):
     t1 = [r for r in rows if r["case"] == "T1" and r["ops_per_s"]]
     if not t1:
         return None
+    # a sweep over thread counts: each (allocator, size, op) at its largest count only
+    top = {}
+    for r in t1:
+        k = (r["_label"], r["size"], r["op"])
+        top[k] = max(top.get(k, 0), r["threads"])
+    t1 = [r for r in t1 if r["threads"] == top[(r["_label"], r["size"], r["op"])]]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for ax, op in zip(axes, ("alloc", "free")):
         for label in sorted({r["_label"] for r in t1}):
@@ -90,6 +100,40 @@ def plot_throughput(rows, out, title):
     axes[0].set_ylabel("operations / s")
     axes[0].legend()
     return save(fig, out, "throughput.png", title)
+
+
+def plot_t1_threads(rows, out, title):
+    """T1 median time over bump-warp's (same size, op, thread count and GPU) against threads."""
+    t1 = [r for r in rows if r["case"] == "T1" and r["op"] in ("alloc", "free") and r["median_ms"]]
+    if len({r["threads"] for r in t1}) < 2:
+        return None
+    floor = {(r["_gpu"], r["size"], r["op"], r["threads"]): r["median_ms"] for r in t1
+             if r["allocator"] in ("bump-warp", "bump-warp-sim")}
+    others = [r for r in t1 if r["allocator"] not in ("bump-warp", "bump-warp-sim", "bump", "bump-sim")]
+    if not floor or not others:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    cmap = plt.get_cmap("viridis")
+    sizes = sorted({r["size"] for r in others})
+    for ax, op in zip(axes, ("alloc", "free")):
+        for label in sorted({r["_label"] for r in others}):
+            for i, s in enumerate(sizes):
+                pts = sorted((r["threads"], r["median_ms"] / floor[k]) for r in others
+                             if r["_label"] == label and r["op"] == op and r["size"] == s
+                             and (k := (r["_gpu"], s, op, r["threads"])) in floor)
+                if pts:
+                    name = fmt_bytes(s) if len({r["_label"] for r in others}) == 1 else f"{label} {fmt_bytes(s)}"
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style(label), marker="o", ms=3, label=name,
+                            color=cmap(i / max(1, len(sizes) - 1)))
+        ax.axhline(2.0, color="#888888", lw=0.8, ls=":")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("threads")
+        ax.set_title(f"T1 {op}, x bump-warp (dotted: 2x)")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("median kernel time / bump-warp's")
+    axes[0].legend(fontsize=8)
+    return save(fig, out, "t1-threads.png", title)
 
 
 def plot_scaling(rows, out, title):
@@ -172,6 +216,7 @@ def main():
     out = os.path.join(a.out, a.prefix)  # every chart is out + its name
     made = [
         plot_throughput(rows, out, title),
+        plot_t1_threads(rows, out, title),
         plot_scaling(rows, out, title),
         bars([r for r in rows if r["case"] == "T5" and r["ops_per_s"]], lambda r: r["ops_per_s"], "pairs / s",
              "churn.png", "T5 churn (malloc + write + free)", out, title, log=True),
