@@ -76,6 +76,15 @@ def style(label):
     return STYLES.get(label.split(" ")[0], "-")
 
 
+def log_axes(ax, xlabel, title_text):
+    """Log-log axes (x in base 2) with a label, a title and a light grid: the line charts' frame."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_title(title_text)
+    ax.grid(True, which="both", alpha=0.3)
+
+
 def plot_throughput(rows, out, title):
     t1 = [r for r in rows if r["case"] == "T1" and r["ops_per_s"]]
     if not t1:
@@ -92,11 +101,7 @@ def plot_throughput(rows, out, title):
             pts = sorted((r["size"], r["ops_per_s"]) for r in t1 if r["_label"] == label and r["op"] == op)
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], style(label), marker="o", ms=3, label=label, color=colour(label))
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("allocation size (bytes)")
-        ax.set_title(f"T1 {op}")
-        ax.grid(True, which="both", alpha=0.3)
+        log_axes(ax, "allocation size (bytes)", f"T1 {op}")
     axes[0].set_ylabel("operations / s")
     axes[0].legend()
     return save(fig, out, "throughput.png", title)
@@ -127,11 +132,7 @@ def plot_t1_threads(rows, out, title):
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], style(label), marker="o", ms=3, label=name,
                             color=cmap(i / max(1, len(sizes) - 1)))
         ax.axhline(2.0, color="#888888", lw=0.8, ls=":")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("threads")
-        ax.set_title(f"T1 {op}, x bump-warp (dotted: 2x)")
-        ax.grid(True, which="both", alpha=0.3)
+        log_axes(ax, "threads", f"T1 {op}, x bump-warp (dotted: 2x)")
     axes[0].set_ylabel("median kernel time / bump-warp's")
     axes[0].legend(fontsize=8)
     return save(fig, out, "t1-threads.png", title)
@@ -148,11 +149,7 @@ def plot_scaling(rows, out, title):
             pts = sorted((r["threads"], r["median_ms"]) for r in t4 if r["_label"] == label and r["size"] == s)
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], style(label), marker="o", ms=3, label=label, color=colour(label))
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("threads")
-        ax.set_title(f"T4 alloc, {fmt_bytes(s)}")
-        ax.grid(True, which="both", alpha=0.3)
+        log_axes(ax, "threads", f"T4 alloc, {fmt_bytes(s)}")
     axes[0][0].set_ylabel("kernel ms (median)")
     axes[0][0].legend()
     return save(fig, out, "scaling.png", title)
