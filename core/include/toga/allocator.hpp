@@ -417,7 +417,11 @@ struct allocator {
     // on some 64 B ones, and all of 64 B .. 1 KiB on heaps without superbins or in the fallback:
     // such lanes look at the tag and join the other lanes' slot free).
     if (off % (UB == ualloc_bug::superbin_route_coarse ? 256 : geom::sb_min_class_bytes) == 0) {
+#if TOGA_INLINE_SUPER_FREE
+      if (in_superbin(off)) return deallocate_super_inline(off);
+#else
       if (in_superbin(off)) return out_of_line<true>([&](const allocator& v) { v.deallocate_super(off); });
+#endif
       if (off % geom::page_bytes == 0) return out_of_line<true>([&](const allocator& v) { v.deallocate_large(off); });
     }
     deallocate_slot(off);
@@ -757,8 +761,9 @@ struct allocator {
     const std::uint64_t v = small.buddy.leaf_of(off) >> (super().sb_shift - geom::page_shift);
     return small.buddy.load_state(v) == (node_allocated | node_superbin_tag);
   }
+  TOGA_DEVICE TOGA_NOINLINE void deallocate_super(std::uint64_t off) const TOGA_NOEXCEPT(P) { deallocate_super_inline(off); }
   // Frees a superbin slot; lanes freeing slots of one superbin together form one group (E9).
-  TOGA_DEVICE TOGA_NOINLINE void deallocate_super(std::uint64_t off) const TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE TOGA_FORCEINLINE void deallocate_super_inline(std::uint64_t off) const TOGA_NOEXCEPT(P) {
     const std::uint64_t sb = off & ~((std::uint64_t{1} << super().sb_shift) - 1);
     const auto sbv = super();
     const std::uint64_t bin = sbv.superbin_id(sb);
