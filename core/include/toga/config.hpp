@@ -55,6 +55,13 @@
 #define TOGA_INLINE_SUPERBINS 1
 #endif
 
+//! The superbin free inline (design.md §11.10): 1 (default) runs a superbin slot's group free
+//! inside deallocate; 0 calls it out of line (deallocate_super), as before 2026-11-30. The code is
+//! the same either way (a build-time switch for A/B measurements).
+#ifndef TOGA_INLINE_SUPER_FREE
+#define TOGA_INLINE_SUPER_FREE 1
+#endif
+
 //! Out-of-line members on the view's resident copy (design.md §8.8): 1 runs the allocator's
 //! out-of-line wrappers on its copy in the heap's metadata and UAlloc's slow paths on a local copy
 //! made at the call, so that no kernel parameter's address is taken; 0 calls them on the caller's
