@@ -68,5 +68,5 @@ for b in $bugs; do
   echo "| $b | $area$([ "$memory" = weak ] && echo ' (weak)') | $(fmt "$f") | $(fmt "$r") |"
 done
 echo
-echo "$total planted bugs, $schedules portfolio schedules per scenario ($scenarios; shapes: $shapes): fixed shapes kill $fixed_killed," \
+echo "$total planted bugs, $schedules $strategy schedules per scenario ($scenarios; shapes: $shapes): fixed shapes kill $fixed_killed," \
      "random shapes $random_killed; only random $only_random, only fixed $only_fixed"
