@@ -75,7 +75,11 @@ void run_role(Heap& h, std::uint64_t ring_off, unsigned role, unsigned threads, 
     };
     for (unsigned i = 0; i < ops; ++i) {
       const std::uint64_t size = sizes[(i * 7 + t * 3) % 6];
-      void* p = a.allocate(size);
+      // Every fourth request of 256 B and up names a 256 B alignment, which takes the out-of-line
+      // path (allocate_above_small, on the process's resident view): since the superbin classes'
+      // allocation and free run inline (design.md §11.10) it is what makes each process run
+      // out-of-line members at all, which planted bug import_uses_exporter_view needs.
+      void* p = i % 4 == 3 && size >= 256 ? a.allocate(size, 256) : a.allocate(size);
       if (p == nullptr) {
         atomic_add(&ring[failures + role], 1);
         continue;
