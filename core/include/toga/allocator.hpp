@@ -761,6 +761,7 @@ struct allocator {
     const std::uint64_t v = small.buddy.leaf_of(off) >> (super().sb_shift - geom::page_shift);
     return small.buddy.load_state(v) == (node_allocated | node_superbin_tag);
   }
+  // deallocate_super_inline out of line: deallocate's call with TOGA_INLINE_SUPER_FREE=0 (design.md §11.10).
   TOGA_DEVICE TOGA_NOINLINE void deallocate_super(std::uint64_t off) const TOGA_NOEXCEPT(P) { deallocate_super_inline(off); }
   // Frees a superbin slot; lanes freeing slots of one superbin together form one group (E9).
   TOGA_DEVICE TOGA_FORCEINLINE void deallocate_super_inline(std::uint64_t off) const TOGA_NOEXCEPT(P) {
