@@ -36,5 +36,7 @@ template std::unique_ptr<instance> make_one<ualloc_bug::fresh_extra_signalled_as
 template std::unique_ptr<instance> make_one<ualloc_bug::fresh_extra_unqueued, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::scan_claim_trusted, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::inline_super_skips_fallbacks, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::ahead_extra_unpinned, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::ahead_failed_take_signalled, tbuddy_bug::none>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

@@ -300,6 +300,16 @@ std::vector<mutant> build() {
          "(UAlloc's class, a TBuddy block) that the out-of-line path tries: a request that a TBuddy block would serve fails")
           .depth(0)
           .ci(),
+      // superbins made ahead of demand (exp/grow-ahead, TOGA_SB_GROW_AHEAD)
+      mb("ualloc.ahead-extra-unpinned", "list-integrity", "superbins",
+         P{{"bug", 98}, {"align", 1024}, {"heap_kib", 2048}, {"keep", 4}, {"ops", 4}, {"presplit_kib", 128}, {"sb_arenas", 4},
+           {"size", 1}, {"sms", 1}, {"threads", 19}, {"walker", 1}, {"warps", 3}},
+         "a superbin made ahead of demand is initialised and signalled but neither pinned nor queued: waiters spin for "
+         "units of a bin nobody can find"),
+      mb("ualloc.ahead-failed-take-signalled", "accounting", "exhaust-recover",
+         P{{"bug", 99}, {"heap_kib", 2048}, {"keep", 5}, {"ops", 8}, {"pins", 3}, {"sb_arenas", 4}, {"sb_shift", 17}, {"sms", 4},
+           {"threads", 2}, {"warps", 1}},
+         "a lane whose superbin ahead of demand could not be had signals its units anyway: units without a bin"),
       // superbins (E6, design.md §11), in the scaled geometry of the superbins scenario
       mb("ualloc.superbin-tag-not-set", "routing", "superbins", P{{"bug", 21}},
          "a GROW makes a superbin without tagging its TBuddy node").depth(0).ci(),

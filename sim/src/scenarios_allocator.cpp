@@ -116,6 +116,8 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 95: return make_one<ualloc_bug::fresh_extra_unqueued, tbuddy_bug::none>(w, p, md);
     case 96: return make_one<ualloc_bug::scan_claim_trusted, tbuddy_bug::none>(w, p, md);
     case 97: return make_one<ualloc_bug::inline_super_skips_fallbacks, tbuddy_bug::none>(w, p, md);
+    case 98: return make_one<ualloc_bug::ahead_extra_unpinned, tbuddy_bug::none>(w, p, md);
+    case 99: return make_one<ualloc_bug::ahead_failed_take_signalled, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -135,7 +137,7 @@ launch_config shape(const params& p, std::int64_t warps, std::int64_t threads, s
 
 constexpr const char* bug_help = " bug=0 (a planted bug: toga-sim list --bugs names them)";
 // The planted-bug key of every heap scenario: 0 (none) .. the last case of make_heap.
-param_spec bug_key() { return {"bug", 0, 97, 0, "planted bug (keep in step with make_heap)"}; }
+param_spec bug_key() { return {"bug", 0, 99, 0, "planted bug (keep in step with make_heap)"}; }
 
 }  // namespace
 
@@ -238,6 +240,8 @@ const std::vector<planted_bug>& allocator_planted_bugs() {
       {95, "GROW", "a GROW's extra bin of a fresh chunk that finds no empty pin slot is not queued: its units are signalled for a bin nobody can find"},
       {96, "claim", "the fast path takes the zero bits a lane saw in its scan of the superbin's bitmap as its own without looking at what its fetch_or found: two groups that saw one word free get the same slots"},
       {97, "route", "allocate(bytes)'s inline superbin path returns nullptr when its group found no superbin, without the fallbacks (UAlloc's class, a TBuddy block) that the out-of-line path tries"},
+      {98, "GROW", "a superbin made ahead of demand (TOGA_SB_GROW_AHEAD) is initialised and signalled but neither pinned nor queued: its units are for a bin nobody can find"},
+      {99, "GROW", "a lane whose superbin ahead of demand could not be had (TBuddy empty) signals its units anyway: units without a bin"},
   };
   return bugs;
 }

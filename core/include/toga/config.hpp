@@ -20,6 +20,13 @@
 // TOGA_NOINLINE keeps cold paths (reclamation under memory pressure, making new bins) out of the
 // hot path's register allocation on the GPU.
 
+//! Superbins a superbin GROW makes ahead of demand (design.md §11.11): where the class's superbin
+//! holds >= 16 groups' worth (64 B .. 4 KiB for full warps) and the arena already holds two
+//! superbins of the class, lanes m .. m + N - 1 of the GROW each take one more (no reclaim), made
+//! empty, pinned or queued and signalled as new units. 0: only what the group was promised.
+#ifndef TOGA_SB_GROW_AHEAD
+#define TOGA_SB_GROW_AHEAD 3
+#endif
 //! Rounds of the superbin steal (design.md §11.8): before a superbin GROW, a group looks
 //! at up to this many x (its size) other arenas for idle units of its class. 0 turns stealing off
 //! (a build-time switch for A/B measurements; toga's choice is 4).

@@ -162,6 +162,8 @@ enum class ualloc_bug : std::uint8_t {
   fresh_extra_unqueued,           //!< a GROW's extra bin that finds no empty pin slot is not queued: its units are signalled for a bin nobody can find
   scan_claim_trusted,             //!< the fast path takes the zero bits a lane saw in its scan as its own without looking at what its fetch_or found: two groups that saw one word free get the same slots
   inline_super_skips_fallbacks,   //!< allocate(bytes)'s inline superbin path returns nullptr when its group found no superbin, without the fallbacks (UAlloc's class, a TBuddy block) that the out-of-line path tries
+  ahead_extra_unpinned,           //!< a superbin made ahead of demand is initialised and signalled but neither pinned nor queued: its units are for a bin nobody can find
+  ahead_failed_take_signalled,    //!< a lane whose superbin ahead of demand could not be had (TBuddy empty) signals its units anyway
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -913,10 +915,20 @@ struct ualloc {
       m = g.broadcast(m);
       if (m > 0) {
         // superbins: this arena has gone to GROW for the class once; from now on it steals first
-        if constexpr (G::superbins)
-          if (g.is_leader() && P::load(&L.grew, relaxed, device_scope) == 0) P::store(&L.grew, std::uint64_t{1}, relaxed, device_scope);
+        // and from its second GROW on it makes TOGA_SB_GROW_AHEAD superbins more than promised
+        // (design.md §11.11: demand that came back comes back again)
+        std::uint32_t ahead = 0;
+        if constexpr (G::superbins) {
+          if (g.is_leader()) {
+            if (P::load(&L.grew, relaxed, device_scope) == 0) P::store(&L.grew, std::uint64_t{1}, relaxed, device_scope);
+            // a chain of GROWs: the superbin serves 16 groups or more (4 KiB and below), and the
+            // arena holds two of the class already (the third GROW of a pass on)
+            else if (TOGA_SB_GROW_AHEAD > 0 && cap >= 16 * t && P::load(&arenas[a].stats.bins[c], relaxed, device_scope) >= 2) ahead = TOGA_SB_GROW_AHEAD;
+          }
+          if (TOGA_SB_GROW_AHEAD > 0) ahead = g.broadcast(ahead);
+        }
         TOGA_PROFILE_START;
-        mine = grow(a, c, g, m);
+        mine = grow(a, c, g, m, ahead);
         TOGA_PROFILE_PHASE(prof_ua_t_grow);
         mine = fallback_if_failed(a, c, g, mine);
         TOGA_PROFILE_PHASE(prof_ua_t_fallback);
@@ -1387,15 +1399,18 @@ struct ualloc {
   // rank < m each initialise one; lane r is served by bin r / cap, slot r % cap (the producer's
   // first slots are taken for its lanes). Returns this lane's offset or no_block (its producer
   // found no memory).
-  TOGA_DEVICE std::uint64_t grow(unsigned a, unsigned c, const coalesced_group<P>& g, std::uint32_t m) const TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE std::uint64_t grow(unsigned a, unsigned c, const coalesced_group<P>& g, std::uint32_t m, std::uint32_t ahead = 0) const TOGA_NOEXCEPT(P) {
     class_list<P>& L = arenas[a].lists[c];
     const std::uint32_t cap = capacity(c);
     P::inject(fault_site::stall_grow);
     std::uint64_t bin = 0;
     std::uint32_t extra = 0;  // bins past the m promised ones (a fresh chunk's; chunk classes only)
     if constexpr (G::superbins) {
-      // every producer lane (rank < m) takes its superbin from TBuddy itself
+      // every producer lane (rank < m) takes its superbin from TBuddy itself; lanes m .. m + ahead
+      // - 1 take one ahead of demand each, without a reclaim (an extra, as a fresh chunk's)
       if (g.rank < m) bin = new_superbin();
+      else if (g.rank < m + ahead) bin = new_superbin(false);
+      if (ahead > 0) extra = bits::popc(g.ballot(g.rank >= m && bin != 0));
       P::inject(fault_site::stall_grow);  // (again: the superbin is taken, its units still promised)
     } else {
       std::uint32_t made = 0;
@@ -1444,7 +1459,9 @@ struct ualloc {
         P::fetch_add(&arenas[a].stats.grows, std::uint64_t{1}, relaxed, device_scope);
       }
     }
-    if (g.rank >= m && g.rank < m + extra) {
+    if constexpr (Bug == ualloc_bug::ahead_failed_take_signalled)
+      if (G::superbins && g.rank >= m && g.rank < m + ahead && bin == 0) L.slot_sem.signal(cap, 0);  // (planted: units without a bin)
+    if (g.rank >= m && g.rank < m + (G::superbins ? ahead : extra) && bin != 0) {
       // an extra bin of a fresh chunk: empty, pinned from a slot of its own (else queued); its
       // units were never promised, so they are signalled as new ones (C += cap, E unchanged).
       // (Placed after the promised bins; a barrier between the two that forces the order was
@@ -1452,7 +1469,8 @@ struct ualloc {
       TOGA_PROFILE_COUNT(prof_ua_grow);
       const std::uint32_t e = L.rcu.read_lock();
       init_bin(bin, c, a, 0);
-      if (!pin_into(L, bin, all_pins(), false, g.rank) && Bug != ualloc_bug::fresh_extra_unqueued) enqueue(L, bin);
+      if (!(G::superbins && Bug == ualloc_bug::ahead_extra_unpinned))
+        if (!pin_into(L, bin, all_pins(), false, g.rank) && Bug != ualloc_bug::fresh_extra_unqueued) enqueue(L, bin);
       L.rcu.read_unlock(e);
       L.slot_sem.signal(cap, Bug == ualloc_bug::fresh_extra_signalled_as_promised ? cap : 0);  // [HB] release, after the pin
     }
@@ -1796,10 +1814,10 @@ struct ualloc {
   // A producer lane of a superbin GROW: one TBuddy block of 2^sb_shift bytes, tagged as a superbin
   // (frees inside it are routed by the tag); reclaims and tries once more when TBuddy has none.
   // Returns the superbin's name, or 0.
-  TOGA_DEVICE std::uint64_t new_superbin() const TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE std::uint64_t new_superbin(bool may_reclaim = true) const TOGA_NOEXCEPT(P) {
     const unsigned order = sb_shift - geom::page_shift;
     std::uint64_t off = P::inject(fault_site::fail_chunk) ? no_block : buddy.alloc(order);
-    if (off == no_block && reclaim()) off = buddy.alloc(order);
+    if (off == no_block && may_reclaim && reclaim()) off = buddy.alloc(order);
     if (off == no_block) return 0;
     if constexpr (Bug != ualloc_bug::superbin_tag_not_set) buddy.tag_block(off, order, node_superbin_tag);
     return superbin_id(off);
