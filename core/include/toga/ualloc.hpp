@@ -695,6 +695,24 @@ struct ualloc {
     const std::uint64_t lim = P::load(&buddy.limit->limit, relaxed, device_scope);
     return lim == 0 || P::load(&buddy.limit->reserved, relaxed, device_scope) + geom::chunk_bytes <= lim;
   }
+  //! Whether superbins made ahead of demand (design.md §11.11) may take `bytes` more: TBuddy's
+  //! handed-out bytes stay at most half of what the heap holds now (its byte limit, else its
+  //! mapped granules on a growable heap, else its size) with them. Past that, extras would leave
+  //! the promised GROWs to reclaim walks that give the extras back (T8 at 256 B: 4x slower
+  //! rounds). A heuristic, not a correctness condition: extras are correct at any fill (three
+  //! relaxed loads; true where no byte accounting is kept).
+  TOGA_DEVICE bool room_ahead(std::uint64_t bytes) const TOGA_NOEXCEPT(P) {
+    if (buddy.limit == nullptr) return true;
+    std::uint64_t cap = buddy.heap_bytes();
+    const std::uint64_t lim = P::load(&buddy.limit->limit, relaxed, device_scope);
+    if (lim != 0 && lim < cap) cap = lim;
+    if (buddy.grow_granule != 0) {
+      growth_state* gs = reinterpret_cast<growth_state*>(reinterpret_cast<char*>(buddy.limit) + sizeof(byte_limit));
+      const std::uint64_t mapped = P::load(&gs->mapped_granules, relaxed, device_scope) << (buddy.grow_granule - 1 + geom::page_shift);
+      if (mapped < cap) cap = mapped;
+    }
+    return P::load(&buddy.limit->reserved, relaxed, device_scope) + bytes <= cap / 2;
+  }
   //! Whether the last walk gave nothing back and skipped nothing, and no operation that could
   //! leave something to give back has completed since (two relaxed loads).
   TOGA_DEVICE bool known_clean() const TOGA_NOEXCEPT(P) {
@@ -915,15 +933,18 @@ struct ualloc {
       m = g.broadcast(m);
       if (m > 0) {
         // superbins: this arena has gone to GROW for the class once; from now on it steals first
-        // and from its second GROW on it makes TOGA_SB_GROW_AHEAD superbins more than promised
+        // and where its GROWs chain it makes TOGA_SB_GROW_AHEAD superbins more than promised
         // (design.md §11.11: demand that came back comes back again)
         std::uint32_t ahead = 0;
         if constexpr (G::superbins) {
           if (g.is_leader()) {
             if (P::load(&L.grew, relaxed, device_scope) == 0) P::store(&L.grew, std::uint64_t{1}, relaxed, device_scope);
-            // a chain of GROWs: the superbin serves 16 groups or more (4 KiB and below), and the
-            // arena holds two of the class already (the third GROW of a pass on)
-            else if (TOGA_SB_GROW_AHEAD > 0 && cap >= 16 * t && P::load(&arenas[a].stats.bins[c], relaxed, device_scope) >= 2) ahead = TOGA_SB_GROW_AHEAD;
+            // a chain of GROWs: the superbin serves 16 groups or more (4 KiB and below), the
+            // arena holds two of the class already (the third GROW of a pass on), and TBuddy stays
+            // at most half handed out with them (room_ahead)
+            else if (TOGA_SB_GROW_AHEAD > 0 && cap >= 16 * t && P::load(&arenas[a].stats.bins[c], relaxed, device_scope) >= 2 &&
+                     room_ahead(std::uint64_t{TOGA_SB_GROW_AHEAD} << sb_shift))
+              ahead = TOGA_SB_GROW_AHEAD;
           }
           if (TOGA_SB_GROW_AHEAD > 0) ahead = g.broadcast(ahead);
         }
