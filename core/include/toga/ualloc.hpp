@@ -939,12 +939,10 @@ struct ualloc {
         if constexpr (G::superbins) {
           if (g.is_leader()) {
             if (P::load(&L.grew, relaxed, device_scope) == 0) P::store(&L.grew, std::uint64_t{1}, relaxed, device_scope);
-            // a chain of GROWs: the superbin serves 16 groups or more (4 KiB and below), the
-            // arena holds two of the class already (the third GROW of a pass on), and TBuddy stays
-            // at most half handed out with them (room_ahead)
-            else if (TOGA_SB_GROW_AHEAD > 0 && cap >= 16 * t && P::load(&arenas[a].stats.bins[c], relaxed, device_scope) >= 2 &&
-                     room_ahead(std::uint64_t{TOGA_SB_GROW_AHEAD} << sb_shift))
-              ahead = TOGA_SB_GROW_AHEAD;
+            // a chain of GROWs: the superbin serves 16 groups or more (4 KiB and below), and the
+            // arena holds two of the class already (the third GROW of a pass on); each extra
+            // also needs room (room_ahead, in grow)
+            else if (TOGA_SB_GROW_AHEAD > 0 && cap >= 16 * t && P::load(&arenas[a].stats.bins[c], relaxed, device_scope) >= 2) ahead = TOGA_SB_GROW_AHEAD;
           }
           if (TOGA_SB_GROW_AHEAD > 0) ahead = g.broadcast(ahead);
         }
@@ -1428,9 +1426,11 @@ struct ualloc {
     std::uint32_t extra = 0;  // bins past the m promised ones (a fresh chunk's; chunk classes only)
     if constexpr (G::superbins) {
       // every producer lane (rank < m) takes its superbin from TBuddy itself; lanes m .. m + ahead
-      // - 1 take one ahead of demand each, without a reclaim (an extra, as a fresh chunk's)
+      // - 1 take one ahead of demand each, without a reclaim (an extra, as a fresh chunk's), while
+      // TBuddy stays at most half handed out with it (room_ahead; a lane refused has bin 0, as
+      // one whose take failed)
       if (g.rank < m) bin = new_superbin();
-      else if (g.rank < m + ahead) bin = new_superbin(false);
+      else if (g.rank < m + ahead && room_ahead(std::uint64_t{1} << sb_shift)) bin = new_superbin(false);
       if (ahead > 0) extra = bits::popc(g.ballot(g.rank >= m && bin != 0));
       P::inject(fault_site::stall_grow);  // (again: the superbin is taken, its units still promised)
     } else {
