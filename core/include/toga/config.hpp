@@ -22,8 +22,9 @@
 
 //! Superbins a superbin GROW makes ahead of demand (design.md §11.11): where the class's superbin
 //! holds >= 16 groups' worth (64 B .. 4 KiB for full warps) and the arena already holds two
-//! superbins of the class, lanes m .. m + N - 1 of the GROW each take one more (no reclaim), made
-//! empty, pinned or queued and signalled as new units. 0: only what the group was promised.
+//! superbins of the class, lanes m .. m + N - 1 of the GROW each take one more (no reclaim, and
+//! only while TBuddy stays at most half handed out), made empty, pinned or queued and signalled
+//! as new units. 0: only what the group was promised.
 #ifndef TOGA_SB_GROW_AHEAD
 #define TOGA_SB_GROW_AHEAD 3
 #endif
