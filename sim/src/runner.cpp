@@ -155,21 +155,27 @@ void on_crash(int sig) {
     put_u64(2, c.index);
     put(2, " of scenario ");
     put(2, c.scenario);
-    put(2, "; replay it alone (under a debugger) with:\n  ");
-    put(2, program_c);
-    put(2, " replay --scenario ");
-    put(2, c.scenario);
-    put(2, " --strategy ");
-    put(2, to_string(c.strategy));
-    if (c.strategy == strategy_kind::pct) {
-      put(2, " --pct-depth ");
-      put_u64(2, c.pct_depth);
-      put(2, " --pct-steps ");
-      put_u64(2, c.pct_steps);
+    if (c.replay != nullptr) {  // a random shape: the whole command, with its drawn --set values
+      put(2, " (a random shape); replay it alone (under a debugger) with:\n  ");
+      put(2, c.replay);
+      put(2, "\n");
+    } else {
+      put(2, "; replay it alone (under a debugger) with:\n  ");
+      put(2, program_c);
+      put(2, " replay --scenario ");
+      put(2, c.scenario);
+      put(2, " --strategy ");
+      put(2, to_string(c.strategy));
+      if (c.strategy == strategy_kind::pct) {
+        put(2, " --pct-depth ");
+        put_u64(2, c.pct_depth);
+        put(2, " --pct-steps ");
+        put_u64(2, c.pct_steps);
+      }
+      put(2, " --seed ");
+      put_u64(2, c.seed);
+      put(2, " (with the same --set, --memory and --faults options)\n");
     }
-    put(2, " --seed ");
-    put_u64(2, c.seed);
-    put(2, " (with the same --set, --memory and --faults options)\n");
     if (crash_fd >= 0) {  // CRASH index seed strategy pct_depth pct_steps signal
       put(crash_fd, "CRASH ");
       put_u64(crash_fd, c.index);
@@ -387,6 +393,11 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
         cc.strategy = eff.kind;
         cc.pct_depth = eff.pct_depth;
         cc.pct_steps = eff.pct_steps;
+        // a random shape's report needs the drawn --set values: the whole command, made here
+        // (the signal handler cannot allocate)
+        thread_local std::string shape_replay;
+        if (opt.random_shapes) shape_replay = replay_command(sc, p, eff, opt.seed + i, limits);
+        cc.replay = opt.random_shapes ? shape_replay.c_str() : nullptr;
         const run_result r = run_schedule(p, *strat, opt.seed + i);
         cc.active = false;
         verdicts[k] = static_cast<std::uint8_t>(r.kind);

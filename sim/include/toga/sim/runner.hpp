@@ -43,6 +43,10 @@ struct crash_context {
   //! The default-policy schedule that calibrates PCT's k (run before schedule 0): it has no seed;
   //! explore of one portfolio schedule on one thread runs it again.
   bool calibration = false;
+  //! The whole replay command of the schedule (scenario, strategy, seed and every --set of its
+  //! drawn shape), for random shapes, whose --set values the command line does not hold; nullptr:
+  //! the report names the schedule and asks for the command line's own options.
+  const char* replay = nullptr;
 };
 crash_context& this_thread_crash_context();
 //! Installs handlers for SIGSEGV, SIGBUS, SIGFPE and SIGILL that name the schedule being
