@@ -300,7 +300,7 @@ std::vector<mutant> build() {
          "(UAlloc's class, a TBuddy block) that the out-of-line path tries: a request that a TBuddy block would serve fails")
           .depth(0)
           .ci(),
-      // superbins made ahead of demand (exp/grow-ahead, TOGA_SB_GROW_AHEAD)
+      // superbins made ahead of demand (TOGA_SB_GROW_AHEAD, design.md §11.11)
       mb("ualloc.ahead-extra-unpinned", "list-integrity", "superbins",
          P{{"bug", 98}, {"align", 1024}, {"heap_kib", 2048}, {"keep", 4}, {"ops", 4}, {"presplit_kib", 128}, {"sb_arenas", 4},
            {"size", 1}, {"sms", 1}, {"threads", 19}, {"walker", 1}, {"warps", 3}},

@@ -684,12 +684,17 @@ struct ualloc {
       P::backoff(attempt);
     }
   }
+  //! A growable heap's growth state: it follows the byte limit in heap_globals (allocator.hpp
+  //! asserts it). Only where buddy.grow_granule != 0.
+  TOGA_DEVICE growth_state* growth() const TOGA_NOEXCEPT(P) {
+    return reinterpret_cast<growth_state*>(reinterpret_cast<char*>(buddy.limit) + sizeof(byte_limit));
+  }
   //! Whether growth, not a reclaim walk, answers a failing request now: a growable heap whose
   //! growth service is attached, with a granule left unmapped, under no byte limit that refuses
-  //! a chunk. The growth state follows the byte limit in heap_globals (allocator.hpp asserts it).
+  //! a chunk.
   TOGA_DEVICE bool growth_comes_first() const TOGA_NOEXCEPT(P) {
     if (buddy.grow_granule == 0) return false;
-    growth_state* gs = reinterpret_cast<growth_state*>(reinterpret_cast<char*>(buddy.limit) + sizeof(byte_limit));
+    growth_state* gs = growth();
     if (P::load(&gs->service, relaxed, device_scope) == 0) return false;
     if (P::load(&gs->mapped_granules, relaxed, device_scope) >= P::load(&gs->max_granules, relaxed, device_scope)) return false;
     const std::uint64_t lim = P::load(&buddy.limit->limit, relaxed, device_scope);
@@ -707,8 +712,7 @@ struct ualloc {
     const std::uint64_t lim = P::load(&buddy.limit->limit, relaxed, device_scope);
     if (lim != 0 && lim < cap) cap = lim;
     if (buddy.grow_granule != 0) {
-      growth_state* gs = reinterpret_cast<growth_state*>(reinterpret_cast<char*>(buddy.limit) + sizeof(byte_limit));
-      const std::uint64_t mapped = P::load(&gs->mapped_granules, relaxed, device_scope) << (buddy.grow_granule - 1 + geom::page_shift);
+      const std::uint64_t mapped = P::load(&growth()->mapped_granules, relaxed, device_scope) << (buddy.grow_granule - 1 + geom::page_shift);
       if (mapped < cap) cap = mapped;
     }
     return P::load(&buddy.limit->reserved, relaxed, device_scope) + bytes <= cap / 2;
