@@ -140,11 +140,19 @@ void on_crash(int sig) {
     put(2, ", a wild memory access or the like) in the default-policy schedule that calibrates PCT (before schedule 0) of "
            "scenario ");
     put(2, c.scenario);
-    put(2, "; it runs again first in:\n  ");
-    put(2, program_c);
-    put(2, " explore --scenario ");
-    put(2, c.scenario);
-    put(2, " --strategy portfolio --schedules 1 --threads 1 (with the same --set, --memory and --faults options)\n");
+    if (c.replay != nullptr) {  // a random shape's calibration: the command fixes the drawn shape
+      put(2, " (a random shape, schedule ");
+      put_u64(2, c.index);
+      put(2, "); it runs again first in:\n  ");
+      put(2, c.replay);
+      put(2, "\n");
+    } else {
+      put(2, "; it runs again first in:\n  ");
+      put(2, program_c);
+      put(2, " explore --scenario ");
+      put(2, c.scenario);
+      put(2, " --strategy portfolio --schedules 1 --threads 1 (with the same --set, --memory and --faults options)\n");
+    }
     if (crash_fd >= 0) {  // CRASH 0 0 255 (calibration) 0 0 signal
       put(crash_fd, "CRASH 0 0 255 0 0 ");
       put_u64(crash_fd, static_cast<std::uint64_t>(sig));
@@ -211,13 +219,29 @@ namespace {
 
 // PCT's k: the length of a default-policy schedule (deterministic, so identical on every
 // thread count).
-std::uint64_t calibrate_steps(const scenario& sc, const params& p, const run_limits& limits) {
+// `shape`: schedule `index`'s drawn shape (random shapes): a crash report then gives the command
+// that calibrates on that shape again (explore with the shape's --set values, one PCT schedule).
+std::uint64_t calibrate_steps(const scenario& sc, const params& p, const run_limits& limits, bool shape = false,
+                              std::uint64_t index = 0) {
   replay_strategy def({});
   crash_context& cc = this_thread_crash_context();
   const crash_context saved = cc;
+  thread_local std::string command;  // (made here: the signal handler cannot allocate)
+  if (shape) {
+    std::ostringstream c;
+    c << program << " explore --scenario " << sc.name << " --strategy pct --schedules 1 --threads 1";
+    for (const auto& [k, v] : p.values()) c << " --set " << k << "=" << v;
+    if (limits.fair_after != sc.limits.fair_after) c << " --fair-after " << limits.fair_after;
+    if (limits.max_steps != sc.limits.max_steps) c << " --max-steps " << limits.max_steps;
+    if (limits.memory != memory_model::sc) c << " --memory " << to_string(limits.memory);
+    if (limits.faults) c << " --faults " << faults_to_string(limits.faults);
+    command = c.str();
+  }
   cc.active = true;
   cc.calibration = true;
   cc.scenario = sc.name.c_str();
+  cc.index = index;
+  cc.replay = shape ? command.c_str() : nullptr;
   const run_result r = run_one(sc, p, def, 0, limits);
   cc = saved;
   return r.steps ? r.steps : 1;
@@ -316,7 +340,7 @@ explore_summary explore(const scenario& sc, const explore_options& opt) {
   const auto setup = [&](std::uint64_t i, strategy_config& eff) {
     params p = opt.random_shapes ? draw_shape(sc, opt.scenario_params, opt.seed + i) : opt.scenario_params;
     eff = resolve_strategy(cfg, i);
-    if (eff.kind == strategy_kind::pct && eff.pct_steps == 0) eff.pct_steps = calibrate_steps(sc, p, limits);
+    if (eff.kind == strategy_kind::pct && eff.pct_steps == 0) eff.pct_steps = calibrate_steps(sc, p, limits, opt.random_shapes, i);
     return p;
   };
 
