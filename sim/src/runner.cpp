@@ -158,6 +158,10 @@ void on_crash(int sig) {
       put_u64(crash_fd, static_cast<std::uint64_t>(sig));
       put(crash_fd, "\n");
     }
+  } else if (c.active && c.replaying) {
+    put(2, ", a wild memory access or the like) in the schedule this replay runs, of scenario ");
+    put(2, c.scenario);
+    put(2, ": the same command replays it again; run it under a debugger (gdb --args ...) to see where\n");
   } else if (c.active) {
     put(2, ", a wild memory access or the like) in schedule ");
     put_u64(2, c.index);

@@ -100,13 +100,14 @@ expect 1 "mutant baseline .*bad-baseline.json'" mutants --filter '^lost-update$'
 expect 0 "of 2 mutants killed" mutants --filter '^(ualloc.dead-near-wrap|lost-update)$' --baseline none
 # the same wild access under random shapes (schedule 2262 on the core of d3a1f5d, 3 s on 2 threads):
 # the crash report's replay command carries the drawn shape's --set values, and it crashes again
+# (and says that the crash is the replayed schedule's)
 expect 3 "\(a random shape\); replay it alone" explore --scenario alloc-storm --shapes random --strategy random \
   --set bug=13 --set size=1024 --set sb_shift=0 --set threads=3 --set warps=3 --set sms=1 --set pins=1 --schedules 20000 --threads 2
 crash_cmd=$(grep -A1 "(a random shape); replay it alone" "$tmp/out" | tail -1 | sed 's/^ *[^ ]*toga-sim //')
 case "$crash_cmd" in
   *"--set heap_kib="*"--set warps=3"*)
     read -r -a crash_args <<< "$crash_cmd"
-    expect 3 "crashed the simulator \(signal" "${crash_args[@]}" ;;
+    expect 3 "crashed the simulator \(signal 11, .*\) in the schedule this replay runs, of scenario alloc-storm" "${crash_args[@]}" ;;
   *) echo "FAIL: the random shape's crash report lacks its --set values: '$crash_cmd'"; fails=$((fails + 1)) ;;
 esac
 # a crash in the default-policy schedule that calibrates PCT on a drawn shape names that shape

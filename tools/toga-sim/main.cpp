@@ -530,6 +530,20 @@ int cmd_merge(const std::vector<std::string>& files, const std::string& out) {
   return 0;
 }
 
+// run_one for `replay`, under a crash context that says a crash is this command's own schedule
+// (else the crash reporter prints only the signal).
+template <class... A>
+ts::run_result replay_one(const ts::scenario& sc, A&&... args) {
+  ts::crash_context& cc = ts::this_thread_crash_context();
+  const ts::crash_context saved = cc;
+  cc.active = true;
+  cc.replaying = true;
+  cc.scenario = sc.name.c_str();
+  ts::run_result r = ts::run_one(sc, std::forward<A>(args)...);
+  cc = saved;
+  return r;
+}
+
 int cmd_replay(const common_args& a, const std::string& decisions, const std::string& save, bool do_shrink,
                bool trace) {
   ts::world::tracer_fn tracer;
@@ -572,7 +586,7 @@ int cmd_replay(const common_args& a, const std::string& decisions, const std::st
     p = d.scenario_params;
     limits = d.limits;
     ts::replay_strategy rs(d.decisions);
-    r = ts::run_one(*sc, p, rs, 0, limits, tracer, mtracer);
+    r = replay_one(*sc, p, rs, 0, limits, tracer, mtracer);
     print_run(r);
     if (!d.verdict.empty() && (d.verdict != ts::to_string(r.kind) || (d.trace_hash && d.trace_hash != r.trace_hash)))
       fmt::print("  note: the file recorded verdict {} with hash {:016x}\n", d.verdict, d.trace_hash);
@@ -588,7 +602,7 @@ int cmd_replay(const common_args& a, const std::string& decisions, const std::st
       throw usage_error("replaying a pct schedule needs --pct-steps (the explore summary prints it)");
     if (cfg.kind == ts::strategy_kind::guided) cfg.guided_sites = ts::guided_targets(*sc, limits);
     auto strat = ts::make_strategy(cfg, 0);
-    r = ts::run_one(*sc, p, *strat, a.seed, limits, tracer, mtracer);
+    r = replay_one(*sc, p, *strat, a.seed, limits, tracer, mtracer);
     print_run(r);
   }
   if (do_shrink && r.failed()) {

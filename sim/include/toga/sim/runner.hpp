@@ -47,6 +47,9 @@ struct crash_context {
   //! drawn shape), for random shapes, whose --set values the command line does not hold; nullptr:
   //! the report names the schedule and asks for the command line's own options.
   const char* replay = nullptr;
+  //! The one schedule `toga-sim replay` runs (by seed or decision file): the command that crashed
+  //! is its own replay.
+  bool replaying = false;
 };
 crash_context& this_thread_crash_context();
 //! Installs handlers for SIGSEGV, SIGBUS, SIGFPE and SIGILL that name the schedule being
