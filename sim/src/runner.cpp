@@ -88,17 +88,25 @@ void set_program_name(const std::string& name) {
 }
 const std::string& program_name() { return program; }
 
+namespace {
+// The tail every command that reruns a schedule carries: the shape's --set values and the limits,
+// memory model and faults that differ from the scenario's.
+void append_shape_and_limits(std::ostringstream& c, const scenario& sc, const params& p, const run_limits& limits) {
+  for (const auto& [k, v] : p.values()) c << " --set " << k << "=" << v;
+  if (limits.fair_after != sc.limits.fair_after) c << " --fair-after " << limits.fair_after;
+  if (limits.max_steps != sc.limits.max_steps) c << " --max-steps " << limits.max_steps;
+  if (limits.memory != memory_model::sc) c << " --memory " << to_string(limits.memory);
+  if (limits.faults) c << " --faults " << faults_to_string(limits.faults);
+}
+}  // namespace
+
 std::string replay_command(const scenario& sc, const params& p, const strategy_config& s,
                            std::uint64_t seed, const run_limits& limits) {
   std::ostringstream c;
   c << program << " replay --scenario " << sc.name << " --strategy " << to_string(s.kind);
   if (s.kind == strategy_kind::pct) c << " --pct-depth " << s.pct_depth << " --pct-steps " << s.pct_steps;
   c << " --seed " << seed;
-  for (const auto& [k, v] : p.values()) c << " --set " << k << "=" << v;
-  if (limits.fair_after != sc.limits.fair_after) c << " --fair-after " << limits.fair_after;
-  if (limits.max_steps != sc.limits.max_steps) c << " --max-steps " << limits.max_steps;
-  if (limits.memory != memory_model::sc) c << " --memory " << to_string(limits.memory);
-  if (limits.faults) c << " --faults " << faults_to_string(limits.faults);
+  append_shape_and_limits(c, sc, p, limits);
   return c.str();
 }
 
@@ -234,11 +242,7 @@ std::uint64_t calibrate_steps(const scenario& sc, const params& p, const run_lim
   if (shape) {
     std::ostringstream c;
     c << program << " explore --scenario " << sc.name << " --strategy pct --schedules 1 --threads 1";
-    for (const auto& [k, v] : p.values()) c << " --set " << k << "=" << v;
-    if (limits.fair_after != sc.limits.fair_after) c << " --fair-after " << limits.fair_after;
-    if (limits.max_steps != sc.limits.max_steps) c << " --max-steps " << limits.max_steps;
-    if (limits.memory != memory_model::sc) c << " --memory " << to_string(limits.memory);
-    if (limits.faults) c << " --faults " << faults_to_string(limits.faults);
+    append_shape_and_limits(c, sc, p, limits);
     command = c.str();
   }
   cc.active = true;
