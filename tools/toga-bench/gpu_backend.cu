@@ -116,8 +116,9 @@
 //
 // What a thread does for one item of a case is written once for both backends, in workloads.hpp
 // (alloc_item, free_item, churn_item, frag_item, graph_update_item, the pattern and the digest);
-// the kernels here only map threads to items (and T2's lane 0) and call it with gpu_lane, whose
-// counters are atomicAdd and whose usable() is a compile-time true. The bodies are force-inlined:
+// the kernels here only map threads to items (and T2's lane 0) and call it with gpu_lane (counters
+// by atomicAdd, usable() a compile-time true) or, where a kernel writes into its blocks (churn,
+// graph updates), checked_lane (usable: aligned and inside the allocator's memory). The bodies are force-inlined:
 // each kernel executes what it did with the body written in it (same PTX). T12 (construction),
 // T13 (kernel attributes) and T14 (GPU only, on alloc_kernel / free_kernel) have no body of their
 // own.
@@ -256,11 +257,26 @@ std::string join_note(const std::string& a, const std::string& b) {
 // ---- device helpers (size_rule, pattern_base / pattern_word, vstate: workloads.hpp) ---------------
 
 //! workloads.hpp's lane environment on the GPU: result counters are device atomics; every block
-//! counts as usable (the host checks bounds and overlaps afterwards), so that check costs the
-//! kernels nothing.
+//! counts as usable, for the kernels that only store or free their pointers (T1-T4, T6-T9, T14:
+//! the host checks bounds and overlaps afterwards), so that check costs them nothing.
 struct gpu_lane {
   __device__ static void count(unsigned long long* c) { atomicAdd(c, 1ull); }
   __device__ static constexpr bool usable(const void*, std::uint64_t) { return true; }
+};
+
+//! The lane environment of the kernels that write into their blocks before any host check (T5's
+//! churn, T10/T11's graph updates): a block is usable when it is 16 B aligned and lies inside
+//! the allocator's memory (the policy's `owns`; cuda-malloc's heap has no known range: alignment
+//! only). An unusable block is counted (corrupt / missing), never written and never freed, so
+//! that a wild pointer shows in the row instead of as an illegal address in whichever kernel
+//! runs next (T5 had no such check until 2026-12-01). Costs two compares per allocation.
+template <class P>
+struct checked_lane {
+  const P& pol;
+  __device__ static void count(unsigned long long* c) { atomicAdd(c, 1ull); }
+  __device__ bool usable(const void* p, std::uint64_t bytes) const {
+    return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0 && pol.owns(p, bytes);
+  }
 };
 
 //! T9, this backend's choice rule (the simulator has its own): whether slot `slot` is freed and
@@ -280,6 +296,8 @@ struct toga_policy {
   __device__ void deallocate(void* p) const { ref.deallocate(p); }
   __device__ void* allocate_warp(std::uint64_t b) const { return ref.allocate(cg::coalesced_threads(), b); }
   __device__ void deallocate_warp(void* p) const { ref.deallocate(cg::coalesced_threads(), p); }
+  //! Whether [p, p + b) lies inside the heap (b >= 1).
+  __device__ bool owns(const void* p, std::uint64_t b) const { return ref.contains(p) && ref.contains(static_cast<const char*>(p) + (b - 1)); }
 };
 
 //! toga with tenants (--tenants): every kernel allocates as tenant 0 of a heap made with
@@ -291,6 +309,8 @@ struct toga_tenant_policy {
   __device__ void deallocate(void* p) const { ref.deallocate(p); }
   __device__ void* allocate_warp(std::uint64_t b) const { return ref.allocate(cg::coalesced_threads(), b); }
   __device__ void deallocate_warp(void* p) const { ref.deallocate(cg::coalesced_threads(), p); }
+  //! Whether [p, p + b) lies inside the heap (b >= 1).
+  __device__ bool owns(const void* p, std::uint64_t b) const { return ref.contains(p) && ref.contains(static_cast<const char*>(p) + (b - 1)); }
 };
 
 struct malloc_policy {
@@ -298,6 +318,7 @@ struct malloc_policy {
   __device__ void* allocate(std::uint64_t b) const { return malloc(b); }
   __device__ void deallocate(void* p) const { free(p); }
   __device__ void deallocate_warp(void* p) const { free(p); }  // the free kernel's warp flag
+  __device__ static constexpr bool owns(const void*, std::uint64_t) { return true; }  // (no known range)
 };
 
 //! bump: one atomicAdd per thread (runtime size: ptxas does not aggregate it); free: nothing.
@@ -313,6 +334,10 @@ struct bump_policy {
   }
   __device__ void deallocate(void*) const {}
   __device__ void deallocate_warp(void*) const {}
+  __device__ bool owns(const void* p, std::uint64_t b) const {
+    const std::uint64_t off = static_cast<std::uint64_t>(static_cast<const char*>(p) - base);
+    return static_cast<const char*>(p) >= base && off <= capacity && b <= capacity - off;
+  }
 };
 
 //! bump-warp, the floor: the lanes that call allocate together scan their rounded sizes, the
@@ -341,6 +366,10 @@ struct bump_warp_policy {
   __device__ void deallocate(void* p) const { asm volatile("" ::"l"(p)); }
   __device__ void* allocate_warp(std::uint64_t b) const { return allocate(b); }
   __device__ void deallocate_warp(void* p) const { deallocate(p); }
+  __device__ bool owns(const void* p, std::uint64_t b) const {
+    const std::uint64_t off = static_cast<std::uint64_t>(static_cast<const char*>(p) - base);
+    return static_cast<const char*>(p) >= base && off <= capacity && b <= capacity - off;
+  }
 };
 
 // ---- kernels ---------------------------------------------------------------------------------------
@@ -389,7 +418,7 @@ template <class P>
 __global__ void __launch_bounds__(block_threads, 4) churn_kernel(P pol, churn_args a) {
   const std::uint64_t tid = global_thread();
   if (tid >= a.threads) return;
-  churn_item<false>(pol, gpu_lane{}, a, tid);
+  churn_item<false>(pol, checked_lane<P>{pol}, a, tid);
 }
 
 struct frag_args {
@@ -415,7 +444,7 @@ template <class P>
 __global__ void __launch_bounds__(block_threads, 4) graph_update_kernel(P pol, update_args a) {
   const std::uint64_t i = global_thread();
   if (i >= a.items) return;
-  graph_update_item(pol, gpu_lane{}, a, i);
+  graph_update_item(pol, checked_lane<P>{pol}, a, i);
 }
 
 //! Counts vertices whose neighbour digest differs from `expect`.
@@ -437,8 +466,14 @@ struct pattern_args {
   unsigned long long* bad;
 };
 
-//! One warp per block (grid-stride over blocks), lanes stride over its words.
-__global__ void pattern_kernel(pattern_args a) {
+//! One warp per block (grid-stride over blocks), lanes stride over its words. A block outside
+//! the allocator's memory or not 16 B aligned (checked_lane) is counted in `bad`, never written
+//! or read, and its slot is set to nullptr, so that no later kernel writes or frees it: a wild
+//! pointer is a corrupt block of its row, not an illegal address (or another allocator's
+//! corrupted heap) in whichever kernel runs next. (Before 2026-12-01 the fill wrote first and the
+//! host's bounds check came after it.)
+template <class P>
+__global__ void pattern_kernel(P pol, pattern_args a) {
   const unsigned lane = threadIdx.x & 31u;
   const std::uint64_t warps = (std::uint64_t{gridDim.x} * blockDim.x) / 32;
   for (std::uint64_t i = global_thread() / 32; i < a.count; i += warps) {
@@ -446,6 +481,14 @@ __global__ void pattern_kernel(pattern_args a) {
     if (q == nullptr) continue;
     if (a.only_round >= 0 && !frag_chosen(a.seed, static_cast<std::uint32_t>(a.only_round), i)) continue;
     const std::uint64_t id = a.id_base + i;
+    if (!checked_lane<P>{pol}.usable(q, a.sizes.of(id) < 1 ? 1 : a.sizes.of(id))) {
+      __syncwarp();  // every lane has read the slot before lane 0 clears it
+      if (lane == 0) {
+        atomicAdd(a.bad, 1ull);
+        const_cast<void**>(a.ptrs)[i] = nullptr;
+      }
+      continue;
+    }
     const std::uint64_t words = a.sizes.of(id) / 4;
     const std::uint32_t base = pattern_base(id, a.seed);
     bool bad = false;
@@ -858,16 +901,21 @@ class gpu_backend final : public backend {
     return ms;
   }
 
-  //! Writes (verify = false) or checks the pattern of slots [0, count); returns the bad blocks.
-  std::uint64_t pattern(void* const* slots, std::uint64_t count, const size_rule& sizes, std::uint64_t id_base, std::uint64_t seed,
-                        bool verify, std::int64_t only_round = -1) {
+  //! Writes (verify = false) or checks the pattern of t's blocks in slots [0, count); returns the
+  //! bad blocks: in both modes those outside t's memory (their slots become nullptr: see
+  //! pattern_kernel), and when verifying those that do not hold the pattern.
+  std::uint64_t pattern(const target& t, void* const* slots, std::uint64_t count, const size_rule& sizes, std::uint64_t id_base,
+                        std::uint64_t seed, bool verify, std::int64_t only_round = -1) {
     if (count == 0) return 0;
     BENCH_CUDA(cudaMemset(counter(1), 0, sizeof(unsigned long long)));
     const pattern_args a{slots, count, sizes, id_base, seed, only_round, verify ? 1 : 0, counter(1)};
     const std::uint64_t warps = std::min<std::uint64_t>(count, std::uint64_t{1} << 18);
-    pattern_kernel<<<grid_for(warps * 32), block_threads>>>(a);
+    with_policy(t, [&](const auto& pol) {
+      using P = std::decay_t<decltype(pol)>;
+      pattern_kernel<P><<<grid_for(warps * 32), block_threads>>>(pol, a);
+    });
     finish_launch(verify ? "the pattern verify kernel" : "the pattern fill kernel");
-    return verify ? read_counters()[1] : 0;
+    return read_counters()[1];
   }
 
   // -- alloc / free kernels, dispatched by allocator --
@@ -937,8 +985,8 @@ class gpu_backend final : public backend {
     run_alloc(t, a, pt.warp, &r.alloc_ms);
     r.failures = read_counters()[0];
     if (verify) {
-      pattern(slots_.get(), ops, pt.sizes, 0, seed, false);
-      r.corrupt = pattern(slots_.get(), ops, pt.sizes, 0, seed, true);
+      r.corrupt = pattern(t, slots_.get(), ops, pt.sizes, 0, seed, false);
+      r.corrupt += pattern(t, slots_.get(), ops, pt.sizes, 0, seed, true);
       if (host_check) r.corrupt += check_slots(slots_.get(), ops, pt.sizes, 0, bounds_of(t));
     }
     run_free(t, slot_free_args(n, pt.lane0, pt.warp), &r.free_ms);
@@ -1227,7 +1275,7 @@ class gpu_backend final : public backend {
         // load the kernel's module outside the timed rounds (a launch with no taking-part thread)
         run_alloc(t, alloc_args{slots.get(), 0, sizes_rule, 0, 0, counter(0)}, false, nullptr);
         double total_ms = 0, exhausting_ms = 0, extra_ms = 0;
-        std::uint64_t ok = 0, rounds = 0, extra_ok = 0;
+        std::uint64_t ok = 0, rounds = 0, extra_ok = 0, wild = 0;  // wild: blocks outside the heap (pattern)
         bool exhausted = false, extra_done = false;
         while (rounds < max_rounds) {
           zero_counters();
@@ -1237,7 +1285,7 @@ class gpu_backend final : public backend {
           total_ms += ms;
           const std::uint64_t f = read_counters()[0];
           const std::uint64_t got = round_threads - std::min(f, round_threads);
-          pattern(a.ptrs, round_threads, sizes_rule, a.id_base, o.seed, false);
+          wild += pattern(t, a.ptrs, round_threads, sizes_rule, a.id_base, o.seed, false);
           ++rounds;
           ok += got;
           if (exhausted) {
@@ -1252,7 +1300,7 @@ class gpu_backend final : public backend {
           }
         }
         const std::uint64_t live = rounds * round_threads;
-        r.corrupt = pattern(slots.get(), live, sizes_rule, 0, o.seed, true);
+        r.corrupt = wild + pattern(t, slots.get(), live, sizes_rule, 0, o.seed, true);
         r.corrupt += check_slots(slots.get(), live, sizes_rule, 0, bounds_of(t));
         if (!extra_done) r.note = "no nullptr after " + std::to_string(rounds) + " rounds: more blocks than the heap holds";
         r.ms = {total_ms};
@@ -1289,7 +1337,7 @@ class gpu_backend final : public backend {
         zero_counters();
         run_alloc(t, alloc_args{slots_.get(), n, rule, 0, 0, counter(0)}, false, nullptr);  // the live population
         r.failures += read_counters()[0];
-        pattern(slots_.get(), n, rule, 0, o.seed, false);
+        r.corrupt += pattern(t, slots_.get(), n, rule, 0, o.seed, false);
         double worst = 0, last = 0, ops_sum = 0;
         unsigned timed_rounds = 0;
         for (unsigned round = 0; round <= rounds; ++round) {  // round 0: untimed warm-up
@@ -1318,8 +1366,8 @@ class gpu_backend final : public backend {
             }
           });
           r.failures += read_counters()[0];
-          pattern(slots_.get(), n, rule, 0, o.seed, false, round);
-          r.corrupt += pattern(slots_.get(), n, rule, 0, o.seed, true);
+          r.corrupt += pattern(t, slots_.get(), n, rule, 0, o.seed, false, round);
+          r.corrupt += pattern(t, slots_.get(), n, rule, 0, o.seed, true);
           if (round == 0) continue;
           r.ms.push_back(ms);
           ops_sum += 2.0 * static_cast<double>(chosen);
@@ -1702,11 +1750,12 @@ class gpu_backend final : public backend {
     run_free(t, free_args{reinterpret_cast<const char*>(slots.get() + first), sizeof(void*), n, 0, 0}, nullptr);
   }
   //! Writes and verifies the pattern of slots [first, first + n) (nullptr slots are skipped).
-  std::uint64_t t14_verify(dev_array<void*>& slots, std::uint64_t first, std::uint64_t n, std::uint64_t size, std::uint64_t seed) {
+  std::uint64_t t14_verify(const target& t, dev_array<void*>& slots, std::uint64_t first, std::uint64_t n, std::uint64_t size,
+                           std::uint64_t seed) {
     size_rule sr;
     sr.size = size;
-    pattern(slots.get() + first, n, sr, 0, seed, false);
-    return pattern(slots.get() + first, n, sr, 0, seed, true);
+    const std::uint64_t wild = pattern(t, slots.get() + first, n, sr, 0, seed, false);
+    return wild + pattern(t, slots.get() + first, n, sr, 0, seed, true);
   }
   //! Median of reps timed launches of `n` x `size` on `t` (one warm-up first), each freed after.
   row t14_timed(const target& t, dev_array<void*>& slots, std::uint64_t first, std::uint64_t n, std::uint64_t size,
@@ -1723,7 +1772,7 @@ class gpu_backend final : public backend {
     for (unsigned rep = 0; rep <= o.reps; ++rep) {
       double ms = 0;
       r.failures = std::max<std::uint64_t>(r.failures, t14_alloc(t, slots, first, n, size, &ms));
-      if (rep == 1) r.corrupt += t14_verify(slots, first, n, size, o.seed);
+      if (rep == 1) r.corrupt += t14_verify(t, slots, first, n, size, o.seed);
       t14_free(t, slots, first, n);
       if (rep > 0) r.ms.push_back(ms);
     }
@@ -1820,7 +1869,7 @@ class gpu_backend final : public backend {
       fail.metrics["served"] = static_cast<double>(served);
       fail.metrics["blocks_before"] = static_cast<double>(filled - fill_failures);
       if (served != 0) fail.note = join_note(fail.note, std::to_string(served) + " requests on the full heap got a block");
-      fail.corrupt = t14_verify(slots, 0, filled, s, o.seed);
+      fail.corrupt = t14_verify(t, slots, 0, filled, s, o.seed);
       t14_free(t, slots, 0, filled);
       t14_ratio(fail, ok);
       out.add(std::move(ok));
@@ -1856,7 +1905,7 @@ class gpu_backend final : public backend {
         target t{akind::toga, h.get(), nullptr};
         double ms1 = 0, ms2 = 0;
         const std::uint64_t f1 = t14_alloc(t, slots, 0, n, s, &ms1);
-        const std::uint64_t c1 = rep == 1 ? t14_verify(slots, 0, n, s, o.seed) : 0;
+        const std::uint64_t c1 = rep == 1 ? t14_verify(t, slots, 0, n, s, o.seed) : 0;
         t14_free(t, slots, 0, n);
         const std::uint64_t f2 = t14_alloc(t, slots, 0, n, s, &ms2);
         t14_free(t, slots, 0, n);

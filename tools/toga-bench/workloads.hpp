@@ -35,10 +35,13 @@
 //          on one host thread, and a plain increment is no scheduling point, so the benchmark's
 //          bookkeeping does not change the schedule it measures (a platform fetch_add would).
 //        bool usable(const void* p, std::uint64_t bytes) const: whether a fresh block may be
-//          written. GPU: constexpr true (the host checks bounds and overlaps afterwards, and the
-//          check costs nothing in the kernels). Simulator: inside the heap and 16 B aligned, so
-//          that a wrong block never overwrites the host process's memory; a block that is not
-//          usable is counted in a corrupt counter, is never written and never freed.
+//          written. GPU: in the kernels that only store their pointers, constexpr true (the
+//          host checks bounds and overlaps afterwards, and the check costs nothing there); in
+//          churn and the graph updates, which write first, 16 B aligned and inside the
+//          allocator's memory (gpu_backend.cu's checked_lane). Simulator: inside the heap and
+//          16 B aligned, so that a wrong block never overwrites the host process's memory; a
+//          block that is not usable is counted in a corrupt counter, is never written and never
+//          freed.
 //
 // Every body is TOGA_DEVICE (device code under nvcc, plain C++ for the simulator) and force-
 // inlined (remove_neighbours excepted, out of line on purpose), so that a kernel executes exactly
@@ -148,7 +151,7 @@ TOGA_DEVICE TOGA_FORCEINLINE void churn_item(A& a, const E& env, const churn_arg
     if (p == nullptr) {
       env.count(c.failures);
       if constexpr (!Overlap) continue;
-    } else if (!env.usable(p, c.size)) {  // never on the GPU (usable is constant there)
+    } else if (!env.usable(p, c.size)) {  // a wild pointer (the GPU checks alignment and range too)
       env.count(c.corrupt);
       p = nullptr;  // never written, never freed
       if constexpr (!Overlap) continue;
@@ -265,7 +268,7 @@ TOGA_DEVICE TOGA_FORCEINLINE void graph_update_item(A& a, const E& env, const up
   }
   if (want != 0) {
     std::uint32_t* q = static_cast<std::uint32_t*>(a.allocate(want));
-    const bool unusable = q != nullptr && !env.usable(q, want);  // GPU: false at compile time
+    const bool unusable = q != nullptr && !env.usable(q, want);  // a wild pointer
     if (unusable) env.count(u.missing);
     if (q == nullptr || unusable) {
       if (q == nullptr) env.count(u.failures);
