@@ -38,5 +38,8 @@ template std::unique_ptr<instance> make_one<ualloc_bug::scan_claim_trusted, tbud
 template std::unique_ptr<instance> make_one<ualloc_bug::inline_super_skips_fallbacks, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::ahead_extra_unpinned, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::ahead_failed_take_signalled, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::refuse_despite_promises, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::refuse_keeps_promise, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::refuse_ignores_chunk_bins, tbuddy_bug::none>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

@@ -118,6 +118,9 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 97: return make_one<ualloc_bug::inline_super_skips_fallbacks, tbuddy_bug::none>(w, p, md);
     case 98: return make_one<ualloc_bug::ahead_extra_unpinned, tbuddy_bug::none>(w, p, md);
     case 99: return make_one<ualloc_bug::ahead_failed_take_signalled, tbuddy_bug::none>(w, p, md);
+    case 100: return make_one<ualloc_bug::refuse_despite_promises, tbuddy_bug::none>(w, p, md);
+    case 101: return make_one<ualloc_bug::refuse_keeps_promise, tbuddy_bug::none>(w, p, md);
+    case 102: return make_one<ualloc_bug::refuse_ignores_chunk_bins, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -137,7 +140,7 @@ launch_config shape(const params& p, std::int64_t warps, std::int64_t threads, s
 
 constexpr const char* bug_help = " bug=0 (a planted bug: toga-sim list --bugs names them)";
 // The planted-bug key of every heap scenario: 0 (none) .. the last case of make_heap.
-param_spec bug_key() { return {"bug", 0, 99, 0, "planted bug (keep in step with make_heap)"}; }
+param_spec bug_key() { return {"bug", 0, 102, 0, "planted bug (keep in step with make_heap)"}; }
 
 }  // namespace
 
@@ -242,6 +245,9 @@ const std::vector<planted_bug>& allocator_planted_bugs() {
       {97, "route", "allocate(bytes)'s inline superbin path returns nullptr when its group found no superbin, without the fallbacks (UAlloc's class, a TBuddy block) that the out-of-line path tries"},
       {98, "GROW", "a superbin made ahead of demand (TOGA_SB_GROW_AHEAD) is initialised and signalled but neither pinned nor queued: its units are for a bin nobody can find"},
       {99, "GROW", "a lane whose superbin ahead of demand could not be had (TBuddy empty) signals its units anyway: units without a bin"},
+      {100, "fail-fast", "the refusal of a GROW known to fail is asked before the class semaphore's CAS loop, not where it would promise: a request that promised units cover gets nullptr"},
+      {101, "fail-fast", "a GROW refused after its promise was made keeps the promise: waiters wait for units nobody makes"},
+      {102, "fail-fast", "a chunk-class GROW is refused from TBuddy's recorded failure and a clean reclaim record alone, while the arena's chunks still have free bins"},
   };
   return bugs;
 }

@@ -42,8 +42,15 @@
 namespace toga {
 
 //! Result of a wait: OK means the caller owns N units of already-published resources; GROW
-//! means it owns nothing yet and must produce (design.md §3.2).
-enum class sem_result : std::uint8_t { ok, grow };
+//! means it owns nothing yet and must produce (design.md §3.2); REFUSED (only from the
+//! `wait_slow` with a refusal) means it owns nothing, promised nothing, and must not produce: the
+//! caller's predicate said the batch cannot be made (design.md §13.4).
+enum class sem_result : std::uint8_t { ok, grow, refused };
+
+//! The refusal of a plain wait: never (the CAS loop's GROW branch compiles to what it was).
+struct never_refuse {
+  TOGA_HOST_DEVICE constexpr bool operator()() const { return false; }
+};
 
 //! Deliberate bugs for the simulator's planted-bug tests (never use outside tests).
 enum class sem_bug : std::uint8_t {
@@ -104,7 +111,7 @@ class bulk_semaphore {
   TOGA_DEVICE sem_result wait(word_t n, word_t b) TOGA_NOEXCEPT(P) {
     if constexpr (has_fast_path)
       if (try_take(n)) return sem_result::ok;
-    return wait_total(n, b);
+    return wait_total(n, b, never_refuse{});
   }
 
   //! The fast path alone (E2): one speculative fetch_sub of t units, judged on the returned word
@@ -173,7 +180,7 @@ class bulk_semaphore {
       const word_t m = (g.size + per_batch - 1) / per_batch;
       bool ok = false;
       if constexpr (has_fast_path) ok = try_take(t);
-      packed = ok || wait_total(t, m * b) == sem_result::ok ? 0u : static_cast<std::uint32_t>(m);
+      packed = ok || wait_total(t, m * b, never_refuse{}) == sem_result::ok ? 0u : static_cast<std::uint32_t>(m);
     }
     packed = g.broadcast(packed);
     return packed == 0 ? collective_wait_result{sem_result::ok, 0} : collective_wait_result{sem_result::grow, packed};
@@ -191,7 +198,16 @@ class bulk_semaphore {
   //! The CAS loop alone, for a group leader that already tried try_take(t): takes t units, waits
   //! for promised ones, or returns GROW having promised `total - t` units (`total` = the batches
   //! the caller will make, in units).
-  TOGA_DEVICE sem_result wait_slow(word_t t, word_t total) TOGA_NOEXCEPT(P) { return wait_total(t, total); }
+  TOGA_DEVICE sem_result wait_slow(word_t t, word_t total) TOGA_NOEXCEPT(P) { return wait_total(t, total, never_refuse{}); }
+  //! The CAS loop with a refusal (design.md §13.4): each time it would promise a batch (nothing
+  //! available or promised covers t), it first calls `refuse()`; when that returns true it returns
+  //! REFUSED with nothing taken, reserved or promised, so that no waiter queues behind a promise
+  //! that is bound to be withdrawn. A reservation that a withdrawal breaks decides again, and so
+  //! asks again. `refuse` must be a predicate on records (it may be called more than once).
+  template <class Refuse>
+  TOGA_DEVICE sem_result wait_slow(word_t t, word_t total, Refuse&& refuse) TOGA_NOEXCEPT(P) {
+    return wait_total(t, total, refuse);
+  }
 
   //! Quiescent only (nothing else uses the semaphore): C = count, E = R = 0, by a relaxed store
   //! (a recount after a trim; the caller's barrier publishes it).
@@ -208,7 +224,8 @@ class bulk_semaphore {
  private:
   // The CAS loop of wait: takes t units, or on GROW promises `total - t` (one batch minus what
   // the caller keeps; for a collective GROW(m): m batches minus what the group keeps).
-  TOGA_DEVICE sem_result wait_total(word_t t, word_t total) TOGA_NOEXCEPT(P) {
+  template <class Refuse>
+  TOGA_DEVICE sem_result wait_total(word_t t, word_t total, Refuse&& refuse) TOGA_NOEXCEPT(P) {
     for (unsigned attempt = 0;;) {
       word_t cur = P::load(&word_, relaxed, device_scope);
       if constexpr (Bug == sem_bug::fast_path_fetch_sub) {
@@ -229,6 +246,7 @@ class bulk_semaphore {
           const word_t c = f.c - Bias;  // (the planted bug decides on a wrapped C)
           P::inject(fault_site::stall_read_to_rmw);
           if (c + f.e < f.r + t) {  // A = C + E - R < t: nothing suffices, we produce
+            if (refuse()) return sem_result::refused;  // (unless the batch is known to fail)
             f.e += (Bug == sem_bug::grow_promises_full_batch) ? total : total - t;
             check(f);
             if (P::compare_exchange(&word_, cur, pack(f), acq_rel, device_scope)) return sem_result::grow;

@@ -164,6 +164,9 @@ enum class ualloc_bug : std::uint8_t {
   inline_super_skips_fallbacks,   //!< allocate(bytes)'s inline superbin path returns nullptr when its group found no superbin, without the fallbacks (UAlloc's class, a TBuddy block) that the out-of-line path tries
   ahead_extra_unpinned,           //!< a superbin made ahead of demand is initialised and signalled but neither pinned nor queued: its units are for a bin nobody can find
   ahead_failed_take_signalled,    //!< a lane whose superbin ahead of demand could not be had (TBuddy empty) signals its units anyway
+  refuse_despite_promises,        //!< the refusal of a GROW known to fail is asked before the CAS loop, not where it would promise: a request that promised units cover gets nullptr
+  refuse_keeps_promise,           //!< a GROW refused after its promise was made keeps the promise: waiters wait for units nobody makes (E never returns to 0)
+  refuse_ignores_chunk_bins,      //!< a chunk-class GROW is refused from TBuddy's record alone, while the arena's chunks still have free bins
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -929,12 +932,25 @@ struct ualloc {
         // (superbins: no over-production; one holds 32 .. 1024 slots and a whole TBuddy block)
         if (!G::superbins && cap >= hysteresis_min_capacity && batches < 4) batches = t < 4 ? (batches > t ? batches : t) : 4;
         TOGA_PROFILE_START;
-        if (L.slot_sem.wait_slow(t, std::uint64_t{batches} * cap) == sem_result::grow) m = batches;
+        // where the CAS loop would promise the batches, it first asks whether they are bound to
+        // fail (design.md §13.4): then nothing is promised and the group goes to the fallback
+        sem_result r;
+        if constexpr (Bug == ualloc_bug::refuse_despite_promises)
+          r = grow_known_to_fail(a, batches) ? sem_result::refused : L.slot_sem.wait_slow(t, std::uint64_t{batches} * cap);
+        else if constexpr (Bug == ualloc_bug::refuse_keeps_promise) {
+          r = L.slot_sem.wait_slow(t, std::uint64_t{batches} * cap);
+          if (r == sem_result::grow && grow_known_to_fail(a, batches)) r = sem_result::refused;
+        } else {
+          r = L.slot_sem.wait_slow(t, std::uint64_t{batches} * cap, [&] { return grow_known_to_fail(a, batches); });
+        }
+        if (r == sem_result::grow) m = batches;
+        else if (r == sem_result::refused) m = refused_grow;
         else pr.token = L.rcu.read_lock();
         TOGA_PROFILE_PHASE(prof_ua_t_stage1);
         pr.units = t;
       }
       m = g.broadcast(m);
+      if (m == refused_grow) return fallback_if_failed(a, c, g, no_block);
       if (m > 0) {
         // superbins: this arena has gone to GROW for the class once; from now on it steals first
         // and where its GROWs chain it makes TOGA_SB_GROW_AHEAD superbins more than promised
@@ -1417,6 +1433,33 @@ struct ualloc {
   }
 
   // ---- GROW -----------------------------------------------------------------------------------
+
+  // Stage 1's answer "refused" broadcast in place of GROW(m) (m never comes near it).
+  static constexpr std::uint32_t refused_grow = ~std::uint32_t{0};
+
+  // Whether a GROW of m bins in arena a is bound to fail, from three records (design.md §13.4):
+  // TBuddy has no block of the order it would climb for (a recorded failure with no publication
+  // since: known_exhausted), the arena's chunks have no bins free or promised for it (chunk
+  // classes), and reclaim is recorded clean (a walk would give nothing back); and growth does not
+  // come first (a growable heap waits for its service instead). Each is what the GROW itself
+  // would find on its way to failing: the refusal only skips the promise, its withdrawal and the
+  // waiters that queue behind it, one GROW after another per arena and class (T14 (b): a launch
+  // whose requests all fail). Relaxed loads; stale records make the GROW proceed (or refuse a
+  // request that a racing free could have served, as a GROW that read the same records would).
+  // Out of line: it runs only where a GROW would start.
+  TOGA_DEVICE TOGA_NOINLINE bool grow_known_to_fail(unsigned a, std::uint32_t m) const TOGA_NOEXCEPT(P) {
+    if constexpr (G::superbins) {
+      if (!buddy.known_exhausted(sb_shift - geom::page_shift)) return false;
+    } else {
+      if (!buddy.known_exhausted(geom::chunk_order)) return false;
+      if constexpr (Bug != ualloc_bug::refuse_ignores_chunk_bins) {
+        const auto f = arenas[a].chunk_sem.peek();  // C as stored, with the bias
+        using sem = slot_semaphore<P>;
+        if (f.c < sem::bias || f.c - sem::bias + f.e >= f.r + m) return false;  // bins free or promised (or unknown)
+      }
+    }
+    return known_clean() && !growth_comes_first();
+  }
 
   // The group got GROW(m): the leader takes m bins from the arena's chunks at once (E5); lanes of
   // rank < m each initialise one; lane r is served by bin r / cap, slot r % cap (the producer's
