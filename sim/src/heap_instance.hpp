@@ -114,9 +114,9 @@ struct heap_inst final : instance {
         walker(p.get("walker", 0) != 0),
         mailbox(w.config().lanes(), 0) {
     const std::uint64_t heap_bytes =
-        static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : md == mode::superbins ? 1024 : md == mode::failfast_race ? 8 : md == mode::clean_race ? 1024 : md == mode::undo_race ? 1024 : md == mode::promise_race ? 64 : md == mode::presplit_race ? 256 : 2048)) * 1024;
+        static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : md == mode::superbins ? 1024 : md == mode::failfast_race ? 8 : md == mode::clean_race ? 1024 : md == mode::refuse_race ? 512 : md == mode::undo_race ? 1024 : md == mode::promise_race ? 64 : md == mode::presplit_race ? 256 : 2048)) * 1024;
     layout = heap_layout::make<P>(heap_layout::levels_for(heap_bytes), w.config().sms,
-                                  static_cast<int>(p.get("sb_shift", md == mode::superbins || md == mode::adopt_race || md == mode::promise_race || md == mode::presplit_race ? 15 : md == mode::retire_race || md == mode::inbox_race || md == mode::failfast_race || md == mode::clean_race || md == mode::undo_race ? 0 : -1)),
+                                  static_cast<int>(p.get("sb_shift", md == mode::superbins || md == mode::adopt_race || md == mode::promise_race || md == mode::presplit_race ? 15 : md == mode::retire_race || md == mode::inbox_race || md == mode::failfast_race || md == mode::clean_race || md == mode::undo_race || md == mode::refuse_race ? 0 : -1)),
                                   static_cast<unsigned>(std::max<std::int64_t>(0, p.get("sb_arenas", 0))));
     layout.pins = static_cast<unsigned>(p.get("pins", md == mode::retire_race || md == mode::inbox_race ? 1 : md == mode::adopt_race || md == mode::undo_race ? 3 : 4));
     const std::uint64_t hb = geom::page_bytes << (layout.levels - 1);
@@ -590,6 +590,43 @@ struct heap_inst final : instance {
       P::fetch_add(&phase, 1u, release, device_scope);
     }
   }
+  // refuse-race (design.md §13.4): a 512 KiB heap, one UAlloc chunk, no superbins. Lane 0 fills
+  // the chunk with 1 KiB blocks (3 a bin) until nullptr: that failure records TBuddy empty and
+  // reclaim clean. Lane 1 asks for 512 B meanwhile or after (its GROW may be refused: the records
+  // say it would fail, and it would). Then lane 0 frees the three blocks of one bin (the bin goes
+  // back to the chunk: a free bin, nothing for TBuddy) and walks until a walk gives nothing back
+  // (the heap recorded clean again); lane 1 asks for 512 B once more, which must be served from
+  // the chunk's free bin: TBuddy's record and the clean record do not answer for the arena's own
+  // chunk bins.
+  void refuse_race_lane(unsigned me) {
+    if (me == 0) {
+      std::vector<std::uint64_t> mine;
+      while (const std::uint64_t h = do_alloc(1024)) mine.push_back(h);
+      P::fetch_add(&phase, 1u, release, device_scope);
+      wait_phase(2);  // lane 1's first request is done
+      // the three blocks of the bin of the first block (its slots are the first three made)
+      const std::uint64_t bin = mine.empty() ? 0 : (mine[0] & ~std::uint64_t{geom::page_bytes - 1});
+      std::vector<std::uint64_t> rest;
+      for (auto h : mine) ((h & ~std::uint64_t{geom::page_bytes - 1}) == bin ? (void)do_free(h) : rest.push_back(h));
+      for (unsigned k = 0; k < 8 && a.small.reclaim(); ++k) {
+      }
+      P::fetch_add(&phase, 1u, release, device_scope);
+      wait_phase(4);
+      for (auto h : rest) do_free(h);
+      return;
+    }
+    if (me == 1) {
+      wait_phase(1);
+      if (const std::uint64_t x = do_alloc(512)) do_free(x);  // (the chunk is full: refused or failed)
+      P::fetch_add(&phase, 1u, release, device_scope);
+      wait_phase(3);
+      const std::uint64_t y = do_alloc(512);
+      if (!y && !failures_injected)
+        P::violated("refuse-race: nullptr for 512 B while the arena's chunk has a free bin (a GROW refused from TBuddy's and reclaim's records alone); " + buddy_summary());
+      else if (y) do_free(y);
+      P::fetch_add(&phase, 1u, release, device_scope);
+    }
+  }
   // undo-race (design.md §13.2): an undone reservation leaves a bin empty after a walk recorded
   // the heap clean. 5 blocks of one warp of 32 lanes, 1 SM, 128 B (32 slots a bin: the class
   // whose frees stay hot, counting a change only when a free itself empties the bin), 3 pin slots;
@@ -744,6 +781,7 @@ struct heap_inst final : instance {
     const unsigned me = P::block_id() * P::block_dim() + P::thread_id();
     if (m == mode::failfast_race) return failfast_race_lane(me);
     if (m == mode::clean_race) return clean_race_lane(me);
+    if (m == mode::refuse_race) return refuse_race_lane(me);
     if (m == mode::undo_race) return undo_race_lane(me);
     if (m == mode::promise_race) return promise_race_lane(me);
     if (m == mode::presplit_race) return presplit_race_lane(me);

@@ -310,6 +310,20 @@ std::vector<mutant> build() {
          P{{"bug", 99}, {"heap_kib", 2048}, {"keep", 5}, {"ops", 8}, {"pins", 3}, {"sb_arenas", 4}, {"sb_shift", 17}, {"sms", 4},
            {"threads", 2}, {"warps", 1}},
          "a lane whose superbin ahead of demand could not be had signals its units anyway: units without a bin"),
+      // GROWs known to fail are refused (design.md §13.4)
+      mb("ualloc.refuse-despite-promises", "fail-fast", "promise-race", P{{"bug", 100}},
+         "the refusal of a GROW known to fail is asked before the class semaphore's CAS loop, not where it would promise: "
+         "a request that another group's promised slots cover gets nullptr")
+          .with(pct)
+          .faults(fault_bit(fault_site::stall_grow))
+          .depth(1),
+      mb("ualloc.refuse-keeps-promise", "liveness", "exhaust-recover", P{{"bug", 101}, {"heap_kib", 512}, {"size", 1024}, {"threads", 8}},
+         "a GROW refused after its promise was made keeps the promise: waiters wait for units nobody makes")
+          .depth(0),
+      mb("ualloc.refuse-ignores-chunk-bins", "fail-fast", "refuse-race", P{{"bug", 102}},
+         "a chunk-class GROW is refused from TBuddy's recorded failure and a clean reclaim record alone, while the arena's "
+         "chunk has a free bin: a request the chunk would serve gets nullptr")
+          .depth(0),
       // superbins (E6, design.md §11), in the scaled geometry of the superbins scenario
       mb("ualloc.superbin-tag-not-set", "routing", "superbins", P{{"bug", 21}},
          "a GROW makes a superbin without tagging its TBuddy node").depth(0).ci(),
