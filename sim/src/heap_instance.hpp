@@ -590,7 +590,7 @@ struct heap_inst final : instance {
       P::fetch_add(&phase, 1u, release, device_scope);
     }
   }
-  // refuse-race (design.md §13.4): a 512 KiB heap, one UAlloc chunk, no superbins. Lane 0 fills
+  // refuse-race (design.md §13.5): a 512 KiB heap, one UAlloc chunk, no superbins. Lane 0 fills
   // the chunk with 1 KiB blocks (3 a bin) until nullptr: that failure records TBuddy empty and
   // reclaim clean. Lane 1 asks for 512 B meanwhile or after (its GROW may be refused: the records
   // say it would fail, and it would). Then lane 0 frees the three blocks of one bin (the bin goes

@@ -310,7 +310,7 @@ std::vector<mutant> build() {
          P{{"bug", 99}, {"heap_kib", 2048}, {"keep", 5}, {"ops", 8}, {"pins", 3}, {"sb_arenas", 4}, {"sb_shift", 17}, {"sms", 4},
            {"threads", 2}, {"warps", 1}},
          "a lane whose superbin ahead of demand could not be had signals its units anyway: units without a bin"),
-      // GROWs known to fail are refused (design.md §13.4)
+      // GROWs known to fail are refused (design.md §13.5)
       mb("ualloc.refuse-despite-promises", "fail-fast", "promise-race", P{{"bug", 100}},
          "the refusal of a GROW known to fail is asked before the class semaphore's CAS loop, not where it would promise: "
          "a request that another group's promised slots cover gets nullptr")

@@ -417,7 +417,7 @@ void register_allocator_scenarios() {
   add_scenario(heap_checks(with_keys({"refuse-race",
                 std::string("targeted: a GROW known to fail is refused (TBuddy empty, reclaim recorded clean), but not "
                             "while the arena's chunk has a free bin: after a bin of a full chunk is freed, a request of "
-                            "another class must be served (docs/design.md section 13.4); 2 warps of 1 lane, 1 SM, a 512 KiB "
+                            "another class must be served (docs/design.md section 13.5); 2 warps of 1 lane, 1 SM, a 512 KiB "
                             "heap (one chunk)") + bug_help,
                 expectation::pass, [](const params&) { return launch_config{1, 2, 1}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::refuse_race); }, run_limits{50'000, 8'000'000}, {}, {}},

@@ -44,7 +44,7 @@ namespace toga {
 //! Result of a wait: OK means the caller owns N units of already-published resources; GROW
 //! means it owns nothing yet and must produce (design.md §3.2); REFUSED (only from the
 //! `wait_slow` with a refusal) means it owns nothing, promised nothing, and must not produce: the
-//! caller's predicate said the batch cannot be made (design.md §13.4).
+//! caller's predicate said the batch cannot be made (design.md §13.5).
 enum class sem_result : std::uint8_t { ok, grow, refused };
 
 //! The refusal of a plain wait: never (the CAS loop's GROW branch compiles to what it was).
@@ -199,7 +199,7 @@ class bulk_semaphore {
   //! for promised ones, or returns GROW having promised `total - t` units (`total` = the batches
   //! the caller will make, in units).
   TOGA_DEVICE sem_result wait_slow(word_t t, word_t total) TOGA_NOEXCEPT(P) { return wait_total(t, total, never_refuse{}); }
-  //! The CAS loop with a refusal (design.md §13.4): each time it would promise a batch (nothing
+  //! The CAS loop with a refusal (design.md §13.5): each time it would promise a batch (nothing
   //! available or promised covers t), it first calls `refuse()`; when that returns true it returns
   //! REFUSED with nothing taken, reserved or promised, so that no waiter queues behind a promise
   //! that is bound to be withdrawn. A reservation that a withdrawal breaks decides again, and so

@@ -933,7 +933,7 @@ struct ualloc {
         if (!G::superbins && cap >= hysteresis_min_capacity && batches < 4) batches = t < 4 ? (batches > t ? batches : t) : 4;
         TOGA_PROFILE_START;
         // where the CAS loop would promise the batches, it first asks whether they are bound to
-        // fail (design.md §13.4): then nothing is promised and the group goes to the fallback
+        // fail (design.md §13.5): then nothing is promised and the group goes to the fallback
         sem_result r;
         if constexpr (Bug == ualloc_bug::refuse_despite_promises)
           r = grow_known_to_fail(a, batches) ? sem_result::refused : L.slot_sem.wait_slow(t, std::uint64_t{batches} * cap);
@@ -1437,7 +1437,7 @@ struct ualloc {
   // Stage 1's answer "refused" broadcast in place of GROW(m) (m never comes near it).
   static constexpr std::uint32_t refused_grow = ~std::uint32_t{0};
 
-  // Whether a GROW of m bins in arena a is bound to fail, from three records (design.md §13.4):
+  // Whether a GROW of m bins in arena a is bound to fail, from three records (design.md §13.5):
   // TBuddy has no block of the order it would climb for (a recorded failure with no publication
   // since: known_exhausted), the arena's chunks have no bins free or promised for it (chunk
   // classes), and reclaim is recorded clean (a walk would give nothing back); and growth does not
