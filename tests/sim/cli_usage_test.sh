@@ -98,11 +98,14 @@ expect 1 "mutant baseline .*bad-baseline.json'" mutants --filter '^lost-update$'
 # a planted wild access (ualloc.dead-near-wrap crashed the process at its schedule 5947 on the core
 # of e513438): each mutant runs in a child process, so the suite reports it and goes on to the next
 expect 0 "of 2 mutants killed" mutants --filter '^(ualloc.dead-near-wrap|lost-update)$' --baseline none
-# the same wild access under random shapes (schedule 2262 on the core of d3a1f5d, 3 s on 2 threads):
-# the crash report's replay command carries the drawn shape's --set values, and it crashes again
-# (and says that the crash is the replayed schedule's)
+# the same wild access under random shapes (schedule 2262 on the core of d3a1f5d, 3 s on 2 threads;
+# schedule 39411 on c68c34a's, 14 s, where the same bug's wrapped count first livelocks a schedule,
+# 10776: --keep-going runs past failures that are not crashes): the crash report's replay command
+# carries the drawn shape's --set values, and it crashes again (and says that the crash is the
+# replayed schedule's)
 expect 3 "\(a random shape\); replay it alone" explore --scenario alloc-storm --shapes random --strategy random \
-  --set bug=13 --set size=1024 --set sb_shift=0 --set threads=3 --set warps=3 --set sms=1 --set pins=1 --schedules 20000 --threads 2
+  --set bug=13 --set size=1024 --set sb_shift=0 --set threads=3 --set warps=3 --set sms=1 --set pins=1 --schedules 200000 --threads 2 \
+  --keep-going
 crash_cmd=$(grep -A1 "(a random shape); replay it alone" "$tmp/out" | tail -1 | sed 's/^ *[^ ]*toga-sim //')
 case "$crash_cmd" in
   *"--set heap_kib="*"--set warps=3"*)
