@@ -6,32 +6,20 @@
 # address and whose T14 then fails in cudaMalloc. Usage: toga_gpu_first_failure_test.sh ROOT
 set -uo pipefail
 root="$1"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/bin" "$tmp/a" "$tmp/b"
-printf '#!/bin/sh\necho "GPU 0: stand-in (UUID: GPU-0)"\n' > "$tmp/bin/nvidia-smi"
-chmod +x "$tmp/bin/nvidia-smi"
-for d in a b; do
-  cat > "$tmp/$d/toga-bench" <<'EOS'
-#!/bin/sh
+# shellcheck source=tests/tools/toga_gpu_stand_in.sh
+. "$(dirname "$0")/toga_gpu_stand_in.sh"
+stand_in toga-bench '#!/bin/sh
 echo "  T1   alloc / free                  55 rows     10.9 s  (gpu)"
 echo "toga-bench: T5 on the gpu backend failed: toga-bench gpu: cudaDeviceSynchronize after the toga churn kernel: cudaErrorIllegalAddress (an illegal memory access was encountered)" >&2
 echo "  replay: toga-bench run --cases T5" >&2
-echo "toga-bench: T14 on the gpu backend failed: toga-bench gpu: cudaMalloc of 8388608 B for T14's block pointers: cudaErrorIllegalAddress (an illegal memory access was encountered)" >&2
+echo "toga-bench: T14 on the gpu backend failed: toga-bench gpu: cudaMalloc of 8388608 B for T14s block pointers: cudaErrorIllegalAddress (an illegal memory access was encountered)" >&2
 echo "  replay: toga-bench run --cases T14" >&2
-exit 1
-EOS
-  chmod +x "$tmp/$d/toga-bench"
-  echo "stand-in $d" > "$tmp/$d/commit.txt"
-done
+exit 1'
 PATH="$tmp/bin:$PATH" OUT="$tmp/out" TOGA_GPU_WORK="$tmp/work" \
   bash "$root/tools/gpu/toga-gpu" ab --base "$tmp/a" --test "$tmp/b" --rounds 1 --timeout 20 -- --cases T1,T5,T14 \
   > "$tmp/log" 2>&1
 rc=$?
-fails=0
-check() { if ! eval "$2"; then echo "FAIL: $1"; fails=$((fails + 1)); else echo "ok: $1"; fi; }
 check "exit 1 (a step failed), got $rc" '[ "$rc" = 1 ]'
 check "the note names the first failed case (T5's churn kernel)" 'grep -q "FAIL: toga-bench ab-base-r1: exit 1; the first of 2 failed cases (all in ab-base-r1.err): toga-bench: T5 on the gpu backend failed: .*the toga churn kernel" "$tmp/log"'
 check "and the same for the test build" 'grep -q "FAIL: toga-bench ab-test-r1: exit 1; the first of 2 failed cases" "$tmp/log"'
-[ "$fails" = 0 ] || { echo "--- toga-gpu's output:"; sed 's/^/    /' "$tmp/log" | head -60; exit 1; }
-echo "toga-gpu notes a run's first failed case"
+finish "toga-gpu notes a run's first failed case"
