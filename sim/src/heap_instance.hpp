@@ -116,9 +116,9 @@ struct heap_inst final : instance {
     const std::uint64_t heap_bytes =
         static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : md == mode::superbins ? 1024 : md == mode::failfast_race ? 8 : md == mode::clean_race ? 1024 : md == mode::refuse_race ? 512 : md == mode::undo_race ? 1024 : md == mode::promise_race ? 64 : md == mode::presplit_race ? 256 : 2048)) * 1024;
     layout = heap_layout::make<P>(heap_layout::levels_for(heap_bytes), w.config().sms,
-                                  static_cast<int>(p.get("sb_shift", md == mode::superbins || md == mode::adopt_race || md == mode::promise_race || md == mode::presplit_race ? 15 : md == mode::retire_race || md == mode::inbox_race || md == mode::failfast_race || md == mode::clean_race || md == mode::undo_race || md == mode::refuse_race ? 0 : -1)),
+                                  static_cast<int>(p.get("sb_shift", md == mode::superbins || md == mode::adopt_race || md == mode::promise_race || md == mode::presplit_race ? 15 : md == mode::retire_race || md == mode::word_race || md == mode::inbox_race || md == mode::failfast_race || md == mode::clean_race || md == mode::undo_race || md == mode::refuse_race ? 0 : -1)),
                                   static_cast<unsigned>(std::max<std::int64_t>(0, p.get("sb_arenas", 0))));
-    layout.pins = static_cast<unsigned>(p.get("pins", md == mode::retire_race || md == mode::inbox_race ? 1 : md == mode::adopt_race || md == mode::undo_race ? 3 : 4));
+    layout.pins = static_cast<unsigned>(p.get("pins", md == mode::retire_race || md == mode::word_race || md == mode::inbox_race ? 1 : md == mode::adopt_race || md == mode::undo_race ? 3 : 4));
     const std::uint64_t hb = geom::page_bytes << (layout.levels - 1);
     const std::uint64_t limit = static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("limit_kib", 0))) * 1024;
     limit_bytes = limit;
@@ -448,6 +448,71 @@ struct heap_inst final : instance {
       if (handoff[0]) do_free(handoff[0]);
       P::store(&phase, 2u, release, device_scope);
     }
+  }
+
+  // word-race (design.md §9.2): a group free whose members' slots lie in two bitmap words empties
+  // its bin, which is retired and its page reused by another class. 1 warp of 2 lanes, 1 SM, 32 B
+  // (128 slots a bin: two bitmap words; retired by reclaim, not by the free), 1 pin slot.
+  //  Lane 0 fills bin X and takes one block more (bin Y: X leaves the pin slot); it keeps A (slot 0,
+  //  word 0), hands B (slot 64, word 1) to lane 1 and frees every other block of X alone. Then
+  //  lanes 0 and 1 free A and B at once (one group free when they meet: lane 0 leads it and counts,
+  //  lane 1 is word 1's only member), which empties X. Lane 0 waits until X's count shows it empty
+  //  (relaxed loads: no order from lane 1), reclaims (X retired through its grace period) and asks
+  //  for three 1 KiB blocks, the third of which lies over B in X's page: its fill is B's next owner
+  //  and must happen after lane 1's check at free (H1 under --memory weak). Only the group's warp
+  //  barrier before its releases orders lane 1's accesses before lane 0's count and read-side
+  //  section (a barrier over each word's lanes does not: planted bug 91).
+  void word_race_lane(unsigned me) {
+    constexpr std::uint64_t sz = 32;
+    const unsigned c = geom::class_of(sz);
+    const auto bin_of = [](std::uint64_t off) {
+      const std::uint64_t chunk = off & ~(geom::chunk_bytes - 1);
+      return chunk + std::uint64_t{geom::owner_bin(off - chunk)} * geom::page_bytes;
+    };
+    if (me == 0) {
+      std::vector<std::uint64_t> blocks;
+      for (unsigned i = 0; i <= geom::capacity(c); ++i)
+        if (const std::uint64_t h = do_alloc(sz)) blocks.push_back(h);
+      if (blocks.size() <= geom::capacity(c)) {
+        if (!failures_injected) P::violated("word-race: set-up: nullptr for 32 B in a 2 MiB heap; " + buddy_summary());
+        P::store(&phase, 1u, release, device_scope);
+        for (auto h : blocks) do_free(h);
+        return;
+      }
+      const std::uint64_t x = bin_of(blocks[0] - 1);
+      std::uint64_t a_blk = 0, b_blk = 0, y_blk = 0;
+      std::vector<std::uint64_t> rest;
+      for (auto h : blocks) {
+        const std::uint64_t off = h - 1;
+        if (bin_of(off) != x) {
+          if (y_blk) P::violated("word-race: set-up: more than one block outside the first bin; " + buddy_summary());
+          y_blk = h;
+        } else if (off == x + geom::bin_header_bytes) {
+          a_blk = h;
+        } else if (off == x + geom::bin_header_bytes + 64 * sz) {
+          b_blk = h;
+        } else {
+          rest.push_back(h);
+        }
+      }
+      if (!a_blk || !b_blk || !y_blk)
+        P::violated("word-race: set-up: the first bin's slots 0 and 64 and a second bin were expected (the core's slot order changed: re-shape the scenario); " + buddy_summary());
+      for (auto h : rest) do_free(h);
+      handoff[0] = b_blk;
+      P::store(&phase, 1u, release, device_scope);
+      do_free(a_blk);
+      const std::uint32_t* count = &a.small.bin_at(x)->free;
+      for (unsigned attempt = 0; P::load(const_cast<std::uint32_t*>(count), relaxed, device_scope) != geom::capacity(c); ++attempt) P::backoff(attempt);
+      (void)a.small.reclaim();
+      std::uint64_t big[3] = {};
+      for (auto& h : big) h = do_alloc(1024);
+      for (auto h : big)
+        if (h) do_free(h);
+      do_free(y_blk);
+      return;
+    }
+    wait_phase(1);
+    if (handoff[0]) do_free(handoff[0]);
   }
 
   // inbox-race (3 lanes, 1024 B: 3-slot bins, 1 pin slot): a bin B ends up in the inbox with no
@@ -786,6 +851,7 @@ struct heap_inst final : instance {
     if (m == mode::promise_race) return promise_race_lane(me);
     if (m == mode::presplit_race) return presplit_race_lane(me);
     if (m == mode::retire_race) return retire_race_lane(me);
+    if (m == mode::word_race) return word_race_lane(me);
     if (m == mode::inbox_race) return inbox_race_lane(me);
     if (m == mode::adopt_race) return adopt_race_lane(me);
     std::vector<std::uint64_t> mine;

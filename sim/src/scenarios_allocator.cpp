@@ -400,6 +400,14 @@ void register_allocator_scenarios() {
                 expectation::pass, [](const params&) { return launch_config{1, 1, 3}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::retire_race); }, run_limits{50'000, 2'000'000}, {}, {}},
                          {drawn({"heap_kib", 4, std::int64_t{1} << 20, 2048, "heap size in KiB"}, 256, 4096, draw_kind::pow2), drawn({"limit_kib", 0, std::int64_t{1} << 20, 0, "byte limit in KiB (0: none)"}, 256, 4096, draw_kind::pow2, true), drawn({"pins", 1, max_pin_slots, 1, "pin slots per (arena, class); 1 so that Y's GROW displaces the exhausted X and X can be retired"}, 1, 3, draw_kind::uniform, true), bug_key()})));
+  add_scenario(heap_checks(with_keys({"word-race",
+                std::string("targeted: a group free whose lanes' slots lie in two bitmap words empties its bin, which is "
+                            "retired and reused by another class: every member's accesses must happen before the reuse "
+                            "(the group free's warp barrier, docs/design.md section 9.2; run with --memory weak); 1 warp "
+                            "of 2 lanes, 1 SM, 32 B, 1 pin slot") + bug_help,
+                expectation::pass, [](const params&) { return launch_config{1, 1, 2}; },
+                [](world& w, const params& p) { return make_heap(w, p, mode::word_race); }, run_limits{50'000, 4'000'000}, {}, {}},
+                         {{"heap_kib", 2048, 2048, 2048, "heap size in KiB"}, {"pins", 1, 1, 1, "pin slots per (arena, class): 1, so that the second bin's GROW displaces the first"}, bug_key()})));
   add_scenario(heap_checks(with_keys({"failfast-race",
                 std::string("targeted: a free races with a failing 4 KiB request (its recorded failure must not outlive "
                             "the free), then a failing 8 KiB request must not answer for 4 KiB (docs/design.md "

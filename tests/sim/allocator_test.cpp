@@ -173,6 +173,33 @@ TEST(Allocator, UndoRaceCountsTheBinItLeavesEmpty) {
               static_cast<unsigned long long>(ok.counts[0]), static_cast<unsigned long long>(planted.first_failure->index + 1),
               planted.first_failure->replay_command.c_str());
 }
+// A group free whose members' slots lie in two bitmap words must order every member's accesses
+// before its leader's count and read-side section (design.md §9.2): the correct core passes
+// word-race under weak memory, and planted bug 91 (a barrier over each word's lanes) fails it.
+TEST(Allocator, WordRaceOrdersEveryMemberOfAGroupFree) {
+  const ts::scenario* sc = ts::find_scenario("word-race");
+  ASSERT_NE(sc, nullptr);
+  auto run = [&](std::int64_t bug, std::uint64_t n) {
+    ts::explore_options o;
+    o.strategy.kind = ts::strategy_kind::portfolio;
+    o.schedules = n;
+    o.seed = 1;
+    o.scenario_params.set("bug", bug);
+    ts::run_limits l = sc->limits;
+    l.memory = ts::memory_model::weak;
+    o.limits = l;
+    return ts::explore(*sc, o);
+  };
+  const auto ok = run(0, schedules(3'000, 30'000));
+  EXPECT_FALSE(ok.first_failure) << failure_text(ok);
+  const auto planted = run(91, 1'000);
+  ASSERT_TRUE(planted.first_failure) << "planted bug 91 (a group free's barrier over one bitmap word's lanes) survived 1,000 weak schedules of word-race";
+  EXPECT_TRUE(planted.first_failure->deterministic);
+  EXPECT_NE(planted.first_failure->result.message.find("H1"), std::string::npos) << failure_text(planted);
+  std::printf("[ word-race              ] %llu weak schedules pass; planted bug 91 killed at schedule %llu (replay: %s)\n",
+              static_cast<unsigned long long>(ok.counts[0]), static_cast<unsigned long long>(planted.first_failure->index + 1),
+              planted.first_failure->replay_command.c_str());
+}
 // The pre-split reserve (design.md §10.5): four lanes drain it at once and must be served
 // (presplit-race); arenas of two SMs take its blocks while others free (alloc-storm); exhaustion
 // with 4 KiB slots and with 128 KiB TBuddy blocks (every byte held at the first nullptr).
