@@ -459,9 +459,10 @@ struct heap_inst final : instance {
   //  lane 1 is word 1's only member), which empties X. Lane 0 waits until X's count shows it empty
   //  (relaxed loads: no order from lane 1), reclaims (X retired through its grace period) and asks
   //  for three 1 KiB blocks, the third of which lies over B in X's page: its fill is B's next owner
-  //  and must happen after lane 1's check at free (H1 under --memory weak). Only the group's warp
-  //  barrier before its releases orders lane 1's accesses before lane 0's count and read-side
-  //  section (a barrier over each word's lanes does not: planted bug 91).
+  //  and must happen after lane 1's check at free (H1 under --memory weak). Only a warp barrier
+  //  over the whole group, before its releases or after its bitmap RMWs, orders lane 1's accesses
+  //  before lane 0's count and read-side section; a barrier over each word's lanes does not
+  //  (planted bug 91, which like bug 20 has neither group barrier).
   void word_race_lane(unsigned me) {
     constexpr std::uint64_t sz = 32;
     const unsigned c = geom::class_of(sz);
