@@ -121,6 +121,7 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 100: return make_one<ualloc_bug::refuse_despite_promises, tbuddy_bug::none>(w, p, md);
     case 101: return make_one<ualloc_bug::refuse_keeps_promise, tbuddy_bug::none>(w, p, md);
     case 102: return make_one<ualloc_bug::refuse_ignores_chunk_bins, tbuddy_bug::none>(w, p, md);
+    case 103: return make_one<ualloc_bug::at_once_ignores_promises, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -140,7 +141,7 @@ launch_config shape(const params& p, std::int64_t warps, std::int64_t threads, s
 
 constexpr const char* bug_help = " bug=0 (a planted bug: toga-sim list --bugs names them)";
 // The planted-bug key of every heap scenario: 0 (none) .. the last case of make_heap.
-param_spec bug_key() { return {"bug", 0, 102, 0, "planted bug (keep in step with make_heap)"}; }
+param_spec bug_key() { return {"bug", 0, 103, 0, "planted bug (keep in step with make_heap)"}; }
 
 }  // namespace
 
@@ -248,6 +249,7 @@ const std::vector<planted_bug>& allocator_planted_bugs() {
       {100, "fail-fast", "the refusal of a GROW known to fail is asked before the class semaphore's CAS loop, not where it would promise: a request that promised units cover gets nullptr"},
       {101, "fail-fast", "a GROW refused after its promise was made keeps the promise: waiters wait for units nobody makes"},
       {102, "fail-fast", "a chunk-class GROW is refused from TBuddy's recorded failure and a clean reclaim record alone, while the arena's chunks still have free bins"},
+      {103, "fail-fast", "a superbin class's UAlloc fallback is sent straight to the scan (refused_at_once) when C alone is short, while promised units (E) would serve it"},
   };
   return bugs;
 }

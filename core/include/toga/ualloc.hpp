@@ -167,6 +167,7 @@ enum class ualloc_bug : std::uint8_t {
   refuse_despite_promises,        //!< the refusal of a GROW known to fail is asked before the CAS loop, not where it would promise: a request that promised units cover gets nullptr
   refuse_keeps_promise,           //!< a GROW refused after its promise was made keeps the promise: waiters wait for units nobody makes (E never returns to 0)
   refuse_ignores_chunk_bins,      //!< a chunk-class GROW is refused from TBuddy's record alone, while the arena's chunks still have free bins
+  at_once_ignores_promises,       //!< refused_at_once judges C alone (not C + E - R): a group is sent to the scan while promised units would serve it
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -386,6 +387,14 @@ struct ualloc {
     return allocate_group(P::sm_id() % num_arenas, c, coalesced_group<P>::self());
   }
 
+  //! allocate_group for a caller whose request the fast path rarely serves (a superbin class's
+  //! fallback to UAlloc's class): a group that stage 1's CAS loop would refuse at once
+  //! (refused_at_once) goes straight to the other arenas' units, without the fast path's take and
+  //! undo and without allocate_slow's frame (design.md §13.5); any other group runs allocate_group.
+  TOGA_DEVICE std::uint64_t allocate_group_or_scan(unsigned a, unsigned c, const coalesced_group<P>& g) const TOGA_NOEXCEPT(P) {
+    if (refused_at_once(a, c, g)) return fallback_if_failed(a, c, g, no_block);
+    return allocate_group(a, c, g);
+  }
   //! Group allocation (E1): every lane of `g` (lanes of one warp asking for class c in arena a)
   //! gets one slot; returns this lane's offset, or no_block when the heap is exhausted. The fast
   //! path is inline; everything else is `allocate_slow`, entered by the whole group.
@@ -1459,6 +1468,34 @@ struct ualloc {
       }
     }
     return known_clean() && !growth_comes_first();
+  }
+
+  // Whether stage 1's CAS loop would refuse a group of g.size lanes asking for class c in arena a
+  // right away: the semaphore's word, read once, shows nothing available or promised that covers
+  // the group (C - Bias + E < R + t: the CAS loop would promise a batch) and that batch is known to
+  // fail (grow_known_to_fail, with the batches allocate_slow would ask for). It is the CAS loop's
+  // own decision on its first snapshot, taken before the fast path's speculative take and undo and
+  // before allocate_slow's frame: a caller that gets true runs the fallback scan at once
+  // (fallback_if_failed), as allocate_slow does on a refusal. A failing launch walks a chain of
+  // out-of-line slow paths, and their register saves and spills were its cost (benchmarks.md "T14":
+  // 2.5 GB of local-memory traffic for 2^20 failing 256 B requests). A stale word makes it answer
+  // false (the usual path decides) or true where a racing free would have served the group, as
+  // the CAS loop reading the same word would. Collective: the leader decides, the group agrees.
+  TOGA_DEVICE TOGA_NOINLINE bool refused_at_once(unsigned a, unsigned c, const coalesced_group<P>& g) const TOGA_NOEXCEPT(P) {
+    std::uint32_t yes = 0;
+    if (g.is_leader()) {
+      using sem = slot_semaphore<P>;
+      const auto f = arenas[a].lists[c].slot_sem.peek();
+      const std::uint32_t cap = capacity(c), t = g.size;
+      const bool short_of_units = Bug == ualloc_bug::at_once_ignores_promises ? (f.c >= sem::bias && f.c - sem::bias < t)
+                                                                              : (f.c >= sem::bias && f.c - sem::bias + f.e < f.r + t);
+      if (short_of_units) {
+        std::uint32_t batches = (t + cap - 1) / cap;  // as allocate_slow's stage 1 asks
+        if (!G::superbins && cap >= hysteresis_min_capacity && batches < 4) batches = t < 4 ? (batches > t ? batches : t) : 4;
+        yes = grow_known_to_fail(a, batches) ? 1u : 0u;
+      }
+    }
+    return g.broadcast(yes) != 0;
   }
 
   // The group got GROW(m): the leader takes m bins from the arena's chunks at once (E5); lanes of
