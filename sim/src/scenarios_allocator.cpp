@@ -410,6 +410,13 @@ void register_allocator_scenarios() {
                 expectation::pass, [](const params&) { return launch_config{1, 1, 2}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::word_race); }, run_limits{50'000, 4'000'000}, {}, {}},
                          {{"heap_kib", 2048, 2048, 2048, "heap size in KiB"}, {"pins", 1, 1, 1, "pin slots per (arena, class): 1, so that the second bin's GROW displaces the first"}, bug_key()})));
+  add_scenario(heap_checks(with_keys({"fallback-race",
+                std::string("targeted: a superbin class's fallback to UAlloc's class must wait for the units another "
+                            "group's GROW of the chunk's last bin has promised, not be sent to the scan (docs/design.md "
+                            "section 13.5); 5 warps of 32 lanes, 1 SM, 32 KiB superbins, a 1 MiB heap") + bug_help,
+                expectation::pass, [](const params&) { return launch_config{1, 5, 32}; },
+                [](world& w, const params& p) { return make_heap(w, p, mode::fallback_race); }, run_limits{50'000, 20'000'000}, {}, {}},
+                         {{"heap_kib", 1024, 1024, 1024, "heap size in KiB"}, bug_key()})));
   add_scenario(heap_checks(with_keys({"failfast-race",
                 std::string("targeted: a free races with a failing 4 KiB request (its recorded failure must not outlive "
                             "the free), then a failing 8 KiB request must not answer for 4 KiB (docs/design.md "
