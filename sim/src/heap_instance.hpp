@@ -575,7 +575,7 @@ struct heap_inst final : instance {
       if (!x && !failures_injected)
         P::violated("fallback-race: nullptr for A's 256 B while the chunk had a free bin or B's GROW had promised its slots; " + buddy_summary());
       if (x) mine.push_back(x);
-      if (P::load(&phase, relaxed, device_scope) < 4) P::store(&phase, 4u, release, device_scope);
+      P::fetch_max(&phase, 4u, release, device_scope);  // (B may have stored 5 already)
     } else if (warp == 4 && rank == 0) {  // B: once A's GROW has promised units (or A is done)
       wait_phase(3);
       auto* sem = const_cast<std::uint64_t*>(&a.small.arenas[0].lists[geom::class_of(256)].slot_sem.raw());

@@ -201,6 +201,44 @@ TEST(Allocator, WordRaceOrdersEveryMemberOfAGroupFree) {
               static_cast<unsigned long long>(ok.counts[0]), static_cast<unsigned long long>(planted.first_failure->index + 1),
               planted.first_failure->replay_command.c_str());
 }
+// A superbin class's fallback to UAlloc's class is refused at once only where stage 1's CAS loop
+// would refuse it (design.md §13.5): the correct core passes fallback-race with the stall that holds
+// a chunk-class GROW open after its take, sequentially consistent and weak; planted bug 103 (C alone
+// judged, promises ignored) and 104 (a refusal not confirmed on the unchanged word) fail it.
+TEST(Allocator, FallbackRaceWaitsForPromisedUnits) {
+  const ts::scenario* sc = ts::find_scenario("fallback-race");
+  ASSERT_NE(sc, nullptr);
+  auto run = [&](std::int64_t bug, ts::strategy_kind k, ts::memory_model mm, std::uint64_t n) {
+    ts::explore_options o;
+    o.strategy.kind = k;
+    o.strategy.pct_depth = 3;
+    o.schedules = n;
+    o.seed = 1;
+    o.scenario_params.set("bug", bug);
+    ts::run_limits l = sc->limits;
+    l.memory = mm;
+    l.faults = ts::fault_bit(toga::fault_site::stall_grow);
+    o.limits = l;
+    return ts::explore(*sc, o);
+  };
+  const auto ok = run(0, ts::strategy_kind::portfolio, ts::memory_model::weak, schedules(60, 3'000));
+  EXPECT_FALSE(ok.first_failure) << failure_text(ok);
+  const auto ok_sc = run(0, ts::strategy_kind::pct, ts::memory_model::sc, schedules(60, 3'000));
+  EXPECT_FALSE(ok_sc.first_failure) << failure_text(ok_sc);
+  const auto b103 = run(103, ts::strategy_kind::pct, ts::memory_model::sc, 1'000);
+  ASSERT_TRUE(b103.first_failure) << "planted bug 103 (refused at once on C alone) survived 1,000 pct schedules of fallback-race";
+  EXPECT_TRUE(b103.first_failure->deterministic);
+  EXPECT_NE(b103.first_failure->result.message.find("fallback-race: nullptr"), std::string::npos) << failure_text(b103);
+  const auto b104 = run(104, ts::strategy_kind::portfolio, ts::memory_model::weak, 200);
+  ASSERT_TRUE(b104.first_failure) << "planted bug 104 (an unconfirmed refusal) survived 200 weak schedules of fallback-race";
+  EXPECT_TRUE(b104.first_failure->deterministic);
+  EXPECT_NE(b104.first_failure->result.message.find("fallback-race: nullptr"), std::string::npos) << failure_text(b104);
+  std::printf("[ fallback-race          ] %llu weak + %llu sc schedules pass; planted bug 103 killed at schedule %llu (replay: %s); "
+              "104 at %llu (replay: %s)\n",
+              static_cast<unsigned long long>(ok.counts[0]), static_cast<unsigned long long>(ok_sc.counts[0]),
+              static_cast<unsigned long long>(b103.first_failure->index + 1), b103.first_failure->replay_command.c_str(),
+              static_cast<unsigned long long>(b104.first_failure->index + 1), b104.first_failure->replay_command.c_str());
+}
 // The pre-split reserve (design.md §10.5): four lanes drain it at once and must be served
 // (presplit-race); arenas of two SMs take its blocks while others free (alloc-storm); exhaustion
 // with 4 KiB slots and with 128 KiB TBuddy blocks (every byte held at the first nullptr).

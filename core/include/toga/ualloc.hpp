@@ -168,6 +168,7 @@ enum class ualloc_bug : std::uint8_t {
   refuse_keeps_promise,           //!< a GROW refused after its promise was made keeps the promise: waiters wait for units nobody makes (E never returns to 0)
   refuse_ignores_chunk_bins,      //!< a chunk-class GROW is refused from TBuddy's record alone, while the arena's chunks still have free bins
   at_once_ignores_promises,       //!< refused_at_once judges C alone (not C + E - R): a group is sent to the scan while promised units would serve it
+  refusal_unconfirmed,            //!< a refusal (the CAS loop's, refused_at_once's) is not confirmed on the unchanged word: a promise made meanwhile is missed
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -950,7 +951,8 @@ struct ualloc {
           r = L.slot_sem.wait_slow(t, std::uint64_t{batches} * cap);
           if (r == sem_result::grow && grow_known_to_fail(a, batches)) r = sem_result::refused;
         } else {
-          r = L.slot_sem.wait_slow(t, std::uint64_t{batches} * cap, [&] { return grow_known_to_fail(a, batches); });
+          r = L.slot_sem.wait_slow(t, std::uint64_t{batches} * cap, [&] { return grow_known_to_fail(a, batches); },
+                                   Bug != ualloc_bug::refusal_unconfirmed);
         }
         if (r == sem_result::grow) m = batches;
         else if (r == sem_result::refused) m = refused_grow;
@@ -1478,21 +1480,27 @@ struct ualloc {
   // before allocate_slow's frame: a caller that gets true runs the fallback scan at once
   // (fallback_if_failed), as allocate_slow does on a refusal. A failing launch walks a chain of
   // out-of-line slow paths, and their register saves and spills were its cost (benchmarks.md "T14":
-  // 2.5 GB of local-memory traffic for 2^20 failing 256 B requests). A stale word makes it answer
-  // false (the usual path decides) or true where a racing free would have served the group, as
-  // the CAS loop reading the same word would. Collective: the leader decides, the group agrees.
+  // 2.5 GB of local-memory traffic for 2^20 failing 256 B requests). A true answer is confirmed on
+  // the unchanged word (a CAS of the snapshot onto itself), as the CAS loop confirms its refusal:
+  // otherwise another group's promise made after the snapshot, with its take of the chunk's last
+  // bin, would make the records say "bound to fail" while its units would serve this group
+  // (planted bug 104; fallback-race, simulator.md §16.9). A word that moved answers false (the
+  // usual path decides). Collective: the leader decides, the group agrees (design.md §13.6).
   TOGA_DEVICE TOGA_NOINLINE bool refused_at_once(unsigned a, unsigned c, const coalesced_group<P>& g) const TOGA_NOEXCEPT(P) {
     std::uint32_t yes = 0;
     if (g.is_leader()) {
       using sem = slot_semaphore<P>;
-      const auto f = arenas[a].lists[c].slot_sem.peek();
+      auto& S = arenas[a].lists[c].slot_sem;
+      const auto w = S.snapshot();
+      const auto f = sem::unpack(w);
       const std::uint32_t cap = capacity(c), t = g.size;
       const bool short_of_units = Bug == ualloc_bug::at_once_ignores_promises ? (f.c >= sem::bias && f.c - sem::bias < t)
                                                                               : (f.c >= sem::bias && f.c - sem::bias + f.e < f.r + t);
       if (short_of_units) {
         std::uint32_t batches = (t + cap - 1) / cap;  // as allocate_slow's stage 1 asks
         if (!G::superbins && cap >= hysteresis_min_capacity && batches < 4) batches = t < 4 ? (batches > t ? batches : t) : 4;
-        yes = grow_known_to_fail(a, batches) ? 1u : 0u;
+        // confirmed as the CAS loop confirms its refusal: the word is still the snapshot
+        yes = grow_known_to_fail(a, batches) && (Bug == ualloc_bug::refusal_unconfirmed || S.unchanged(w)) ? 1u : 0u;
       }
     }
     return g.broadcast(yes) != 0;
@@ -1544,6 +1552,7 @@ struct ualloc {
       // routing read (in_superbin, free_of_unmapped) of a lane that takes the bin can be stale
       // (found by random shapes under --memory weak; design.md §17.1)
       if (made > 1 && Bug != ualloc_bug::grow_bins_without_warp_barrier) g.sync();
+      P::inject(fault_site::stall_grow);  // (again: the chunk's bins are taken, their units still promised)
     }
     if (g.rank < m) {
       const std::uint64_t left = slot_semaphore<P>::batch_leftover(g.rank, g.size, 1, cap);
