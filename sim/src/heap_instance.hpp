@@ -516,17 +516,19 @@ struct heap_inst final : instance {
     if (handoff[0]) do_free(handoff[0]);
   }
 
-  // fallback-race (design.md §13.5; branch exp/fallback-at-once): a superbin class's fallback to
-  // UAlloc's class must wait for units another group's GROW has promised, not be sent to the scan.
+  // fallback-race (design.md §13.6, simulator.md §16.9): a superbin class's fallback to UAlloc's
+  // class must wait for units another group's GROW has promised, not be sent to the scan.
   // 1 SM, 5 warps of 32 lanes, 32 KiB superbins, a 1 MiB heap.
   //  Lane 0 of warp 0 asks for 16 B (UAlloc's chunk: half the heap), then for 32 KiB blocks until
   //  one fails (TBuddy's failure recorded); warps 0-2 then ask for 1 KiB four times per lane: the
   //  superbin classes fail, their fallbacks fill the chunk's bins (3 slots each) until the chunk and
   //  TBuddy's chunk order fail too. Lane 0 of warp 0 frees the three blocks of one 1 KiB bin (the
   //  bin goes back to the chunk) and walks until a walk gives nothing back (the heap recorded clean).
-  //  A (warp 3, lane 0) asks for 256 B: its fallback's GROW takes the chunk's last bin and promises
-  //  its other 14 slots. B (warp 4, lane 0) waits until the class's semaphore shows the promise and
-  //  asks for 256 B too: it must be served (from A's bin), not refused at once because C alone is 0.
+  //  A (warp 3, lane 0) and B (warp 4, lane 0) each ask for 256 B at once: the first whose fallback
+  //  reaches the 256 B class's CAS loop promises a bin's 15 slots and its GROW takes the chunk's last
+  //  bin; the other must be served from that bin, not refused because the records say "full" (with
+  //  --faults stall-grow, the stall after the take holds that window open). A nullptr for either is
+  //  a violation.
   std::uint64_t fb_blocks[96 * 4] = {};
   std::uint32_t fb_done = 0;
   void fallback_race_lane(unsigned me) {
@@ -560,13 +562,6 @@ struct heap_inst final : instance {
           }
         for (unsigned k = 0; k < 8 && a.small.reclaim(); ++k) {
         }
-        if (std::getenv("FB_DEBUG")) {
-          const auto cs = a.small.arenas[0].chunk_sem.peek();
-          unsigned freed = 0, held = 0;
-          for (unsigned k = 0; k < 96 * 4; ++k) held += fb_blocks[k] != 0;
-          (void)freed;
-          std::fprintf(stderr, "fb: after walk: chunk_sem c=%llu e=%llu r=%llu held1k=%u mine=%zu clean=%d\n", (unsigned long long)cs.c, (unsigned long long)cs.e, (unsigned long long)cs.r, held, mine.size(), (int)a.small.known_clean());
-        }
         P::store(&phase, 3u, release, device_scope);
       }
     } else if (warp == 3 && rank == 0) {  // A
@@ -576,19 +571,13 @@ struct heap_inst final : instance {
         P::violated("fallback-race: nullptr for A's 256 B while the chunk had a free bin or B's GROW had promised its slots; " + buddy_summary());
       if (x) mine.push_back(x);
       P::fetch_max(&phase, 4u, release, device_scope);  // (B may have stored 5 already)
-    } else if (warp == 4 && rank == 0) {  // B: once A's GROW has promised units (or A is done)
+    } else if (warp == 4 && rank == 0) {  // B: starts with A (no wait for A's promise)
       wait_phase(3);
-      auto* sem = const_cast<std::uint64_t*>(&a.small.arenas[0].lists[geom::class_of(256)].slot_sem.raw());
-      using S = std::remove_cvref_t<decltype(a.small.arenas[0].lists[0].slot_sem)>;
-      // (no wait for A's promise: both start together, and whichever GROWs the last bin, the other
-      // decides while that GROW is in flight in some schedules; B's chain is as long as A's)
-      if (std::getenv("FB_DEBUG")) {
-        const auto f = S::unpack(P::load(sem, relaxed, device_scope));
-        std::fprintf(stderr, "fb: B decides on c=%llu e=%llu r=%llu phase=%u\n", (unsigned long long)f.c, (unsigned long long)f.e, (unsigned long long)f.r, P::load(&phase, relaxed, device_scope));
-      }
+      // (whichever GROWs the last bin, the other decides while that GROW is in flight in some
+      // schedules: B's chain is as long as A's)
       const std::uint64_t y = do_alloc(256);
       if (!y && !failures_injected)
-        P::violated("fallback-race: nullptr for B's 256 B while A's GROW had promised slots of the chunk's last bin (a group sent to the scan instead of waiting for them); " + buddy_summary());
+        P::violated("fallback-race: nullptr for B's 256 B while the chunk had a free bin or A's GROW had promised its slots (a group sent to the scan instead of waiting for them); " + buddy_summary());
       if (y) mine.push_back(y);
       P::store(&phase, 5u, release, device_scope);
     } else {

@@ -42,6 +42,7 @@ template std::unique_ptr<instance> make_one<ualloc_bug::refuse_despite_promises,
 template std::unique_ptr<instance> make_one<ualloc_bug::refuse_keeps_promise, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::refuse_ignores_chunk_bins, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::at_once_ignores_promises, tbuddy_bug::none>(world&, const params&, mode);
-template std::unique_ptr<instance> make_one<ualloc_bug::refusal_unconfirmed, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::at_once_unconfirmed, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::cas_refusal_unconfirmed, tbuddy_bug::none>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

@@ -335,14 +335,19 @@ std::vector<mutant> build() {
           .with(pct)
           .faults(fault_bit(fault_site::stall_grow))
           .depth(1),
-      mb("ualloc.refusal-unconfirmed", "fail-fast", "fallback-race", P{{"bug", 104}},
-         "a refusal of a GROW known to fail is not confirmed on the unchanged semaphore word: a snapshot without another "
+      mb("ualloc.at-once-unconfirmed", "fail-fast", "fallback-race", P{{"bug", 104}},
+         "refused_at_once's refusal is not confirmed on the unchanged semaphore word: a snapshot without another "
          "group's promise and a chunk record with that group's take make the records say fail while promised units would "
          "serve the group")
           .weak()
           .faults(fault_bit(fault_site::stall_grow))
           .depth(0)
           .ci(),
+      mb("ualloc.cas-refusal-unconfirmed", "fail-fast", "fallback-race", P{{"bug", 105}},
+         "the CAS loop's refusal of a GROW known to fail is not confirmed on the unchanged semaphore word: a snapshot "
+         "without another group's promise and a chunk record with its take make the records say fail")
+          .weak()
+          .faults(fault_bit(fault_site::stall_grow) | fault_bit(fault_site::stall_read_to_rmw)),
       // superbins (E6, design.md §11), in the scaled geometry of the superbins scenario
       mb("ualloc.superbin-tag-not-set", "routing", "superbins", P{{"bug", 21}},
          "a GROW makes a superbin without tagging its TBuddy node").depth(0).ci(),

@@ -122,7 +122,8 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 101: return make_one<ualloc_bug::refuse_keeps_promise, tbuddy_bug::none>(w, p, md);
     case 102: return make_one<ualloc_bug::refuse_ignores_chunk_bins, tbuddy_bug::none>(w, p, md);
     case 103: return make_one<ualloc_bug::at_once_ignores_promises, tbuddy_bug::none>(w, p, md);
-    case 104: return make_one<ualloc_bug::refusal_unconfirmed, tbuddy_bug::none>(w, p, md);
+    case 104: return make_one<ualloc_bug::at_once_unconfirmed, tbuddy_bug::none>(w, p, md);
+    case 105: return make_one<ualloc_bug::cas_refusal_unconfirmed, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -142,7 +143,7 @@ launch_config shape(const params& p, std::int64_t warps, std::int64_t threads, s
 
 constexpr const char* bug_help = " bug=0 (a planted bug: toga-sim list --bugs names them)";
 // The planted-bug key of every heap scenario: 0 (none) .. the last case of make_heap.
-param_spec bug_key() { return {"bug", 0, 104, 0, "planted bug (keep in step with make_heap)"}; }
+param_spec bug_key() { return {"bug", 0, 105, 0, "planted bug (keep in step with make_heap)"}; }
 
 }  // namespace
 
@@ -251,7 +252,8 @@ const std::vector<planted_bug>& allocator_planted_bugs() {
       {101, "fail-fast", "a GROW refused after its promise was made keeps the promise: waiters wait for units nobody makes"},
       {102, "fail-fast", "a chunk-class GROW is refused from TBuddy's recorded failure and a clean reclaim record alone, while the arena's chunks still have free bins"},
       {103, "fail-fast", "a superbin class's UAlloc fallback is sent straight to the scan (refused_at_once) when C alone is short, while promised units (E) would serve it"},
-      {104, "fail-fast", "a refusal of a GROW known to fail (the CAS loop's, refused_at_once's) is not confirmed on the unchanged semaphore word: a promise and a take made after the snapshot make the records say fail while promised units would serve the group"},
+      {104, "fail-fast", "refused_at_once's refusal is not confirmed on the unchanged semaphore word: a promise and a take made after the snapshot make the records say fail while promised units would serve the group"},
+      {105, "fail-fast", "the CAS loop's refusal of a GROW known to fail is not confirmed on the unchanged semaphore word (as 104, in stage 1's CAS loop)"},
   };
   return bugs;
 }

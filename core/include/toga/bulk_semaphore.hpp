@@ -210,7 +210,7 @@ class bulk_semaphore {
   //! (the arena's last chunk bin, say) can both fall between the snapshot and `refuse()`: the
   //! records then say "bound to fail" while promised units would serve the caller (design.md
   //! §13.5; found by the fallback-race scenario). `confirm = false` is the planted bug
-  //! `refusal_unconfirmed`, for the simulator only.
+  //! `cas_refusal_unconfirmed`, for the simulator only.
   template <class Refuse>
   TOGA_DEVICE sem_result wait_slow(word_t t, word_t total, Refuse&& refuse, bool confirm = true) TOGA_NOEXCEPT(P) {
     return wait_total(t, total, refuse, confirm);
@@ -218,9 +218,11 @@ class bulk_semaphore {
 
   //! A relaxed load of the whole word: a snapshot for a decision that `unchanged` confirms.
   TOGA_DEVICE word_t snapshot() const TOGA_NOEXCEPT(P) { return P::load(const_cast<word_t*>(&word_), relaxed, device_scope); }
-  //! Whether the word still holds `w` now: a CAS of w onto itself (acq_rel; it changes nothing).
-  //! True: nothing (no take, reservation, promise or signal) came between the snapshot and this
-  //! RMW, and a producer whose later promise reads this RMW's value sees everything before it.
+  //! Whether the word holds `w` at this RMW: a CAS of w onto itself (acq_rel; it changes nothing).
+  //! True: a decision made on `w` takes effect here (the word may have left w and come back, as a
+  //! fast path's speculative take and its undo do: the decision holds at this point all the same),
+  //! and a producer whose later promise (an acq_rel CAS) reads this RMW's value sees everything
+  //! sequenced before it (its release half is the one the argument needs). Any thread.
   TOGA_DEVICE bool unchanged(word_t w) TOGA_NOEXCEPT(P) { return P::compare_exchange(&word_, w, w, acq_rel, device_scope); }
 
   //! Quiescent only (nothing else uses the semaphore): C = count, E = R = 0, by a relaxed store

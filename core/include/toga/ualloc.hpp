@@ -168,7 +168,8 @@ enum class ualloc_bug : std::uint8_t {
   refuse_keeps_promise,           //!< a GROW refused after its promise was made keeps the promise: waiters wait for units nobody makes (E never returns to 0)
   refuse_ignores_chunk_bins,      //!< a chunk-class GROW is refused from TBuddy's record alone, while the arena's chunks still have free bins
   at_once_ignores_promises,       //!< refused_at_once judges C alone (not C + E - R): a group is sent to the scan while promised units would serve it
-  refusal_unconfirmed,            //!< a refusal (the CAS loop's, refused_at_once's) is not confirmed on the unchanged word: a promise made meanwhile is missed
+  at_once_unconfirmed,            //!< refused_at_once's refusal is not confirmed on the unchanged word: a promise made after the snapshot is missed
+  cas_refusal_unconfirmed,        //!< the CAS loop's refusal is not confirmed on the unchanged word: a promise made after the snapshot is missed
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -390,9 +391,14 @@ struct ualloc {
 
   //! allocate_group for a caller whose request the fast path rarely serves (a superbin class's
   //! fallback to UAlloc's class): a group that stage 1's CAS loop would refuse at once
-  //! (refused_at_once) goes straight to the other arenas' units, without the fast path's take and
-  //! undo and without allocate_slow's frame (design.md §13.5); any other group runs allocate_group.
+  //! (refused_at_once: the leader's relaxed snapshot of the class's semaphore word, the records,
+  //! then the word confirmed unchanged) goes straight to the other arenas' units, without the fast
+  //! path's take and undo and without allocate_slow's frame (design.md §13.6); any other group runs
+  //! allocate_group. Collective over `g` (converged lanes of one warp; the leader decides, the group
+  //! agrees); returns this lane's offset or no_block. Chunk-class instances only (a superbin
+  //! instance's stage 1 steals first, which this path would skip).
   TOGA_DEVICE std::uint64_t allocate_group_or_scan(unsigned a, unsigned c, const coalesced_group<P>& g) const TOGA_NOEXCEPT(P) {
+    static_assert(!G::superbins, "allocate_group_or_scan: chunk-class instances only (a superbin stage 1 steals first)");
     if (refused_at_once(a, c, g)) return fallback_if_failed(a, c, g, no_block);
     return allocate_group(a, c, g);
   }
@@ -936,11 +942,7 @@ struct ualloc {
       // Stage 1 by the CAS loop: OK (units for the whole group) or GROW(m).
       std::uint32_t m = 0;
       if (g.is_leader()) {
-        // bins a GROW makes: what the group needs, and for classes of >= 32 slots up to 4 at once
-        // (bulk production, E5: the groups arriving behind this one reserve against them)
-        std::uint32_t batches = Bug == ualloc_bug::grow_batches_floor && t > cap ? t / cap : (t + cap - 1) / cap;
-        // (superbins: no over-production; one holds 32 .. 1024 slots and a whole TBuddy block)
-        if (!G::superbins && cap >= hysteresis_min_capacity && batches < 4) batches = t < 4 ? (batches > t ? batches : t) : 4;
+        const std::uint32_t batches = stage1_batches(t, cap);  // bins a GROW makes (E5)
         TOGA_PROFILE_START;
         // where the CAS loop would promise the batches, it first asks whether they are bound to
         // fail (design.md §13.5): then nothing is promised and the group goes to the fallback
@@ -952,7 +954,7 @@ struct ualloc {
           if (r == sem_result::grow && grow_known_to_fail(a, batches)) r = sem_result::refused;
         } else {
           r = L.slot_sem.wait_slow(t, std::uint64_t{batches} * cap, [&] { return grow_known_to_fail(a, batches); },
-                                   Bug != ualloc_bug::refusal_unconfirmed);
+                                   Bug != ualloc_bug::cas_refusal_unconfirmed);
         }
         if (r == sem_result::grow) m = batches;
         else if (r == sem_result::refused) m = refused_grow;
@@ -1472,6 +1474,16 @@ struct ualloc {
     return known_clean() && !growth_comes_first();
   }
 
+  // The bins a GROW for a group of t lanes makes in a class of cap slots (stage 1): what the group
+  // needs, and for classes of >= 32 slots up to 4 at once (bulk production, E5: the groups arriving
+  // behind this one reserve against them); superbins: no over-production (one holds 32 .. 1024
+  // slots and a whole TBuddy block). One formula for the CAS loop and refused_at_once.
+  TOGA_DEVICE static std::uint32_t stage1_batches(std::uint32_t t, std::uint32_t cap) TOGA_NOEXCEPT(P) {
+    std::uint32_t batches = Bug == ualloc_bug::grow_batches_floor && t > cap ? t / cap : (t + cap - 1) / cap;
+    if (!G::superbins && cap >= hysteresis_min_capacity && batches < 4) batches = t < 4 ? (batches > t ? batches : t) : 4;
+    return batches;
+  }
+
   // Whether stage 1's CAS loop would refuse a group of g.size lanes asking for class c in arena a
   // right away: the semaphore's word, read once, shows nothing available or promised that covers
   // the group (C - Bias + E < R + t: the CAS loop would promise a batch) and that batch is known to
@@ -1492,15 +1504,15 @@ struct ualloc {
       using sem = slot_semaphore<P>;
       auto& S = arenas[a].lists[c].slot_sem;
       const auto w = S.snapshot();
+      P::inject(fault_site::stall_read_to_rmw);  // (as the CAS loop's: between the snapshot and the decision)
       const auto f = sem::unpack(w);
       const std::uint32_t cap = capacity(c), t = g.size;
       const bool short_of_units = Bug == ualloc_bug::at_once_ignores_promises ? (f.c >= sem::bias && f.c - sem::bias < t)
                                                                               : (f.c >= sem::bias && f.c - sem::bias + f.e < f.r + t);
       if (short_of_units) {
-        std::uint32_t batches = (t + cap - 1) / cap;  // as allocate_slow's stage 1 asks
-        if (!G::superbins && cap >= hysteresis_min_capacity && batches < 4) batches = t < 4 ? (batches > t ? batches : t) : 4;
+        const std::uint32_t batches = stage1_batches(t, cap);  // as allocate_slow's stage 1 asks
         // confirmed as the CAS loop confirms its refusal: the word is still the snapshot
-        yes = grow_known_to_fail(a, batches) && (Bug == ualloc_bug::refusal_unconfirmed || S.unchanged(w)) ? 1u : 0u;
+        yes = grow_known_to_fail(a, batches) && (Bug == ualloc_bug::at_once_unconfirmed || S.unchanged(w)) ? 1u : 0u;
       }
     }
     return g.broadcast(yes) != 0;
