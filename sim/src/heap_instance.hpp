@@ -114,9 +114,9 @@ struct heap_inst final : instance {
         walker(p.get("walker", 0) != 0),
         mailbox(w.config().lanes(), 0) {
     const std::uint64_t heap_bytes =
-        static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : md == mode::superbins ? 1024 : md == mode::failfast_race ? 8 : md == mode::clean_race ? 1024 : md == mode::refuse_race ? 512 : md == mode::undo_race ? 1024 : md == mode::promise_race ? 64 : md == mode::presplit_race ? 256 : 2048)) * 1024;
+        static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : md == mode::superbins ? 1024 : md == mode::failfast_race ? 8 : md == mode::clean_race ? 1024 : md == mode::refuse_race ? 512 : md == mode::undo_race ? 1024 : md == mode::promise_race ? 64 : md == mode::presplit_race ? 256 : md == mode::fallback_race ? 1024 : 2048)) * 1024;
     layout = heap_layout::make<P>(heap_layout::levels_for(heap_bytes), w.config().sms,
-                                  static_cast<int>(p.get("sb_shift", md == mode::superbins || md == mode::adopt_race || md == mode::promise_race || md == mode::presplit_race ? 15 : md == mode::retire_race || md == mode::word_race || md == mode::inbox_race || md == mode::failfast_race || md == mode::clean_race || md == mode::undo_race || md == mode::refuse_race ? 0 : -1)),
+                                  static_cast<int>(p.get("sb_shift", md == mode::superbins || md == mode::adopt_race || md == mode::promise_race || md == mode::presplit_race || md == mode::fallback_race ? 15 : md == mode::retire_race || md == mode::word_race || md == mode::inbox_race || md == mode::failfast_race || md == mode::clean_race || md == mode::undo_race || md == mode::refuse_race ? 0 : -1)),
                                   static_cast<unsigned>(std::max<std::int64_t>(0, p.get("sb_arenas", 0))));
     layout.pins = static_cast<unsigned>(p.get("pins", md == mode::retire_race || md == mode::word_race || md == mode::inbox_race ? 1 : md == mode::adopt_race || md == mode::undo_race ? 3 : 4));
     const std::uint64_t hb = geom::page_bytes << (layout.levels - 1);
@@ -516,6 +516,80 @@ struct heap_inst final : instance {
     if (handoff[0]) do_free(handoff[0]);
   }
 
+  // fallback-race (design.md §13.6, simulator.md §16.9): a superbin class's fallback to UAlloc's
+  // class must wait for units another group's GROW has promised, not be sent to the scan.
+  // 1 SM, 5 warps of 32 lanes, 32 KiB superbins, a 1 MiB heap.
+  //  Lane 0 of warp 0 asks for 16 B (UAlloc's chunk: half the heap), then for 32 KiB blocks until
+  //  one fails (TBuddy's failure recorded); warps 0-2 then ask for 1 KiB four times per lane: the
+  //  superbin classes fail, their fallbacks fill the chunk's bins (3 slots each) until the chunk and
+  //  TBuddy's chunk order fail too. Lane 0 of warp 0 frees the three blocks of one 1 KiB bin (the
+  //  bin goes back to the chunk) and walks until a walk gives nothing back (the heap recorded clean).
+  //  A (warp 3, lane 0) and B (warp 4, lane 0) each ask for 256 B at once: the first whose fallback
+  //  reaches the 256 B class's CAS loop promises a bin's 15 slots and its GROW takes the chunk's last
+  //  bin; the other must be served from that bin, not refused because the records say "full" (with
+  //  --faults stall-grow, the stall after the take holds that window open). A nullptr for either is
+  //  a violation.
+  std::uint64_t fb_blocks[96 * 4] = {};
+  std::uint32_t fb_done = 0;
+  void fallback_race_lane(unsigned me) {
+    const unsigned warp = me / 32, rank = me % 32;
+    std::vector<std::uint64_t> mine;
+    if (warp <= 2) {
+      if (me == 0) {
+        if (const std::uint64_t h = do_alloc(16)) mine.push_back(h);
+        while (const std::uint64_t h = do_alloc(32768)) mine.push_back(h);
+        P::store(&phase, 1u, release, device_scope);
+      }
+      wait_phase(1);
+      for (unsigned i = 0; i < 4; ++i) fb_blocks[me * 4 + i] = do_alloc(1024);
+      if (P::fetch_add(&fb_done, 1u, acq_rel, device_scope) + 1 == 96) P::store(&phase, 2u, release, device_scope);
+      if (me == 0) {
+        wait_phase(2);
+        // groups of 32 lanes leave bins they could not use whole: one lane takes the rest
+        while (const std::uint64_t h = do_alloc(1024)) mine.push_back(h);
+        // a 1 KiB bin whose three slots were all handed out: free them (the bin goes back to the
+        // chunk), then walk until a walk gives nothing back
+        std::map<std::uint64_t, std::vector<unsigned>> bins;
+        for (unsigned k = 0; k < 96 * 4; ++k)
+          if (fb_blocks[k]) bins[(fb_blocks[k] - 1) & ~(geom::page_bytes - 1)].push_back(k);
+        for (auto& [b, ks] : bins)
+          if (ks.size() == 3) {
+            for (unsigned k : ks) {
+              do_free(fb_blocks[k]);
+              fb_blocks[k] = 0;
+            }
+            break;
+          }
+        for (unsigned k = 0; k < 8 && a.small.reclaim(); ++k) {
+        }
+        P::store(&phase, 3u, release, device_scope);
+      }
+    } else if (warp == 3 && rank == 0) {  // A
+      wait_phase(3);
+      const std::uint64_t x = do_alloc(256);
+      if (!x && !failures_injected)
+        P::violated("fallback-race: nullptr for A's 256 B while the chunk had a free bin or B's GROW had promised its slots; " + buddy_summary());
+      if (x) mine.push_back(x);
+      P::fetch_max(&phase, 4u, release, device_scope);  // (B may have stored 5 already)
+    } else if (warp == 4 && rank == 0) {  // B: starts with A (no wait for A's promise)
+      wait_phase(3);
+      // (whichever GROWs the last bin, the other decides while that GROW is in flight in some
+      // schedules: B's chain is as long as A's)
+      const std::uint64_t y = do_alloc(256);
+      if (!y && !failures_injected)
+        P::violated("fallback-race: nullptr for B's 256 B while the chunk had a free bin or A's GROW had promised its slots (a group sent to the scan instead of waiting for them); " + buddy_summary());
+      if (y) mine.push_back(y);
+      P::store(&phase, 5u, release, device_scope);
+    } else {
+      return;
+    }
+    wait_phase(5);  // nothing is freed before B is done (a free would give B another way)
+    if (warp <= 2)
+      for (unsigned i = 0; i < 4; ++i)
+        if (fb_blocks[me * 4 + i]) do_free(fb_blocks[me * 4 + i]);
+    for (auto h : mine) do_free(h);
+  }
+
   // inbox-race (3 lanes, 1024 B: 3-slot bins, 1 pin slot): a bin B ends up in the inbox with no
   // free slots, and a taker that holds it for a moment sees a free come in.
   //  lane 0 allocates a1, a2 (B: one slot left) and hands a1 to lane 2;
@@ -853,6 +927,7 @@ struct heap_inst final : instance {
     if (m == mode::presplit_race) return presplit_race_lane(me);
     if (m == mode::retire_race) return retire_race_lane(me);
     if (m == mode::word_race) return word_race_lane(me);
+    if (m == mode::fallback_race) return fallback_race_lane(me);
     if (m == mode::inbox_race) return inbox_race_lane(me);
     if (m == mode::adopt_race) return adopt_race_lane(me);
     std::vector<std::uint64_t> mine;

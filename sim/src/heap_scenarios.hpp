@@ -11,7 +11,7 @@
 
 namespace toga::sim::heap_scenarios {
 
-enum class mode { storm, exhaust, mixed, retire_race, inbox_race, adopt_race, rounds, superbins, grow, grow_exhaust, trim, failfast_race, clean_race, promise_race, presplit_race, undo_race, refuse_race, word_race };
+enum class mode { storm, exhaust, mixed, retire_race, inbox_race, adopt_race, rounds, superbins, grow, grow_exhaust, trim, failfast_race, clean_race, promise_race, presplit_race, undo_race, refuse_race, word_race, fallback_race };
 inline bool growable(mode m) { return m == mode::grow || m == mode::grow_exhaust || m == mode::trim; }
 
 //! The heap instance of one planted-bug pair (heap_instance.hpp); instantiated in heap_variants_*.cpp.

@@ -41,5 +41,8 @@ template std::unique_ptr<instance> make_one<ualloc_bug::ahead_failed_take_signal
 template std::unique_ptr<instance> make_one<ualloc_bug::refuse_despite_promises, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::refuse_keeps_promise, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::refuse_ignores_chunk_bins, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::at_once_ignores_promises, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::at_once_unconfirmed, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::cas_refusal_unconfirmed, tbuddy_bug::none>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

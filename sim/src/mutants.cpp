@@ -327,6 +327,27 @@ std::vector<mutant> build() {
          "a chunk-class GROW is refused from TBuddy's recorded failure and a clean reclaim record alone, while the arena's "
          "chunk has a free bin: a request the chunk would serve gets nullptr")
           .depth(0),
+      // a superbin class's fallback refused at once (design.md §13.5): the stall after a chunk-class
+      // GROW's take holds the window open in which another group's decision must see the promise
+      mb("ualloc.at-once-ignores-promises", "fail-fast", "fallback-race", P{{"bug", 103}},
+         "refused_at_once judges C alone, not C + E - R: a superbin class's fallback is sent to the scan while the units "
+         "another group's GROW of the chunk's last bin promised would serve it")
+          .with(pct)
+          .faults(fault_bit(fault_site::stall_grow))
+          .depth(1),
+      mb("ualloc.at-once-unconfirmed", "fail-fast", "fallback-race", P{{"bug", 104}},
+         "refused_at_once's refusal is not confirmed on the unchanged semaphore word: a snapshot without another "
+         "group's promise and a chunk record with that group's take make the records say fail while promised units would "
+         "serve the group")
+          .weak()
+          .faults(fault_bit(fault_site::stall_grow))
+          .depth(0)
+          .ci(),
+      mb("ualloc.cas-refusal-unconfirmed", "fail-fast", "fallback-race", P{{"bug", 105}},
+         "the CAS loop's refusal of a GROW known to fail is not confirmed on the unchanged semaphore word: a snapshot "
+         "without another group's promise and a chunk record with its take make the records say fail")
+          .weak()
+          .faults(fault_bit(fault_site::stall_grow) | fault_bit(fault_site::stall_read_to_rmw)),
       // superbins (E6, design.md §11), in the scaled geometry of the superbins scenario
       mb("ualloc.superbin-tag-not-set", "routing", "superbins", P{{"bug", 21}},
          "a GROW makes a superbin without tagging its TBuddy node").depth(0).ci(),

@@ -121,6 +121,9 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 100: return make_one<ualloc_bug::refuse_despite_promises, tbuddy_bug::none>(w, p, md);
     case 101: return make_one<ualloc_bug::refuse_keeps_promise, tbuddy_bug::none>(w, p, md);
     case 102: return make_one<ualloc_bug::refuse_ignores_chunk_bins, tbuddy_bug::none>(w, p, md);
+    case 103: return make_one<ualloc_bug::at_once_ignores_promises, tbuddy_bug::none>(w, p, md);
+    case 104: return make_one<ualloc_bug::at_once_unconfirmed, tbuddy_bug::none>(w, p, md);
+    case 105: return make_one<ualloc_bug::cas_refusal_unconfirmed, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -140,7 +143,7 @@ launch_config shape(const params& p, std::int64_t warps, std::int64_t threads, s
 
 constexpr const char* bug_help = " bug=0 (a planted bug: toga-sim list --bugs names them)";
 // The planted-bug key of every heap scenario: 0 (none) .. the last case of make_heap.
-param_spec bug_key() { return {"bug", 0, 102, 0, "planted bug (keep in step with make_heap)"}; }
+param_spec bug_key() { return {"bug", 0, 105, 0, "planted bug (keep in step with make_heap)"}; }
 
 }  // namespace
 
@@ -248,6 +251,9 @@ const std::vector<planted_bug>& allocator_planted_bugs() {
       {100, "fail-fast", "the refusal of a GROW known to fail is asked before the class semaphore's CAS loop, not where it would promise: a request that promised units cover gets nullptr"},
       {101, "fail-fast", "a GROW refused after its promise was made keeps the promise: waiters wait for units nobody makes"},
       {102, "fail-fast", "a chunk-class GROW is refused from TBuddy's recorded failure and a clean reclaim record alone, while the arena's chunks still have free bins"},
+      {103, "fail-fast", "a superbin class's UAlloc fallback is sent straight to the scan (refused_at_once) when C alone is short, while promised units (E) would serve it"},
+      {104, "fail-fast", "refused_at_once's refusal is not confirmed on the unchanged semaphore word: a promise and a take made after the snapshot make the records say fail while promised units would serve the group"},
+      {105, "fail-fast", "the CAS loop's refusal of a GROW known to fail is not confirmed on the unchanged semaphore word (as 104, in stage 1's CAS loop)"},
   };
   return bugs;
 }
@@ -408,6 +414,13 @@ void register_allocator_scenarios() {
                 expectation::pass, [](const params&) { return launch_config{1, 1, 2}; },
                 [](world& w, const params& p) { return make_heap(w, p, mode::word_race); }, run_limits{50'000, 4'000'000}, {}, {}},
                          {{"heap_kib", 2048, 2048, 2048, "heap size in KiB"}, {"pins", 1, 1, 1, "pin slots per (arena, class): 1, so that the second bin's GROW displaces the first"}, bug_key()})));
+  add_scenario(heap_checks(with_keys({"fallback-race",
+                std::string("targeted: a superbin class's fallback to UAlloc's class must wait for the units another "
+                            "group's GROW of the chunk's last bin has promised, not be sent to the scan (docs/design.md "
+                            "section 13.5); 5 warps of 32 lanes, 1 SM, 32 KiB superbins, a 1 MiB heap") + bug_help,
+                expectation::pass, [](const params&) { return launch_config{1, 5, 32}; },
+                [](world& w, const params& p) { return make_heap(w, p, mode::fallback_race); }, run_limits{50'000, 20'000'000}, {}, {}},
+                         {{"heap_kib", 1024, 1024, 1024, "heap size in KiB"}, bug_key()})));
   add_scenario(heap_checks(with_keys({"failfast-race",
                 std::string("targeted: a free races with a failing 4 KiB request (its recorded failure must not outlive "
                             "the free), then a failing 8 KiB request must not answer for 4 KiB (docs/design.md "

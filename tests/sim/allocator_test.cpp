@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -23,8 +24,10 @@ namespace ts = toga::sim;
 
 namespace {
 
+// `limits`, when given, changes a copy of the scenario's run limits (memory model, fault sites).
 ts::explore_summary explore(const char* scenario, std::vector<std::pair<const char*, std::int64_t>> params,
-                            ts::strategy_kind k, std::uint64_t schedules, unsigned depth = 3, std::uint64_t first_seed = 1) {
+                            ts::strategy_kind k, std::uint64_t schedules, unsigned depth = 3, std::uint64_t first_seed = 1,
+                            const std::function<void(ts::run_limits&)>& limits = {}) {
   const ts::scenario* sc = ts::find_scenario(scenario);
   if (!sc) throw std::runtime_error(std::string("no scenario ") + scenario);
   ts::explore_options o;
@@ -33,7 +36,20 @@ ts::explore_summary explore(const char* scenario, std::vector<std::pair<const ch
   o.schedules = schedules;
   o.seed = first_seed;
   for (auto& [n, v] : params) o.scenario_params.set(n, v);
+  if (limits) {
+    ts::run_limits l = sc->limits;
+    limits(l);
+    o.limits = l;
+  }
   return ts::explore(*sc, o);
+}
+// Limits changes for explore(): weak memory; a set of fault sites.
+void weak(ts::run_limits& l) { l.memory = ts::memory_model::weak; }
+std::function<void(ts::run_limits&)> faults(std::uint32_t sites, bool weak_memory = false) {
+  return [=](ts::run_limits& l) {
+    l.faults = sites;
+    if (weak_memory) l.memory = ts::memory_model::weak;
+  };
 }
 
 using toga::test::failure_text;
@@ -150,19 +166,9 @@ TEST(Allocator, WalkerMeetingChecksFailingFast) {
 // a reclaim change (design.md §13.2): the correct core passes undo-race with the two stall sites
 // that open its windows, and planted bug 90 (the core before the fix) fails it.
 TEST(Allocator, UndoRaceCountsTheBinItLeavesEmpty) {
-  const ts::scenario* sc = ts::find_scenario("undo-race");
-  ASSERT_NE(sc, nullptr);
   auto run = [&](std::int64_t bug, std::uint64_t n) {
-    ts::explore_options o;
-    o.strategy.kind = ts::strategy_kind::pct;
-    o.strategy.pct_depth = 3;
-    o.schedules = n;
-    o.seed = 1;
-    o.scenario_params.set("bug", bug);
-    ts::run_limits l = sc->limits;
-    l.faults = ts::fault_bit(toga::fault_site::stall_read_to_rmw) | ts::fault_bit(toga::fault_site::stall_speculative_undo);
-    o.limits = l;
-    return ts::explore(*sc, o);
+    return explore("undo-race", {{"bug", bug}}, ts::strategy_kind::pct, n, 3, 1,
+                   faults(ts::fault_bit(toga::fault_site::stall_read_to_rmw) | ts::fault_bit(toga::fault_site::stall_speculative_undo)));
   };
   const auto ok = run(0, schedules(4'000, 40'000));
   EXPECT_FALSE(ok.first_failure) << failure_text(ok);
@@ -177,19 +183,7 @@ TEST(Allocator, UndoRaceCountsTheBinItLeavesEmpty) {
 // before its leader's count and read-side section (design.md §9.2): the correct core passes
 // word-race under weak memory, and planted bug 91 (a barrier over each word's lanes) fails it.
 TEST(Allocator, WordRaceOrdersEveryMemberOfAGroupFree) {
-  const ts::scenario* sc = ts::find_scenario("word-race");
-  ASSERT_NE(sc, nullptr);
-  auto run = [&](std::int64_t bug, std::uint64_t n) {
-    ts::explore_options o;
-    o.strategy.kind = ts::strategy_kind::portfolio;
-    o.schedules = n;
-    o.seed = 1;
-    o.scenario_params.set("bug", bug);
-    ts::run_limits l = sc->limits;
-    l.memory = ts::memory_model::weak;
-    o.limits = l;
-    return ts::explore(*sc, o);
-  };
+  auto run = [&](std::int64_t bug, std::uint64_t n) { return explore("word-race", {{"bug", bug}}, ts::strategy_kind::portfolio, n, 3, 1, weak); };
   const auto ok = run(0, schedules(3'000, 30'000));
   EXPECT_FALSE(ok.first_failure) << failure_text(ok);
   const auto planted = run(91, 1'000);
@@ -200,6 +194,32 @@ TEST(Allocator, WordRaceOrdersEveryMemberOfAGroupFree) {
   std::printf("[ word-race              ] %llu weak schedules pass; planted bug 91 killed at schedule %llu (replay: %s)\n",
               static_cast<unsigned long long>(ok.counts[0]), static_cast<unsigned long long>(planted.first_failure->index + 1),
               planted.first_failure->replay_command.c_str());
+}
+// A superbin class's fallback to UAlloc's class is refused at once only where stage 1's CAS loop
+// would refuse it (design.md §13.5): the correct core passes fallback-race with the stall that holds
+// a chunk-class GROW open after its take, sequentially consistent and weak; planted bug 103 (C alone
+// judged, promises ignored) and 104 (a refusal not confirmed on the unchanged word) fail it.
+TEST(Allocator, FallbackRaceWaitsForPromisedUnits) {
+  auto run = [&](std::int64_t bug, ts::strategy_kind k, ts::memory_model mm, std::uint64_t n) {
+    return explore("fallback-race", {{"bug", bug}}, k, n, 3, 1, faults(ts::fault_bit(toga::fault_site::stall_grow), mm == ts::memory_model::weak));
+  };
+  const auto ok = run(0, ts::strategy_kind::portfolio, ts::memory_model::weak, schedules(60, 3'000));
+  EXPECT_FALSE(ok.first_failure) << failure_text(ok);
+  const auto ok_sc = run(0, ts::strategy_kind::pct, ts::memory_model::sc, schedules(60, 3'000));
+  EXPECT_FALSE(ok_sc.first_failure) << failure_text(ok_sc);
+  const auto b103 = run(103, ts::strategy_kind::pct, ts::memory_model::sc, 1'000);
+  ASSERT_TRUE(b103.first_failure) << "planted bug 103 (refused at once on C alone) survived 1,000 pct schedules of fallback-race";
+  EXPECT_TRUE(b103.first_failure->deterministic);
+  EXPECT_NE(b103.first_failure->result.message.find("fallback-race: nullptr"), std::string::npos) << failure_text(b103);
+  const auto b104 = run(104, ts::strategy_kind::portfolio, ts::memory_model::weak, 200);
+  ASSERT_TRUE(b104.first_failure) << "planted bug 104 (an unconfirmed refusal) survived 200 weak schedules of fallback-race";
+  EXPECT_TRUE(b104.first_failure->deterministic);
+  EXPECT_NE(b104.first_failure->result.message.find("fallback-race: nullptr"), std::string::npos) << failure_text(b104);
+  std::printf("[ fallback-race          ] %llu weak + %llu sc schedules pass; planted bug 103 killed at schedule %llu (replay: %s); "
+              "104 at %llu (replay: %s)\n",
+              static_cast<unsigned long long>(ok.counts[0]), static_cast<unsigned long long>(ok_sc.counts[0]),
+              static_cast<unsigned long long>(b103.first_failure->index + 1), b103.first_failure->replay_command.c_str(),
+              static_cast<unsigned long long>(b104.first_failure->index + 1), b104.first_failure->replay_command.c_str());
 }
 // The pre-split reserve (design.md §10.5): four lanes drain it at once and must be served
 // (presplit-race); arenas of two SMs take its blocks while others free (alloc-storm); exhaustion
@@ -445,22 +465,13 @@ TEST(Allocator, ReadSectionRegressionScheduleStillFailsWithoutIt) {
 // there: a cuda-rule verdict). Killed at schedule 1 of this shape under --memory weak (not under
 // sc in 3,000 schedules); the correct core passes the same schedules.
 TEST(Allocator, StealFlagReadByEveryLaneIsCaughtUnderWeakMemory) {
-  const ts::scenario* sc = ts::find_scenario("alloc-storm");
-  ASSERT_NE(sc, nullptr);
   const std::vector<std::pair<const char*, std::int64_t>> shape = {
       {"align", 4096}, {"anchor", 6191}, {"coalesced", 1}, {"heap_kib", 256}, {"keep", 2}, {"ops", 3}, {"pins", 1},
       {"presplit_kib", 1024}, {"sb_arenas", 2}, {"sb_shift", 16}, {"sms", 2}, {"threads", 16}, {"warps", 3}};
   auto run = [&](std::int64_t bug, std::uint64_t n) {
-    ts::explore_options o;
-    o.strategy.kind = ts::strategy_kind::random;
-    o.schedules = n;
-    o.seed = 1;
-    for (auto& [k, v] : shape) o.scenario_params.set(k, v);
-    o.scenario_params.set("bug", bug);
-    ts::run_limits l = sc->limits;
-    l.memory = ts::memory_model::weak;
-    o.limits = l;
-    return ts::explore(*sc, o);
+    auto p = shape;
+    p.emplace_back("bug", bug);
+    return explore("alloc-storm", p, ts::strategy_kind::random, n, 3, 1, weak);
   };
   const auto bad = run(89, 200);
   ASSERT_TRUE(bad.first_failure.has_value()) << "planted bug 89 survived 200 weak schedules";

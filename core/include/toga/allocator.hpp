@@ -743,7 +743,9 @@ struct allocator {
         sbytes <= (UB == ualloc_bug::super_fallback_bound_doubled ? 2 * geom::max_class_bytes : geom::max_class_bytes)) {
       const unsigned cu = geom::class_of(sbytes);
       const auto gu = coalesced_group<P>::of(P::match_any(P::activemask(), reinterpret_cast<std::uint64_t>(&small.arenas[au]) | cu));
-      const std::uint64_t ou = small.allocate_group(au, cu, gu);
+      // (a group that stage 1 would refuse at once goes straight to the other arenas' units:
+      // ualloc::allocate_group_or_scan, design.md §13.5)
+      const std::uint64_t ou = small.allocate_group_or_scan(au, cu, gu);
       count_group_served(gu, ou != no_block, small.arenas[au].stats, sbytes);
       if (ou != no_block) return small.base + ou;
     }

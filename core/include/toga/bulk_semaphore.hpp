@@ -204,10 +204,26 @@ class bulk_semaphore {
   //! REFUSED with nothing taken, reserved or promised, so that no waiter queues behind a promise
   //! that is bound to be withdrawn. A reservation that a withdrawal breaks decides again, and so
   //! asks again. `refuse` must be a predicate on records (it may be called more than once).
+  //! A refusal is confirmed before it is returned: the word must still hold the snapshot the
+  //! decision was made on (a CAS of the snapshot onto itself, acq_rel), or the loop decides again
+  //! on the new word. Without it a producer's promise and its take of what the refusal reads
+  //! (the arena's last chunk bin, say) can both fall between the snapshot and `refuse()`: the
+  //! records then say "bound to fail" while promised units would serve the caller (design.md
+  //! §13.5; found by the fallback-race scenario). `confirm = false` is the planted bug
+  //! `cas_refusal_unconfirmed`, for the simulator only.
   template <class Refuse>
-  TOGA_DEVICE sem_result wait_slow(word_t t, word_t total, Refuse&& refuse) TOGA_NOEXCEPT(P) {
-    return wait_total(t, total, refuse);
+  TOGA_DEVICE sem_result wait_slow(word_t t, word_t total, Refuse&& refuse, bool confirm = true) TOGA_NOEXCEPT(P) {
+    return wait_total(t, total, refuse, confirm);
   }
+
+  //! A relaxed load of the whole word: a snapshot for a decision that `unchanged` confirms.
+  TOGA_DEVICE word_t snapshot() const TOGA_NOEXCEPT(P) { return P::load(const_cast<word_t*>(&word_), relaxed, device_scope); }
+  //! Whether the word holds `w` at this RMW: a CAS of w onto itself (acq_rel; it changes nothing).
+  //! True: a decision made on `w` takes effect here (the word may have left w and come back, as a
+  //! fast path's speculative take and its undo do: the decision holds at this point all the same),
+  //! and a producer whose later promise (an acq_rel CAS) reads this RMW's value sees everything
+  //! sequenced before it (its release half is the one the argument needs). Any thread.
+  TOGA_DEVICE bool unchanged(word_t w) TOGA_NOEXCEPT(P) { return P::compare_exchange(&word_, w, w, acq_rel, device_scope); }
 
   //! Quiescent only (nothing else uses the semaphore): C = count, E = R = 0, by a relaxed store
   //! (a recount after a trim; the caller's barrier publishes it).
@@ -225,7 +241,7 @@ class bulk_semaphore {
   // The CAS loop of wait: takes t units, or on GROW promises `total - t` (one batch minus what
   // the caller keeps; for a collective GROW(m): m batches minus what the group keeps).
   template <class Refuse>
-  TOGA_DEVICE sem_result wait_total(word_t t, word_t total, Refuse&& refuse) TOGA_NOEXCEPT(P) {
+  TOGA_DEVICE sem_result wait_total(word_t t, word_t total, Refuse&& refuse, bool confirm = true) TOGA_NOEXCEPT(P) {
     for (unsigned attempt = 0;;) {
       word_t cur = P::load(&word_, relaxed, device_scope);
       if constexpr (Bug == sem_bug::fast_path_fetch_sub) {
@@ -246,10 +262,14 @@ class bulk_semaphore {
           const word_t c = f.c - Bias;  // (the planted bug decides on a wrapped C)
           P::inject(fault_site::stall_read_to_rmw);
           if (c + f.e < f.r + t) {  // A = C + E - R < t: nothing suffices, we produce
-            if (refuse()) return sem_result::refused;  // (unless the batch is known to fail)
-            f.e += (Bug == sem_bug::grow_promises_full_batch) ? total : total - t;
-            check(f);
-            if (P::compare_exchange(&word_, cur, pack(f), acq_rel, device_scope)) return sem_result::grow;
+            if (refuse()) {  // the batch is known to fail: refused, once the word is confirmed
+              if (!confirm || unchanged(cur)) return sem_result::refused;
+              // (the word moved since the snapshot: decide again on the new one)
+            } else {
+              f.e += (Bug == sem_bug::grow_promises_full_batch) ? total : total - t;
+              check(f);
+              if (P::compare_exchange(&word_, cur, pack(f), acq_rel, device_scope)) return sem_result::grow;
+            }
           } else if (c >= t) {  // take now
             f.c -= t;
             if (P::compare_exchange(&word_, cur, pack(f), acquire, device_scope)) return sem_result::ok;

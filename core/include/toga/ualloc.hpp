@@ -167,6 +167,9 @@ enum class ualloc_bug : std::uint8_t {
   refuse_despite_promises,        //!< the refusal of a GROW known to fail is asked before the CAS loop, not where it would promise: a request that promised units cover gets nullptr
   refuse_keeps_promise,           //!< a GROW refused after its promise was made keeps the promise: waiters wait for units nobody makes (E never returns to 0)
   refuse_ignores_chunk_bins,      //!< a chunk-class GROW is refused from TBuddy's record alone, while the arena's chunks still have free bins
+  at_once_ignores_promises,       //!< refused_at_once judges C alone (not C + E - R): a group is sent to the scan while promised units would serve it
+  at_once_unconfirmed,            //!< refused_at_once's refusal is not confirmed on the unchanged word: a promise made after the snapshot is missed
+  cas_refusal_unconfirmed,        //!< the CAS loop's refusal is not confirmed on the unchanged word: a promise made after the snapshot is missed
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -386,6 +389,19 @@ struct ualloc {
     return allocate_group(P::sm_id() % num_arenas, c, coalesced_group<P>::self());
   }
 
+  //! allocate_group for a caller whose request the fast path rarely serves (a superbin class's
+  //! fallback to UAlloc's class): a group that stage 1's CAS loop would refuse at once
+  //! (refused_at_once: the leader's relaxed snapshot of the class's semaphore word, the records,
+  //! then the word confirmed unchanged) goes straight to the other arenas' units, without the fast
+  //! path's take and undo and without allocate_slow's frame (design.md §13.6); any other group runs
+  //! allocate_group. Collective over `g` (converged lanes of one warp; the leader decides, the group
+  //! agrees); returns this lane's offset or no_block. Chunk-class instances only (a superbin
+  //! instance's stage 1 steals first, which this path would skip).
+  TOGA_DEVICE std::uint64_t allocate_group_or_scan(unsigned a, unsigned c, const coalesced_group<P>& g) const TOGA_NOEXCEPT(P) {
+    static_assert(!G::superbins, "allocate_group_or_scan: chunk-class instances only (a superbin stage 1 steals first)");
+    if (refused_at_once(a, c, g)) return fallback_if_failed(a, c, g, no_block);
+    return allocate_group(a, c, g);
+  }
   //! Group allocation (E1): every lane of `g` (lanes of one warp asking for class c in arena a)
   //! gets one slot; returns this lane's offset, or no_block when the heap is exhausted. The fast
   //! path is inline; everything else is `allocate_slow`, entered by the whole group.
@@ -926,11 +942,7 @@ struct ualloc {
       // Stage 1 by the CAS loop: OK (units for the whole group) or GROW(m).
       std::uint32_t m = 0;
       if (g.is_leader()) {
-        // bins a GROW makes: what the group needs, and for classes of >= 32 slots up to 4 at once
-        // (bulk production, E5: the groups arriving behind this one reserve against them)
-        std::uint32_t batches = Bug == ualloc_bug::grow_batches_floor && t > cap ? t / cap : (t + cap - 1) / cap;
-        // (superbins: no over-production; one holds 32 .. 1024 slots and a whole TBuddy block)
-        if (!G::superbins && cap >= hysteresis_min_capacity && batches < 4) batches = t < 4 ? (batches > t ? batches : t) : 4;
+        const std::uint32_t batches = stage1_batches(t, cap);  // bins a GROW makes (E5)
         TOGA_PROFILE_START;
         // where the CAS loop would promise the batches, it first asks whether they are bound to
         // fail (design.md §13.5): then nothing is promised and the group goes to the fallback
@@ -941,7 +953,8 @@ struct ualloc {
           r = L.slot_sem.wait_slow(t, std::uint64_t{batches} * cap);
           if (r == sem_result::grow && grow_known_to_fail(a, batches)) r = sem_result::refused;
         } else {
-          r = L.slot_sem.wait_slow(t, std::uint64_t{batches} * cap, [&] { return grow_known_to_fail(a, batches); });
+          r = L.slot_sem.wait_slow(t, std::uint64_t{batches} * cap, [&] { return grow_known_to_fail(a, batches); },
+                                   Bug != ualloc_bug::cas_refusal_unconfirmed);
         }
         if (r == sem_result::grow) m = batches;
         else if (r == sem_result::refused) m = refused_grow;
@@ -1461,6 +1474,50 @@ struct ualloc {
     return known_clean() && !growth_comes_first();
   }
 
+  // The bins a GROW for a group of t lanes makes in a class of cap slots (stage 1): what the group
+  // needs, and for classes of >= 32 slots up to 4 at once (bulk production, E5: the groups arriving
+  // behind this one reserve against them); superbins: no over-production (one holds 32 .. 1024
+  // slots and a whole TBuddy block). One formula for the CAS loop and refused_at_once.
+  TOGA_DEVICE static std::uint32_t stage1_batches(std::uint32_t t, std::uint32_t cap) TOGA_NOEXCEPT(P) {
+    std::uint32_t batches = Bug == ualloc_bug::grow_batches_floor && t > cap ? t / cap : (t + cap - 1) / cap;
+    if (!G::superbins && cap >= hysteresis_min_capacity && batches < 4) batches = t < 4 ? (batches > t ? batches : t) : 4;
+    return batches;
+  }
+
+  // Whether stage 1's CAS loop would refuse a group of g.size lanes asking for class c in arena a
+  // right away: the semaphore's word, read once, shows nothing available or promised that covers
+  // the group (C - Bias + E < R + t: the CAS loop would promise a batch) and that batch is known to
+  // fail (grow_known_to_fail, with the batches allocate_slow would ask for). It is the CAS loop's
+  // own decision on its first snapshot, taken before the fast path's speculative take and undo and
+  // before allocate_slow's frame: a caller that gets true runs the fallback scan at once
+  // (fallback_if_failed), as allocate_slow does on a refusal. A failing launch walks a chain of
+  // out-of-line slow paths, and their register saves and spills were its cost (benchmarks.md "T14":
+  // 2.5 GB of local-memory traffic for 2^20 failing 256 B requests). A true answer is confirmed on
+  // the unchanged word (a CAS of the snapshot onto itself), as the CAS loop confirms its refusal:
+  // otherwise another group's promise made after the snapshot, with its take of the chunk's last
+  // bin, would make the records say "bound to fail" while its units would serve this group
+  // (planted bug 104; fallback-race, simulator.md §16.9). A word that moved answers false (the
+  // usual path decides). Collective: the leader decides, the group agrees (design.md §13.6).
+  TOGA_DEVICE TOGA_NOINLINE bool refused_at_once(unsigned a, unsigned c, const coalesced_group<P>& g) const TOGA_NOEXCEPT(P) {
+    std::uint32_t yes = 0;
+    if (g.is_leader()) {
+      using sem = slot_semaphore<P>;
+      auto& S = arenas[a].lists[c].slot_sem;
+      const auto w = S.snapshot();
+      P::inject(fault_site::stall_read_to_rmw);  // (as the CAS loop's: between the snapshot and the decision)
+      const auto f = sem::unpack(w);
+      const std::uint32_t cap = capacity(c), t = g.size;
+      const bool short_of_units = Bug == ualloc_bug::at_once_ignores_promises ? (f.c >= sem::bias && f.c - sem::bias < t)
+                                                                              : (f.c >= sem::bias && f.c - sem::bias + f.e < f.r + t);
+      if (short_of_units) {
+        const std::uint32_t batches = stage1_batches(t, cap);  // as allocate_slow's stage 1 asks
+        // confirmed as the CAS loop confirms its refusal: the word is still the snapshot
+        yes = grow_known_to_fail(a, batches) && (Bug == ualloc_bug::at_once_unconfirmed || S.unchanged(w)) ? 1u : 0u;
+      }
+    }
+    return g.broadcast(yes) != 0;
+  }
+
   // The group got GROW(m): the leader takes m bins from the arena's chunks at once (E5); lanes of
   // rank < m each initialise one; lane r is served by bin r / cap, slot r % cap (the producer's
   // first slots are taken for its lanes). Returns this lane's offset or no_block (its producer
@@ -1507,6 +1564,7 @@ struct ualloc {
       // routing read (in_superbin, free_of_unmapped) of a lane that takes the bin can be stale
       // (found by random shapes under --memory weak; design.md §17.1)
       if (made > 1 && Bug != ualloc_bug::grow_bins_without_warp_barrier) g.sync();
+      P::inject(fault_site::stall_grow);  // (again: the chunk's bins are taken, their units still promised)
     }
     if (g.rank < m) {
       const std::uint64_t left = slot_semaphore<P>::batch_leftover(g.rank, g.size, 1, cap);
