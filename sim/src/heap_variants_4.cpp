@@ -26,23 +26,5 @@ template std::unique_ptr<instance> make_one<ualloc_bug::slow_take_not_flushed, t
 template std::unique_ptr<instance> make_one<ualloc_bug::inbox_skip_unrecorded, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::chunk_skip_unrecorded, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::owned_scan_ends_true, tbuddy_bug::none>(world&, const params&, mode);
-template std::unique_ptr<instance> make_one<ualloc_bug::open_slots_lost_no_enqueue, tbuddy_bug::none>(world&, const params&, mode);
-template std::unique_ptr<instance> make_one<ualloc_bug::steal_grew_per_lane, tbuddy_bug::none>(world&, const params&, mode);
-template std::unique_ptr<instance> make_one<ualloc_bug::undo_to_empty_unnoted, tbuddy_bug::none>(world&, const params&, mode);
-template std::unique_ptr<instance> make_one<ualloc_bug::free_barrier_per_word, tbuddy_bug::none>(world&, const params&, mode);
-template std::unique_ptr<instance> make_one<ualloc_bug::free_no_barrier_after_rmw, tbuddy_bug::none>(world&, const params&, mode);
-template std::unique_ptr<instance> make_one<ualloc_bug::free_hint_trusted, tbuddy_bug::none>(world&, const params&, mode);
-template std::unique_ptr<instance> make_one<ualloc_bug::fresh_extra_signalled_as_promised, tbuddy_bug::none>(world&, const params&, mode);
-template std::unique_ptr<instance> make_one<ualloc_bug::fresh_extra_unqueued, tbuddy_bug::none>(world&, const params&, mode);
-template std::unique_ptr<instance> make_one<ualloc_bug::scan_claim_trusted, tbuddy_bug::none>(world&, const params&, mode);
-template std::unique_ptr<instance> make_one<ualloc_bug::inline_super_skips_fallbacks, tbuddy_bug::none>(world&, const params&, mode);
-template std::unique_ptr<instance> make_one<ualloc_bug::ahead_extra_unpinned, tbuddy_bug::none>(world&, const params&, mode);
-template std::unique_ptr<instance> make_one<ualloc_bug::ahead_failed_take_signalled, tbuddy_bug::none>(world&, const params&, mode);
-template std::unique_ptr<instance> make_one<ualloc_bug::refuse_despite_promises, tbuddy_bug::none>(world&, const params&, mode);
-template std::unique_ptr<instance> make_one<ualloc_bug::refuse_keeps_promise, tbuddy_bug::none>(world&, const params&, mode);
-template std::unique_ptr<instance> make_one<ualloc_bug::refuse_ignores_chunk_bins, tbuddy_bug::none>(world&, const params&, mode);
-template std::unique_ptr<instance> make_one<ualloc_bug::at_once_ignores_promises, tbuddy_bug::none>(world&, const params&, mode);
-template std::unique_ptr<instance> make_one<ualloc_bug::at_once_unconfirmed, tbuddy_bug::none>(world&, const params&, mode);
-template std::unique_ptr<instance> make_one<ualloc_bug::cas_refusal_unconfirmed, tbuddy_bug::none>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

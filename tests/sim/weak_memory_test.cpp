@@ -271,11 +271,11 @@ TEST(WeakMemory, FindBeforeSectionBarrierIsKilledOnlyUnderWeakMemory) {
   EXPECT_TRUE(weak.first_failure->deterministic) << failure_text(weak);
   std::printf("[ mixed-sizes bug=57 ] killed at weak schedule %llu: %s\n",
               static_cast<unsigned long long>(weak.first_failure->index + 1), weak.first_failure->result.message.c_str());
-  const auto sc = explore("mixed-sizes", shape, ts::memory_model::sc, ts::strategy_kind::portfolio, 1'000);
+  const auto sc = explore("mixed-sizes", shape, ts::memory_model::sc, ts::strategy_kind::portfolio, 400);
   EXPECT_FALSE(sc.first_failure) << "bug 57 failed under sc: " << failure_text(sc);
   auto correct = shape;
   correct.front().second = 0;
-  const auto fixed = explore("mixed-sizes", correct, ts::memory_model::weak, ts::strategy_kind::portfolio, 1'000);
+  const auto fixed = explore("mixed-sizes", correct, ts::memory_model::weak, ts::strategy_kind::portfolio, 400);
   EXPECT_FALSE(fixed.first_failure) << "the correct allocator in bug 57's shape: " << failure_text(fixed);
 }
 
