@@ -97,6 +97,11 @@ class bulk_semaphore {
   }
   TOGA_HOST_DEVICE static constexpr word_t pack(fields f) { return f.c | (f.e << e_shift) | (f.r << r_shift); }
 
+  //! Whether a word's fields show that a take of t units would have to produce (the CAS loop would
+  //! answer GROW): true C is not negative (no speculative decrement in flight) and C + E - R < t.
+  //! A relaxed reader's guess for callers that act on it (steal, refusals); the CAS loop decides.
+  TOGA_HOST_DEVICE static constexpr bool grow_next(fields f, word_t t) { return f.c >= Bias && f.c - Bias + f.e < f.r + t; }
+
   //! True C of a word, as a signed number (negative while speculative decrements are in flight).
   TOGA_HOST_DEVICE static constexpr std::int64_t c_of(word_t w) {
     return static_cast<std::int64_t>(w & c_max) - static_cast<std::int64_t>(Bias);

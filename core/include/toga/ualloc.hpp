@@ -1408,7 +1408,7 @@ struct ualloc {
     std::uint32_t go = 0;
     if (g.is_leader()) {
       const typename sem::fields f = arenas[a].lists[c].slot_sem.peek();
-      go = f.c >= sem::bias && f.c - sem::bias + f.e < f.r + t;  // own arena: GROW is next
+      go = sem::grow_next(f, t);  // own arena: GROW is next
       if (P::load(&arenas[a].lists[c].grew, relaxed, device_scope) == 0) go = 0;
     }
     if constexpr (Bug == ualloc_bug::steal_grew_per_lane) {
@@ -1468,7 +1468,7 @@ struct ualloc {
       if constexpr (Bug != ualloc_bug::refuse_ignores_chunk_bins) {
         const auto f = arenas[a].chunk_sem.peek();  // C as stored, with the bias
         using sem = slot_semaphore<P>;
-        if (f.c < sem::bias || f.c - sem::bias + f.e >= f.r + m) return false;  // bins free or promised (or unknown)
+        if (!sem::grow_next(f, m)) return false;  // bins free or promised (or unknown)
       }
     }
     return known_clean() && !growth_comes_first();
@@ -1508,7 +1508,7 @@ struct ualloc {
       const auto f = sem::unpack(w);
       const std::uint32_t cap = capacity(c), t = g.size;
       const bool short_of_units = Bug == ualloc_bug::at_once_ignores_promises ? (f.c >= sem::bias && f.c - sem::bias < t)
-                                                                              : (f.c >= sem::bias && f.c - sem::bias + f.e < f.r + t);
+                                                                              : sem::grow_next(f, t);
       if (short_of_units) {
         const std::uint32_t batches = stage1_batches(t, cap);  // as allocate_slow's stage 1 asks
         // confirmed as the CAS loop confirms its refusal: the word is still the snapshot
