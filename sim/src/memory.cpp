@@ -305,6 +305,34 @@ void memory_state::record_access(location& l, unsigned me, bool write, scope s) 
   }
 }
 
+// ---- subsumed reads (run_limits::skip_subsumed_reads) -------------------------------------------
+
+// Acquiring `a` (with any order, at any scope, by any lane) joins no more than acquiring `b`: no
+// view, or a view no larger and a block and scope under which `b` joins whenever `a` does
+// (acquire_from, keep_for_fence).
+bool memory_state::token_leq(const token& a, const token& b) const {
+  if (!a.view) return true;
+  if (!b.view) return false;
+  if (a.block != b.block && b.block != mixed_block) return false;
+  if (a.sc != b.sc && b.sc != scope::device) return false;
+  if (a.view == b.view) return true;
+  const std::uint32_t* va = view(a.view);
+  const std::uint32_t* vb = view(b.view);
+  for (unsigned i = 0; i < lanes_; ++i)
+    if (va[i] > vb[i]) return false;
+  return true;
+}
+
+// `older` (earlier in modification order) subsumes `newer` for a load: the same value, a view no
+// larger, and an observation (observed_, for seq_cst cumulativity) no newer. What else a read
+// changes is the lane's coherence floor (seen), lower for the older store: a lane that read it can
+// still read everything the other could, and nothing else depends on which of the two it read.
+bool memory_state::subsumes(const store_rec& older, const store_rec& newer) const {
+  if (older.value != newer.value) return false;
+  if (older.lane != init_lane && (older.lane != newer.lane || older.epoch > newer.epoch)) return false;
+  return token_leq(older.carried, newer.carried);
+}
+
 // ---- operations --------------------------------------------------------------------------------
 
 std::uint64_t memory_state::load(const void* p, unsigned bytes, memory_order o, scope s) {
@@ -323,7 +351,29 @@ std::uint64_t memory_state::load(const void* p, unsigned bytes, memory_order o, 
     if (hb(me, r.lane, r.epoch)) break;
   }
   // Under sc (views kept only for the scoped-race check) every load reads the newest store.
-  const unsigned pick = weak_ && candidates > 1 ? w_->choose(candidates) : 0;
+  unsigned pick = 0;
+  if (weak_ && candidates > 1) {
+    if (w_->limits().skip_subsumed_reads) {
+      // The candidates no older candidate subsumes; a subsumed one is read through the oldest
+      // candidate that subsumes it. The first choice stays the newest value (the fair tail's and
+      // the await rule's "newest"): the newest store, or the store that stands for it.
+      unsigned keep[history_depth];
+      unsigned n = 0;
+      for (unsigned k = 0; k < candidates; ++k) {
+        unsigned by = k;
+        for (unsigned j = candidates; j-- > k + 1;)
+          if (subsumes(l.nth_newest(j), l.nth_newest(k))) {
+            by = j;
+            break;
+          }
+        if (k == 0) keep[n++] = by;
+        else if (by == k && keep[0] != k) keep[n++] = k;
+      }
+      pick = n > 1 ? keep[w_->choose(n)] : keep[0];
+    } else {
+      pick = w_->choose(candidates);
+    }
+  }
   const store_rec& r = l.nth_newest(pick);
   if (pick) ++stale_reads_;
   seen(li, me) = std::max(floor, r.mo);

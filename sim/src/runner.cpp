@@ -962,6 +962,7 @@ void save_decisions(const std::string& path, const scenario& sc, const params& p
   j["memory"] = to_string(limits.memory);
   j["faults"] = faults_to_string(limits.faults);
   if (limits.rendezvous_yield) j["rendezvous_yield"] = true;
+  if (limits.skip_subsumed_reads) j["skip_subsumed_reads"] = true;
   j["verdict"] = to_string(r.kind);
   j["message"] = r.message;
   j["trace_hash"] = r.trace_hash;
@@ -993,6 +994,7 @@ decision_file load_decisions(const std::string& path) {
     d.limits.fair_after = j.at("fair_after").get<std::uint64_t>();
     d.limits.max_steps = j.at("max_steps").get<std::uint64_t>();
     d.limits.rendezvous_yield = j.value("rendezvous_yield", false);
+    d.limits.skip_subsumed_reads = j.value("skip_subsumed_reads", false);
     d.decisions = j.at("decisions").get<std::vector<std::uint32_t>>();
     d.verdict = j.value("verdict", "");
     d.trace_hash = j.value("trace_hash", std::uint64_t{0});

@@ -627,7 +627,7 @@ struct dpor_args {
   std::vector<std::string> sets;
   std::uint64_t schedules = 10'000'000;
   double seconds = 0;
-  bool no_reduction = false, compare = false, keep_going = false, coarse_warps = false;
+  bool no_reduction = false, compare = false, keep_going = false, coarse_warps = false, all_reads = false;
   std::string plain = "auto";
 };
 
@@ -664,6 +664,8 @@ int cmd_dpor(const dpor_args& d) {
   o.step_bound = parse_steps("--step-bound", d.step_bound);
   o.stop_on_failure = !d.keep_going;
   o.coarse_warps = d.coarse_warps;
+  // The unreduced enumeration offers every store a load may read: it is the count without any reduction.
+  o.skip_subsumed_reads = !d.all_reads && !d.no_reduction;
   if (!ts::parse_plain_mode(d.plain, o.plain))
     throw usage_error("--plain " + d.plain + ": use auto (the default: declared where the scenario declares its plain state, "
                       "writers otherwise), declared, all (every step may read plain state: sound for any scenario), writers "
@@ -672,8 +674,8 @@ int cmd_dpor(const dpor_args& d) {
     throw usage_error("--plain declared: scenario " + sc.name + " does not declare its plain state (toga/sim/plain.hpp); use "
                       "--plain writers (its default) or all");
   const ts::dpor_summary s = ts::explore_dpor(sc, p, limits, o);
-  fmt::print("scenario {}  dpor{} --plain {}{}  memory {}", sc.name, o.reduce ? "" : " --no-reduction", ts::to_string(s.plain),
-             o.coarse_warps ? " --coarse-warps" : "", ts::to_string(limits.memory));
+  fmt::print("scenario {}  dpor{} --plain {}{}{}  memory {}", sc.name, o.reduce ? "" : " --no-reduction", ts::to_string(s.plain),
+             o.coarse_warps ? " --coarse-warps" : "", d.all_reads && o.reduce ? " --all-reads" : "", ts::to_string(limits.memory));
   for (const auto& [k, v] : p.values()) fmt::print(" {}={}", k, v);
   fmt::print("\n");
   print_dpor(s, o.reduce);
@@ -687,7 +689,9 @@ int cmd_dpor(const dpor_args& d) {
   }
   if (!s.failures.empty()) {
     if (!d.save.empty()) {
-      ts::save_decisions(d.save, sc, p, ts::dpor_limits(limits), s.failures.front().result);
+      ts::run_limits saved = ts::dpor_limits(limits);
+      saved.skip_subsumed_reads = o.skip_subsumed_reads;
+      ts::save_decisions(d.save, sc, p, saved, s.failures.front().result);
       fmt::print("  replay: {} replay --decisions {}\n", ts::program_name(), d.save);
     } else {
       fmt::print("  replay: {} replay --decisions FILE  (write FILE with --save-failure)\n", ts::program_name());
@@ -696,6 +700,7 @@ int cmd_dpor(const dpor_args& d) {
   if (d.compare) {
     ts::dpor_options u = o;
     u.reduce = false;
+    u.skip_subsumed_reads = false;
     const ts::dpor_summary b = ts::explore_dpor(sc, p, limits, u);
     print_dpor(b, false);
     if (b.complete && s.complete && s.executions)
@@ -1155,6 +1160,9 @@ int main(int argc, char** argv) {
                                        "docs/simulator.md section 20")->capture_default_str();
   dp->add_flag("--coarse-warps", da.coarse_warps, "warp intrinsics dependent with every step (the rule before per-warp "
                                                   "dependence; for comparison)");
+  dp->add_flag("--all-reads", da.all_reads, "under --memory weak, every store a load may read is a branch, also one "
+                                            "that an older store of the same value subsumes (the count before "
+                                            "2026-12-01; for comparison)");
   dp->add_option("--save-failure", da.save, "write the first failure's decisions to FILE (toga-sim replay --decisions FILE)");
 
   mutants_args ma;

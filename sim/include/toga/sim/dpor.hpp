@@ -83,6 +83,10 @@ struct dpor_options {
   //! under the other strategies (its arrival is then an ordinary write of the warp's state); for
   //! comparing with the unreduced enumeration of those schedules, which is smaller.
   bool rendezvous_yield = true;
+  //! Under --memory weak a load does not offer a store that an older candidate subsumes
+  //! (run_limits::skip_subsumed_reads). false: every store the load may read is a branch (the
+  //! count before 2026-12-01; for comparison and for the test that the outcomes are the same).
+  bool skip_subsumed_reads = true;
   //! For tests only: dependence rules for warp intrinsics that are known to be wrong, to show that
   //! the tests can tell (Dpor.ActivemaskGroupsDependOnArrivalOrder). 0: the sound rules; 1: an
   //! activemask park commutes with the resume of a parked lane, as if the order of the two did not
@@ -121,7 +125,7 @@ std::optional<std::string> dpor_unsupported(const scenario& sc, const params& p,
 
 //! The limits a dpor exploration runs under, and its failures replay under: `limits` with
 //! rendezvous_yield (the lane that completes a warp rendezvous resumes when the strategy picks it,
-//! like the lanes it released). Its decision files record it.
+//! like the lanes it released) and skip_subsumed_reads. Its decision files record both.
 run_limits dpor_limits(const run_limits& limits);
 
 //! Explores every execution of `sc` (with `p`, under `limits`) up to the equivalence above.

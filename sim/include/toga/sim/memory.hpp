@@ -183,6 +183,8 @@ class memory_state {
   void bump(unsigned me);
   token own_release(unsigned me, scope s);
   token join_tokens(const token& a, const token& b);
+  bool token_leq(const token& a, const token& b) const;
+  bool subsumes(const store_rec& older, const store_rec& newer) const;
   void acquire_from(unsigned me, const token& t, scope s);
   void keep_for_fence(unsigned me, const token& t);
   void acquire_fence(unsigned me, scope s);

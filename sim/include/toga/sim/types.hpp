@@ -85,6 +85,13 @@ struct run_limits {
   //! (so that arrivals at a rendezvous commute, docs/simulator.md §20.1) and recorded in its
   //! decision files; off for every other strategy (their schedules and trace hashes are unchanged).
   bool rendezvous_yield = false;
+  //! Under --memory weak, a load does not offer a store that an older candidate of the same
+  //! location *subsumes*: same value, a carried view no larger (and acquired under no fewer
+  //! scopes), and no newer an observation for seq_cst cumulativity (the initial value, or an older
+  //! store of the same lane). Reading the older store leaves the lane every future the newer one
+  //! does, with the same values, so no failure is lost (docs/simulator.md §20.1, *Subsumed reads*).
+  //! Set by `toga-sim dpor` and recorded in its decision files; off for every other strategy.
+  bool skip_subsumed_reads = false;
 };
 //! Largest `max_steps` the command line accepts (10^8 points, a few minutes of one schedule at
 //! the slowest scenario's rate); the API accepts any value.
