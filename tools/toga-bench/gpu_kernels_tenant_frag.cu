@@ -1,0 +1,6 @@
+// toga-bench GPU backend: toga_tenant_policy's frag kernel(s), instantiated alone (gpu_kernels.cuh says why).
+#include "gpu_launch.cuh"
+
+namespace toga::bench::gpu {
+TOGA_BENCH_INSTANTIATE_frag(toga_tenant_policy)
+}  // namespace toga::bench::gpu

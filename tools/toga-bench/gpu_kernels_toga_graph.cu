@@ -1,0 +1,6 @@
+// toga-bench GPU backend: toga_policy's graph kernel(s), instantiated alone (gpu_kernels.cuh says why).
+#include "gpu_launch.cuh"
+
+namespace toga::bench::gpu {
+TOGA_BENCH_INSTANTIATE_graph(toga_policy)
+}  // namespace toga::bench::gpu
