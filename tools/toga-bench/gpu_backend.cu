@@ -151,6 +151,10 @@
 
 namespace toga::bench {
 
+#ifndef TOGA_BENCH_TENANT_KERNELS
+#define TOGA_BENCH_TENANT_KERNELS 1  // CMake sets it: option TOGA_BENCH_TENANT_KERNELS
+#endif
+
 #ifdef TOGA_BENCH_PROFILE
 namespace gpu {
 namespace {
@@ -317,8 +321,12 @@ template <class F>
 void with_policy(const target& t, F&& f) {
   switch (t.kind) {
     case akind::toga:
+#if TOGA_BENCH_TENANT_KERNELS
       if (t.heap->has_tenants()) f(toga_tenant_policy{t.heap->tenant(0)});
       else f(toga_policy{t.heap->ref()});
+#else
+      f(toga_policy{t.heap->ref()});  // (make_heap refuses --tenants in this build)
+#endif
       return;
     case akind::cuda_malloc: f(malloc_policy{}); return;
     case akind::bump_warp: f(bump_warp_policy{t.bump->mem.get(), t.bump->mem.size(), t.bump->counter.get()}); return;
@@ -351,6 +359,11 @@ std::unique_ptr<toga::cuda::heap> make_heap(std::uint64_t bytes, const std::stri
     ho.superbin_sharing = o.superbin_sharing;
     ho.presplit_bytes = o.presplit_bytes;
     ho.tenants = o.tenants;
+#if !TOGA_BENCH_TENANT_KERNELS
+    if (o.tenants != 0)
+      throw std::runtime_error("toga-bench gpu: --tenants needs the tenant kernels, which this build left out "
+                               "(-DTOGA_BENCH_TENANT_KERNELS=OFF, toga-gpu build --no-tenant-kernels): build it with them");
+#endif
     return std::make_unique<toga::cuda::heap>(bytes, ho);
   } catch (const toga::bad_alloc& e) {
     throw std::runtime_error("toga-bench gpu: cannot construct the " + format_bytes(bytes) + " toga heap for " + what + ": " + e.what());
@@ -1701,12 +1714,14 @@ class gpu_backend final : public backend {
       cudaFuncAttributes al{}, wa{}, fr{};
       switch (k) {
         case akind::toga:
+#if TOGA_BENCH_TENANT_KERNELS
           if (o.tenants) {  // --tenants: the kernels that run, tenant_ref's
             BENCH_CUDA((gpu::alloc_attributes<toga_tenant_policy, false>(&al)));
             BENCH_CUDA((gpu::alloc_attributes<toga_tenant_policy, true>(&wa)));
             BENCH_CUDA(gpu::free_attributes<toga_tenant_policy>(&fr));
             break;
           }
+#endif
           BENCH_CUDA((gpu::alloc_attributes<toga_policy, false>(&al)));
           BENCH_CUDA((gpu::alloc_attributes<toga_policy, true>(&wa)));
           BENCH_CUDA(gpu::free_attributes<toga_policy>(&fr));
