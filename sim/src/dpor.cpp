@@ -680,17 +680,15 @@ std::optional<std::string> dpor_unsupported(const scenario& sc, const params& p,
   return std::nullopt;
 }
 
-run_limits dpor_limits(const run_limits& limits) {
+run_limits dpor_limits(const run_limits& limits, const dpor_options& opt) {
   run_limits l = limits;
-  l.rendezvous_yield = true;
-  l.skip_subsumed_reads = true;
+  l.rendezvous_yield = opt.rendezvous_yield;
+  l.skip_subsumed_reads = opt.skip_subsumed_reads;
   return l;
 }
 
 dpor_summary explore_dpor(const scenario& sc, const params& p, const run_limits& limits_in, const dpor_options& opt) {
-  run_limits limits = dpor_limits(limits_in);
-  limits.rendezvous_yield = opt.rendezvous_yield;
-  limits.skip_subsumed_reads = opt.skip_subsumed_reads;
+  const run_limits limits = dpor_limits(limits_in, opt);
   validate_params(sc, p);
   if (auto why = dpor_unsupported(sc, p, limits)) throw std::invalid_argument(*why);
   dpor_summary sum;

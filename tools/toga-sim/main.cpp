@@ -689,9 +689,7 @@ int cmd_dpor(const dpor_args& d) {
   }
   if (!s.failures.empty()) {
     if (!d.save.empty()) {
-      ts::run_limits saved = ts::dpor_limits(limits);
-      saved.skip_subsumed_reads = o.skip_subsumed_reads;
-      ts::save_decisions(d.save, sc, p, saved, s.failures.front().result);
+      ts::save_decisions(d.save, sc, p, ts::dpor_limits(limits, o), s.failures.front().result);
       fmt::print("  replay: {} replay --decisions {}\n", ts::program_name(), d.save);
     } else {
       fmt::print("  replay: {} replay --decisions FILE  (write FILE with --save-failure)\n", ts::program_name());

@@ -123,10 +123,11 @@ struct dpor_summary {
 //! no fault sites. Returns what is wrong and what to do, or nullopt.
 std::optional<std::string> dpor_unsupported(const scenario& sc, const params& p, const run_limits& limits);
 
-//! The limits a dpor exploration runs under, and its failures replay under: `limits` with
-//! rendezvous_yield (the lane that completes a warp rendezvous resumes when the strategy picks it,
-//! like the lanes it released) and skip_subsumed_reads. Its decision files record both.
-run_limits dpor_limits(const run_limits& limits);
+//! The limits a dpor exploration with options `opt` runs under, and its failures replay under:
+//! `limits` with opt's rendezvous_yield (the lane that completes a warp rendezvous resumes when the
+//! strategy picks it, like the lanes it released) and skip_subsumed_reads, both on by default. Its
+//! decision files record both.
+run_limits dpor_limits(const run_limits& limits, const dpor_options& opt = {});
 
 //! Explores every execution of `sc` (with `p`, under `limits`) up to the equivalence above.
 //! Throws std::invalid_argument when dpor_unsupported says so, and std::runtime_error when the
