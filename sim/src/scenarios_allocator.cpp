@@ -124,6 +124,8 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 103: return make_one<ualloc_bug::at_once_ignores_promises, tbuddy_bug::none>(w, p, md);
     case 104: return make_one<ualloc_bug::at_once_unconfirmed, tbuddy_bug::none>(w, p, md);
     case 105: return make_one<ualloc_bug::cas_refusal_unconfirmed, tbuddy_bug::none>(w, p, md);
+    case 106: return make_one<ualloc_bug::walk_batch_retries_twice, tbuddy_bug::none>(w, p, md);
+    case 107: return make_one<ualloc_bug::walk_pins_unacquired, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -143,7 +145,7 @@ launch_config shape(const params& p, std::int64_t warps, std::int64_t threads, s
 
 constexpr const char* bug_help = " bug=0 (a planted bug: toga-sim list --bugs names them)";
 // The planted-bug key of every heap scenario: 0 (none) .. the last case of make_heap.
-param_spec bug_key() { return {"bug", 0, 105, 0, "planted bug (keep in step with make_heap)"}; }
+param_spec bug_key() { return {"bug", 0, 107, 0, "planted bug (keep in step with make_heap)"}; }
 
 }  // namespace
 
@@ -254,6 +256,8 @@ const std::vector<planted_bug>& allocator_planted_bugs() {
       {103, "fail-fast", "a superbin class's UAlloc fallback is sent straight to the scan (refused_at_once) when C alone is short, while promised units (E) would serve it"},
       {104, "fail-fast", "refused_at_once's refusal is not confirmed on the unchanged semaphore word: a promise and a take made after the snapshot make the records say fail while promised units would serve the group"},
       {105, "fail-fast", "the CAS loop's refusal of a GROW known to fail is not confirmed on the unchanged semaphore word (as 104, in stage 1's CAS loop)"},
+      {106, "reclaim", "the walk's batched pin scan tries a bin found in two slots of one batch twice: the second try takes the class's units of a bin already retired before its CAS fails"},
+      {107, "reclaim", "the walk's batched pin loads are relaxed with no acquire fence before it reads the bins' counts and retires them"},
   };
   return bugs;
 }

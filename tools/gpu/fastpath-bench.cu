@@ -582,13 +582,31 @@ int main(int argc, char** argv) {
     };
     // reps + 1 launches of n x size into slots p (the first a warm-up), each checked and freed;
     // returns the median ms, and the worst round's checks in c
-    auto timed = [&](toga::cuda::heap& h, void** p, unsigned size, const char* what, check_result& c, bool expect_full) {
+    // `observe`: the timeline of rounds 0 (fresh) and 2 (warm) in a -DFASTPATH_TIMELINE build, the
+    // path counters of rounds 0 and 1 in a -DFASTPATH_PROFILE build (T14 (a)'s fill-exact)
+    auto timed = [&](toga::cuda::heap& h, void** p, unsigned size, const char* what, check_result& c, bool expect_full,
+                     [[maybe_unused]] bool observe = false) {
       std::vector<float> t;
+#ifdef FASTPATH_TIMELINE
+      timeline tl(observe ? n : 1);
+#endif
       for (unsigned r = 0; r <= reps; ++r) {
         static char label[96];
         std::snprintf(label, sizeof label, "T14 %s %u B round %u", what, size, r);
         tm.what = label;
+#ifdef FASTPATH_TIMELINE
+        if (observe) tl.arm(r == 0 || r == 2);
+#endif
+        if (observe) print_profile("(before)");
         const float ms = tm.ms([&] { toga_alloc<<<grid, block>>>(h.ref(), p, n, size); });
+        if (observe && r <= 1) print_profile(r == 0 ? "fresh fill" : "warm fill");
+#ifdef FASTPATH_TIMELINE
+        if (observe && (r == 0 || r == 2)) {
+          tl.arm(false);
+          std::printf("  %s %u B round %u: %.4f ms\n", what, size, r, ms);
+          tl.report(r == 0 ? "fresh" : "warm");
+        }
+#endif
         if (expect_full) {  // c.nulls: the fewest failures of a round (the most requests served)
           const unsigned k = nulls_of(p, n);
           if (r == 0 || k < c.nulls) c.nulls = k;
@@ -618,7 +636,7 @@ int main(int argc, char** argv) {
       unsigned long long used = 0;
       {
         toga::cuda::heap h(exact);
-        full = timed(h, d_ptrs, s, "fill-exact", cf, false);
+        full = timed(h, d_ptrs, s, "fill-exact", cf, false, true);
         used = h.stats().used_bytes;
       }
       const bool ok = ch.bad() + ch.nulls + cf.bad() + cf.nulls == 0 && used == 0;

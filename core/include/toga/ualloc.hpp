@@ -170,6 +170,9 @@ enum class ualloc_bug : std::uint8_t {
   at_once_ignores_promises,       //!< refused_at_once judges C alone (not C + E - R): a group is sent to the scan while promised units would serve it
   at_once_unconfirmed,            //!< refused_at_once's refusal is not confirmed on the unchanged word: a promise made after the snapshot is missed
   cas_refusal_unconfirmed,        //!< the CAS loop's refusal is not confirmed on the unchanged word: a promise made after the snapshot is missed
+  // the walk's batched loads (reclaim_arena)
+  walk_batch_retries_twice,       //!< a bin in two pin slots of one batch of the walk is tried twice: the second try takes cap units of a retired bin's class before its CAS fails
+  walk_pins_unacquired,           //!< the walk's batched pin loads have no acquire fence before it reads the bins' counts and retires them
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -817,6 +820,22 @@ struct ualloc {
     if constexpr (Bug == ualloc_bug::reclaim_gate_left_closed) next |= 1u;
     P::store(&l->reclaim_gate, next, release, device_scope);  // [HB] what the walk gave back, before its result
   }
+  // Whether list L holds nothing a walk could give back: no inbox, no deferred bin, no bin in a
+  // pin slot (relaxed loads: a hint, as every load of a walk; a bin made findable after it looked
+  // counts a reclaim change). The walk visits every list of every arena of both geometries, most
+  // of them idle: their words are loaded eight at a time, all issued before the first is
+  // compared (one round trip per eight words, not one per word).
+  TOGA_DEVICE bool list_idle(class_list<P>& L) const TOGA_NOEXCEPT(P) {
+    if ((P::load(&L.inbox, relaxed, device_scope) | P::load(&L.rcu.cb_head_word(), relaxed, device_scope)) != 0) return false;
+    for (unsigned s0 = 0; s0 < num_pins; s0 += owned_batch) {
+      std::uint64_t e[owned_batch];
+      for (unsigned i = 0; i < owned_batch; ++i) e[i] = s0 + i < num_pins ? P::load(&L.pins[s0 + i], relaxed, device_scope) : 0;
+      std::uint64_t seen = 0;
+      for (unsigned i = 0; i < owned_batch; ++i) seen |= e[i];
+      if (seen != 0) return false;
+    }
+    return true;
+  }
   // Walks item i of walk_items(): arena i of the chunk geometry, or arena i - (chunk arenas) of
   // the superbin geometry.
   TOGA_DEVICE bool walk_item(unsigned i, bool& skipped) const TOGA_NOEXCEPT(P) {
@@ -835,9 +854,7 @@ struct ualloc {
     bool any = false;
     for (unsigned c = 0; c < G::num_classes; ++c) {
       class_list<P>& L = arenas[a].lists[c];
-      bool idle = P::load(&L.inbox, relaxed, device_scope) == 0 && P::load(&L.rcu.cb_head_word(), relaxed, device_scope) == 0;
-      for (unsigned s = 0; s < num_pins && idle; ++s) idle = P::load(&L.pins[s], relaxed, device_scope) == 0;
-      if (idle) continue;
+      if (list_idle(L)) continue;
       const std::uint32_t cap = capacity(c);
       // the inbox: its empty bins are retired, the others go back to slots or the inbox
       if (P::load(&L.inbox, relaxed, device_scope) != 0) {
@@ -852,11 +869,28 @@ struct ualloc {
         std::uint64_t empty[batch];
         unsigned n = 0;
         const std::uint32_t e = L.rcu.read_lock();
-        for (unsigned s = 0; s < num_pins && n < batch; ++s) {
-          const std::uint64_t b = slot_bin(P::load(&L.pins[s], acquire, device_scope));
-          if (b != 0 && retirable(static_cast<std::int32_t>(P::load(&bin_at(b)->free, relaxed, device_scope)), cap)) {
-            const int r = try_retire(L, b, cap);
-            if (r == 1) empty[n++] = b;
+        // eight slots at a time: their loads, then their bins' counts, each all issued before
+        // the first is looked at (a round trip per eight slots, not two per slot; the walk
+        // visits every list, and T14 (a)'s last lanes wait for it: benchmarks.md "T14")
+        for (unsigned s0 = 0; s0 < num_pins && n < batch; s0 += owned_batch) {
+          std::uint64_t b[owned_batch];
+          for (unsigned i = 0; i < owned_batch; ++i) b[i] = s0 + i < num_pins ? slot_bin(P::load(&L.pins[s0 + i], relaxed, device_scope)) : 0;
+          std::uint64_t seen = 0;
+          for (unsigned i = 0; i < owned_batch; ++i) seen |= b[i];
+          if (seen == 0) continue;
+          // [HB] the slots' loads as acquire loads: the headers of the bins they hold, as pinned
+          if constexpr (Bug != ualloc_bug::walk_pins_unacquired) P::fence(acquire, device_scope);
+          std::int32_t f[owned_batch];
+          for (unsigned i = 0; i < owned_batch; ++i)
+            f[i] = b[i] != 0 ? static_cast<std::int32_t>(P::load(&bin_at(b[i])->free, relaxed, device_scope)) : 0;
+          for (unsigned i = 0; i < owned_batch && n < batch; ++i) {
+            if (b[i] == 0 || !retirable(f[i], cap)) continue;
+            bool again = false;  // a bin in two slots of the batch: retired (or tried) once
+            if constexpr (Bug != ualloc_bug::walk_batch_retries_twice)
+              for (unsigned j = 0; j < i; ++j) again |= b[j] == b[i];
+            if (again) continue;
+            const int r = try_retire(L, b[i], cap);
+            if (r == 1) empty[n++] = b[i];
             any |= r == 2;
             skipped |= r == 0;  // its units are held (or it was reserved meanwhile)
           }
