@@ -582,6 +582,18 @@ std::vector<mutant> build() {
          "a cold free retires only when its own count made the bin empty")
           .equivalent("the re-read matters only after an undo brought the count to the capacity; the holder of those units "
                       "reserves again, and otherwise the next reclaim walk retires the bin (no check asks for prompt retirement)"),
+      // the walk's batched loads (design.md §9.4): plausible mistakes of the batching that no check
+      // sees (the walk's decisions are its RMWs')
+      mb("ualloc.walk-batch-retries-twice", "reclamation", "exhaust-recover", P{{"bug", 106}},
+         "the walk's batched pin scan tries a bin held by two slots of one batch twice")
+          .equivalent("the second try_retire takes the class's units of a bin already retired, fails its CAS and gives them "
+                      "back: the walk reports a skip it caused (never a false clean record), and a take that meets the "
+                      "missing units waits or grows as it would behind any holder"),
+      mb("ualloc.walk-pins-unacquired", "reclamation", "exhaust-recover", P{{"bug", 107}},
+         "the walk's batched pin loads have no acquire fence before it reads the bins' counts")
+          .weak()
+          .equivalent("the count it reads is a hint: try_retire takes the units and CASes the count (acq_rel RMWs that read "
+                      "the newest value), so a stale count only makes the try fail; the walk touches no plain field of the bin"),
       // planted with the yardstick's bugs but killed by a scenario's default shape (not yardstick members)
       mb("ualloc.super-fallback-bound-doubled", "routing", "superbins", P{{"bug", 70}},
          "a superbin request that gets no superbin falls back to UAlloc's classes up to 2 KiB, past the last class (livelock)"),

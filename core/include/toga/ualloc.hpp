@@ -823,19 +823,21 @@ struct ualloc {
   // Whether list L holds nothing a walk could give back: no inbox, no deferred bin, no bin in a
   // pin slot (relaxed loads: a hint, as every load of a walk; a bin made findable after it looked
   // counts a reclaim change). The walk visits every list of every arena of both geometries, most
-  // of them idle: their words are loaded eight at a time, all issued before the first is
-  // compared (one round trip per eight words, not one per word).
+  // of them idle: their words are loaded sixteen at a time, all issued before the first is
+  // compared (a round trip per sixteen words, not one per word).
   TOGA_DEVICE bool list_idle(class_list<P>& L) const TOGA_NOEXCEPT(P) {
-    if ((P::load(&L.inbox, relaxed, device_scope) | P::load(&L.rcu.cb_head_word(), relaxed, device_scope)) != 0) return false;
-    for (unsigned s0 = 0; s0 < num_pins; s0 += owned_batch) {
-      std::uint64_t e[owned_batch];
-      for (unsigned i = 0; i < owned_batch; ++i) e[i] = s0 + i < num_pins ? P::load(&L.pins[s0 + i], relaxed, device_scope) : 0;
-      std::uint64_t seen = 0;
-      for (unsigned i = 0; i < owned_batch; ++i) seen |= e[i];
+    // the two heads with the first batch of slots: two round trips for 32 slots
+    std::uint64_t seen = P::load(&L.inbox, relaxed, device_scope) | P::load(&L.rcu.cb_head_word(), relaxed, device_scope);
+    for (unsigned s0 = 0; s0 < num_pins; s0 += walk_batch) {
+      std::uint64_t e[walk_batch];
+      for (unsigned i = 0; i < walk_batch; ++i) e[i] = s0 + i < num_pins ? P::load(&L.pins[s0 + i], relaxed, device_scope) : 0;
+      for (unsigned i = 0; i < walk_batch; ++i) seen |= e[i];
       if (seen != 0) return false;
     }
     return true;
   }
+  //! Pin slots a walk loads per round trip (list_idle, reclaim_arena's scan).
+  static constexpr unsigned walk_batch = 16;
   // Walks item i of walk_items(): arena i of the chunk geometry, or arena i - (chunk arenas) of
   // the superbin geometry.
   TOGA_DEVICE bool walk_item(unsigned i, bool& skipped) const TOGA_NOEXCEPT(P) {
@@ -869,21 +871,21 @@ struct ualloc {
         std::uint64_t empty[batch];
         unsigned n = 0;
         const std::uint32_t e = L.rcu.read_lock();
-        // eight slots at a time: their loads, then their bins' counts, each all issued before
-        // the first is looked at (a round trip per eight slots, not two per slot; the walk
+        // sixteen slots at a time: their loads, then their bins' counts, each all issued before
+        // the first is looked at (two round trips per sixteen slots, not two per slot; the walk
         // visits every list, and T14 (a)'s last lanes wait for it: benchmarks.md "T14")
-        for (unsigned s0 = 0; s0 < num_pins && n < batch; s0 += owned_batch) {
-          std::uint64_t b[owned_batch];
-          for (unsigned i = 0; i < owned_batch; ++i) b[i] = s0 + i < num_pins ? slot_bin(P::load(&L.pins[s0 + i], relaxed, device_scope)) : 0;
+        for (unsigned s0 = 0; s0 < num_pins && n < batch; s0 += walk_batch) {
+          std::uint64_t b[walk_batch];
+          for (unsigned i = 0; i < walk_batch; ++i) b[i] = s0 + i < num_pins ? slot_bin(P::load(&L.pins[s0 + i], relaxed, device_scope)) : 0;
           std::uint64_t seen = 0;
-          for (unsigned i = 0; i < owned_batch; ++i) seen |= b[i];
+          for (unsigned i = 0; i < walk_batch; ++i) seen |= b[i];
           if (seen == 0) continue;
           // [HB] the slots' loads as acquire loads: the headers of the bins they hold, as pinned
           if constexpr (Bug != ualloc_bug::walk_pins_unacquired) P::fence(acquire, device_scope);
-          std::int32_t f[owned_batch];
-          for (unsigned i = 0; i < owned_batch; ++i)
+          std::int32_t f[walk_batch];
+          for (unsigned i = 0; i < walk_batch; ++i)
             f[i] = b[i] != 0 ? static_cast<std::int32_t>(P::load(&bin_at(b[i])->free, relaxed, device_scope)) : 0;
-          for (unsigned i = 0; i < owned_batch && n < batch; ++i) {
+          for (unsigned i = 0; i < walk_batch && n < batch; ++i) {
             if (b[i] == 0 || !retirable(f[i], cap)) continue;
             bool again = false;  // a bin in two slots of the batch: retired (or tried) once
             if constexpr (Bug != ualloc_bug::walk_batch_retries_twice)
