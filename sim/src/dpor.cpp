@@ -48,6 +48,12 @@ constexpr std::uint64_t coll_sig(op k, std::uint32_t mask) {
 }
 constexpr std::uint64_t park_sig = (std::uint64_t{1} << 62) | 1;
 constexpr std::uint64_t close_sig = (std::uint64_t{1} << 62) | 2;
+// Two adds to one declared plain integer word (ghost<T>'s +=, -=: world::plain_add) leave the
+// same value in either order, and the step that adds reads nothing of the word: they commute.
+// A read or an ordinary write of the word conflicts with them. An add to a word that an invariant
+// other than a sum equality reads is an ordinary write (that invariant sees the intermediate
+// values, which the order of the adds changes).
+constexpr std::uint64_t add_sig = (std::uint64_t{1} << 61) | 1;
 
 // One access of a step: the word (by ordinal), written, and its signature when the write commutes
 // with the same signature's (0: an ordinary read or write).
@@ -335,6 +341,19 @@ class dpor_strategy final : public strategy, public step_observer {
     s.add(ordinal(addr), write);
     if (write) invariant_writes(s, addr);
   }
+  void plain_add(unsigned lane, std::uintptr_t addr) override {
+    if (!declared_) return;
+    ensure_lane(lane);
+    ran_on(lane);
+    summary& s = events_[static_cast<std::size_t>(cur_)].acc;
+    const bool ordered = read_by_ordered_invariant(addr);
+    s.add(ordinal(addr), true, ordered ? 0 : add_sig);
+    invariant_writes(s, addr);
+  }
+  void invariant_is_sum(std::size_t index) override {
+    if (inv_sum_.size() <= index) inv_sum_.resize(index + 1, false);
+    inv_sum_[index] = true;
+  }
   void arrival(unsigned lane, op k, std::uint32_t m) override {
     ensure_lane(lane);
     if (pending_open_[lane]) apply(lane, pending_[lane]);
@@ -372,6 +391,7 @@ class dpor_strategy final : public strategy, public step_observer {
       inv_all_.resize(index + 1, false);
     }
     inv_all_[index] = reads == nullptr;
+    if (index < inv_sum_.size()) inv_sum_[index] = false;  // (invariant_is_sum follows for a sum)
     inv_ranges_[index] = reads ? *reads : std::vector<std::pair<std::uintptr_t, std::uintptr_t>>{};
   }
 
@@ -587,14 +607,25 @@ class dpor_strategy final : public strategy, public step_observer {
     arrival_event_[lane] = -1;
     rendezvous_[lane].clear();
   }
-  // The invariants that read `addr` see this step's write.
+  // Whether invariant k reads `addr`.
+  bool invariant_reads_word(std::size_t k, std::uintptr_t addr) const {
+    bool hit = inv_all_[k];
+    for (std::size_t i = 0; !hit && i < inv_ranges_[k].size(); ++i) hit = addr >= inv_ranges_[k][i].first && addr < inv_ranges_[k][i].second;
+    return hit;
+  }
+  bool is_sum(std::size_t k) const { return k < inv_sum_.size() && inv_sum_[k]; }
+  // Whether an invariant that is not a sum equality reads `addr` (it sees the order of its writes).
+  bool read_by_ordered_invariant(std::uintptr_t addr) const {
+    for (std::size_t k = 0; k < inv_ranges_.size(); ++k)
+      if (!is_sum(k) && invariant_reads_word(k, addr)) return true;
+    return false;
+  }
+  // The invariants that read `addr` see this step's write (the invariant rule, 20.1): they see
+  // the same sequence of values in every equivalent execution. Not a sum equality's: the first
+  // step that changes its sum changes it in every linearisation (world::invariant_form).
   void invariant_writes(summary& s, std::uintptr_t addr) {
-    for (std::size_t k = 0; k < inv_ranges_.size(); ++k) {
-      bool hit = inv_all_[k];
-      for (std::size_t i = 0; !hit && i < inv_ranges_[k].size(); ++i)
-        hit = addr >= inv_ranges_[k][i].first && addr < inv_ranges_[k][i].second;
-      if (hit) s.add(ordinal(invariant_word(k)), true);
-    }
+    for (std::size_t k = 0; k < inv_ranges_.size(); ++k)
+      if (!is_sum(k) && invariant_reads_word(k, addr)) s.add(ordinal(invariant_word(k)), true);
   }
   void end_event() {
     if (cur_ < 0 || ended_ == cur_) return;
@@ -646,6 +677,7 @@ class dpor_strategy final : public strategy, public step_observer {
   std::vector<int> arrival_event_;    // per lane: the step of its last arrival at an intrinsic
   std::vector<std::vector<int>> rendezvous_;  // per lane released from a rendezvous: event::rendezvous of its next step
   std::vector<bool> inv_all_;         // per invariant: undeclared (reads everything)
+  std::vector<bool> inv_sum_;         // per invariant: a sum equality (world::invariant_form::sum_equal)
   std::vector<std::vector<std::pair<std::uintptr_t, std::uintptr_t>>> inv_ranges_;  // per invariant: what it reads
   std::vector<int> enabler_next_;
 };

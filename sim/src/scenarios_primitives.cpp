@@ -87,7 +87,7 @@ struct semaphore_inst final : instance {
           if (f.e != sum) return "E = " + str(f.e) + " but lanes promised " + str(sum);
           return std::nullopt;
         },
-        world::watched_ranges{range_of_object(sem), range_of(debt)});
+        world::watched_ranges{range_of_object(sem), range_of(debt)}, world::invariant_form::sum_equal);  // E - sum of debt == 0
     w.add_invariant_reading(
         "S5 published == C + held + unsignalled",
         [this]() -> std::optional<std::string> {
@@ -99,7 +99,9 @@ struct semaphore_inst final : instance {
                    str(unsignalled.peek());
           return std::nullopt;
         },
-        world::watched_ranges{c_words[0], c_words[1], range_of(avail), range_of_object(held), range_of_object(unsignalled)});
+        // pool - C - inflight - held - unsignalled == 0: one term per word
+        world::watched_ranges{c_words[0], c_words[1], range_of(avail), range_of_object(held), range_of_object(unsignalled)},
+        world::invariant_form::sum_equal);
   }
   // C as the spec counts it: the stored C without the bias, plus the units speculative
   // decrements hold in flight (ghost state from the core, toga/ghost.hpp).

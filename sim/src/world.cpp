@@ -272,10 +272,15 @@ void world::add_invariant(std::string name, invariant_fn fn) {
 }
 
 void world::add_invariant_reading(std::string name, invariant_fn fn, const watched_ranges& reads) {
+  add_invariant_reading(std::move(name), std::move(fn), reads, invariant_form::any);
+}
+
+void world::add_invariant_reading(std::string name, invariant_fn fn, const watched_ranges& reads, invariant_form form) {
   if (observer_) {
     std::vector<std::pair<std::uintptr_t, std::uintptr_t>> v;
     for (const auto& [b, e] : reads) v.emplace_back(reinterpret_cast<std::uintptr_t>(b), reinterpret_cast<std::uintptr_t>(e));
     observer_->invariant_reads(invariants_.size(), &v);
+    if (form == invariant_form::sum_equal) observer_->invariant_is_sum(invariants_.size());
   }
   invariants_.emplace_back(std::move(name), std::move(fn));
   watched_.emplace_back();

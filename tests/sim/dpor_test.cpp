@@ -278,6 +278,65 @@ ts::scenario ghost_scenario() {
   return s;
 }
 
+// Three lanes move tokens between a shared pool and counters of their own (ghost adds, between
+// atomic stores to words of their own, so that nothing else orders the lanes). Variant 0: the
+// invariant pool + sum(mine) == tokens, declared a sum equality; 1: the same declared as `any`
+// (the invariant rule orders every add); 2: a lower bound, pool >= 0 with tokens = 2 (the pool
+// runs dry only while all three lanes hold a token at once), declared as `any`; 3: that bound
+// wrongly declared a sum equality. bug=1: lane 1 gives back two tokens and takes one again in
+// its next step (the sum is one too high in between).
+template <int Variant>
+struct sum_inst final : ts::instance {
+  std::uint32_t own[3] = {0, 0, 0};
+  ts::ghost<std::int64_t> pool;
+  ts::ghost<std::int64_t> mine[3];
+  std::int64_t tokens;
+  bool bug;
+  sum_inst(ts::world& w, const ts::params& p) : pool(Variant >= 2 ? 2 : 3), tokens(Variant >= 2 ? 2 : 3), bug(p.get("bug", 0) != 0) {
+    const ts::world::watched_ranges reads{ts::range_of_object(pool), {&mine[0], &mine[3]}};
+    auto sum = [this]() -> std::optional<std::string> {
+      std::int64_t t = pool.peek();
+      for (const auto& m : mine) t += m.peek();
+      if (t != tokens) return "tokens " + std::to_string(t) + " != " + std::to_string(tokens);
+      return std::nullopt;
+    };
+    auto floor = [this]() -> std::optional<std::string> {
+      if (pool.peek() < 0) return std::string("the pool ran dry");
+      return std::nullopt;
+    };
+    using form = ts::world::invariant_form;
+    if (Variant == 0) w.add_invariant_reading("sum", sum, reads, form::sum_equal);
+    else if (Variant == 1) w.add_invariant_reading("sum", sum, reads);
+    else if (Variant == 2) w.add_invariant_reading("floor", floor, reads);
+    else w.add_invariant_reading("floor", floor, reads, form::sum_equal);
+  }
+  void lane() override {
+    const unsigned me = P::thread_id();
+    P::store(&own[me], 1u, toga::relaxed, toga::device_scope);
+    pool -= 1;  // take a token
+    mine[me] += 1;
+    P::store(&own[me], 2u, toga::relaxed, toga::device_scope);
+    if (bug && me == 1) {
+      pool += 2;
+      mine[me] -= 1;
+      P::store(&own[me], 3u, toga::relaxed, toga::device_scope);
+      pool -= 1;
+    } else {
+      pool += 1;  // give it back
+      mine[me] -= 1;
+    }
+    P::store(&own[me], 4u, toga::relaxed, toga::device_scope);
+  }
+};
+
+template <int Variant>
+ts::scenario sum_scenario() {
+  ts::scenario s = test_scenario("t-dpor-sum" + std::to_string(Variant), "dpor test: sum-equality invariants", 1, 3,
+                                 [](ts::world& w, const ts::params& p) { return std::make_unique<sum_inst<Variant>>(w, p); });
+  s.keys.reset();
+  return s;
+}
+
 using outcome_set = std::set<std::vector<double>>;
 outcome_set values(const ts::run_result& r, outcome_set& into) {
   std::vector<double> v;
@@ -569,6 +628,38 @@ TEST(Dpor, DeclaredPlainStateFindsWhatTheDeclarationsShow) {
   undeclared.plain_declared = false;
   EXPECT_EQ(dpor(undeclared, no_flag, ts::memory_model::sc).plain, ts::plain_mode::writers);
   EXPECT_THROW(dpor(undeclared, no_flag, ts::memory_model::sc, true, ts::plain_mode::declared), std::invalid_argument);
+}
+
+TEST(Dpor, SumEqualityInvariantsNeedNoOrderAndAWrongDeclarationMissesABound) {
+  // A sum equality needs no order among the steps that write its words (the invariant rule), and
+  // ghost adds commute: the three lanes' steps all commute, yet the planted imbalance is found.
+  // An invariant declared `any` orders them; a lower bound wrongly declared a sum is missed (the
+  // one order dpor runs never has every lane holding a token), while `any` and the unreduced
+  // enumeration find it: the test fails if the declaration stops mattering.
+  const ts::scenario s0 = sum_scenario<0>(), s1 = sum_scenario<1>(), s2 = sum_scenario<2>(), s3 = sum_scenario<3>();
+  const ts::params ok = params_of({{"bug", 0}}), bad = params_of({{"bug", 1}});
+  for (auto m : {ts::memory_model::sc, ts::memory_model::weak}) {
+    SCOPED_TRACE(ts::to_string(m));
+    const auto sum = dpor(s0, ok, m), any = dpor(s1, ok, m);
+    EXPECT_TRUE(sum.complete) << text(sum);
+    EXPECT_TRUE(any.complete) << text(any);
+    EXPECT_EQ(sum.failures.size(), 0u) << text(sum);
+    EXPECT_EQ(any.failures.size(), 0u) << text(any);
+    EXPECT_LT(sum.executions, any.executions) << text(sum) << " against " << text(any);
+    std::printf("[ t-dpor-sum ] %s: %llu executions with the sum declared, %llu declared any\n", ts::to_string(m),
+                static_cast<unsigned long long>(sum.executions), static_cast<unsigned long long>(any.executions));
+    for (const auto* sc : {&s0, &s1}) {
+      const auto d = dpor(*sc, bad, m);
+      ASSERT_EQ(d.failures.size(), 1u) << sc->name << ": " << text(d);
+      EXPECT_NE(d.failures.front().result.message.find("tokens 4 != 3"), std::string::npos) << text(d);
+    }
+    const auto bound = dpor(s2, ok, m), wrong = dpor(s3, ok, m), unreduced = dpor(s3, ok, m, false);
+    ASSERT_EQ(bound.failures.size(), 1u) << text(bound);
+    EXPECT_NE(bound.failures.front().result.message.find("ran dry"), std::string::npos) << text(bound);
+    EXPECT_TRUE(wrong.complete) << text(wrong);
+    EXPECT_EQ(wrong.failures.size(), 0u) << text(wrong);
+    EXPECT_EQ(unreduced.failures.size(), 1u) << text(unreduced);
+  }
 }
 
 TEST(Dpor, FindsEveryPlantedBugOfTheSmallShapes) {

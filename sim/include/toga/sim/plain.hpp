@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "toga/sim/world.hpp"
@@ -49,13 +50,15 @@ class ghost {
     set(std::move(v));
     return *this;
   }
+  //! An add by the running lane (integers: told as an add, which commutes with another add of the
+  //! word unless an invariant that is not a sum reads it; dpor, docs/simulator.md §20.1).
   ghost& operator+=(T d) {
-    note(true);
+    note_add();
     v_ += d;
     return *this;
   }
   ghost& operator-=(T d) {
-    note(true);
+    note_add();
     v_ -= d;
     return *this;
   }
@@ -68,6 +71,12 @@ class ghost {
  private:
   void note(bool write) const {
     if (world* w = world::current()) w->plain_access(&v_, write);
+  }
+  void note_add() const {
+    if (world* w = world::current()) {
+      if constexpr (std::is_integral_v<T>) w->plain_add(&v_);
+      else w->plain_access(&v_, true);
+    }
   }
   T v_{};
 };

@@ -92,11 +92,18 @@ class step_observer {
   virtual void plain(unsigned lane, std::uintptr_t addr, bool write) {
     (void)lane, (void)addr, (void)write;
   }
+  //! The running lane added to a declared plain integer word at `addr` (`ghost<T>::operator+=`,
+  //! `-=`, `++`, `--`): a write whose value no lane reads in the same step, so two adds of one word
+  //! leave the same value in either order (by default an ordinary write).
+  virtual void plain_add(unsigned lane, std::uintptr_t addr) { plain(lane, addr, true); }
   //! Invariant number `index` (in the order of add_invariant) reads the byte ranges [first,
   //! second) of `reads`; nullptr: undeclared (it may read anything). Told when it is added.
   virtual void invariant_reads(std::size_t index, const std::vector<std::pair<std::uintptr_t, std::uintptr_t>>* reads) {
     (void)index, (void)reads;
   }
+  //! Invariant number `index` (declared with invariant_reads just before) is a sum equality
+  //! (world::invariant_form::sum_equal).
+  virtual void invariant_is_sum(std::size_t index) { (void)index; }
   //! The running lane arrives at a warp intrinsic of kind k with `mask` (activemask: mask 0, the
   //! lane parks at its call site), before the world records it or checks its mask.
   virtual void arrival(unsigned lane, op k, std::uint32_t mask) { (void)lane, (void)k, (void)mask; }
@@ -136,12 +143,28 @@ class world {
   //! what one invariant reads); an invariant that reads anything else makes the declaration wrong
   //! and such an exploration unsound.
   void add_invariant_reading(std::string name, invariant_fn fn, const watched_ranges& reads);
+  //! What an invariant's check is, for the step observer (dpor, docs/simulator.md §20.1).
+  enum class invariant_form : std::uint8_t {
+    any,        //!< anything over the words it reads
+    sum_equal,  //!< a sum of terms f_w(value of w), one per word w it reads, equal to a constant:
+                //!< each step changes the sum by the same amount in every execution equivalent to
+                //!< its own, so the first step that changes it is found in any of them, and dpor
+                //!< need not order the steps that write its words (the invariant rule)
+  };
+  //! As add_invariant_reading(name, fn, reads), declaring the check's form. A sum_equal declaration
+  //! of a check that is not one makes dpor explorations unsound (they may miss its violations).
+  void add_invariant_reading(std::string name, invariant_fn fn, const watched_ranges& reads, invariant_form form);
   //! A declared plain (non-atomic) access of the running lane to the word at `p` (scenario ghost
   //! state: toga/sim/plain.hpp). Tells the step observer; nothing otherwise (not a scheduling
   //! point, no effect on values or trace hashes). Ignored outside lanes and inside invariants.
   void plain_access(const void* p, bool write) {
     if (observer_ && !checking_ && current_ < lanes_.size())
       observer_->plain(current_, reinterpret_cast<std::uintptr_t>(p), write);
+  }
+  //! A declared plain add of the running lane to the integer word at `p` (ghost<T>'s +=, -=, ++,
+  //! --; the step observer may let two adds of one word commute).
+  void plain_add(const void* p) {
+    if (observer_ && !checking_ && current_ < lanes_.size()) observer_->plain_add(current_, reinterpret_cast<std::uintptr_t>(p));
   }
   //! The simulated Platform's atomic writes (before they take effect): `p` is written.
   void note_write(const void* p) {
