@@ -887,7 +887,10 @@ struct ualloc {
             f[i] = b[i] != 0 ? static_cast<std::int32_t>(P::load(&bin_at(b[i])->free, relaxed, device_scope)) : 0;
           for (unsigned i = 0; i < walk_batch && n < batch; ++i) {
             if (b[i] == 0 || !retirable(f[i], cap)) continue;
-            bool again = false;  // a bin in two slots of the batch: retired (or tried) once
+            // a bin in two slots of the batch: tried once, at its first slot. (When the first
+            // count read not retirable and this one does, the bin emptied after the walk began,
+            // and the free that emptied it counts a reclaim change: no clean record over it.)
+            bool again = false;
             if constexpr (Bug != ualloc_bug::walk_batch_retries_twice)
               for (unsigned j = 0; j < i; ++j) again |= b[j] == b[i];
             if (again) continue;
