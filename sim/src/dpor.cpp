@@ -346,9 +346,8 @@ class dpor_strategy final : public strategy, public step_observer {
     ensure_lane(lane);
     ran_on(lane);
     summary& s = events_[static_cast<std::size_t>(cur_)].acc;
-    const bool ordered = read_by_ordered_invariant(addr);
+    const bool ordered = invariant_writes(s, addr);
     s.add(ordinal(addr), true, ordered ? 0 : add_sig);
-    invariant_writes(s, addr);
   }
   void invariant_is_sum(std::size_t index) override {
     if (inv_sum_.size() <= index) inv_sum_.resize(index + 1, false);
@@ -614,18 +613,18 @@ class dpor_strategy final : public strategy, public step_observer {
     return hit;
   }
   bool is_sum(std::size_t k) const { return k < inv_sum_.size() && inv_sum_[k]; }
-  // Whether an invariant that is not a sum equality reads `addr` (it sees the order of its writes).
-  bool read_by_ordered_invariant(std::uintptr_t addr) const {
-    for (std::size_t k = 0; k < inv_ranges_.size(); ++k)
-      if (!is_sum(k) && invariant_reads_word(k, addr)) return true;
-    return false;
-  }
   // The invariants that read `addr` see this step's write (the invariant rule, 20.1): they see
   // the same sequence of values in every equivalent execution. Not a sum equality's: the first
   // step that changes its sum changes it in every linearisation (world::invariant_form).
-  void invariant_writes(summary& s, std::uintptr_t addr) {
+  // Returns whether any did (an invariant that sees the order of the word's writes).
+  bool invariant_writes(summary& s, std::uintptr_t addr) {
+    bool any = false;
     for (std::size_t k = 0; k < inv_ranges_.size(); ++k)
-      if (!is_sum(k) && invariant_reads_word(k, addr)) s.add(ordinal(invariant_word(k)), true);
+      if (!is_sum(k) && invariant_reads_word(k, addr)) {
+        s.add(ordinal(invariant_word(k)), true);
+        any = true;
+      }
+    return any;
   }
   void end_event() {
     if (cur_ < 0 || ended_ == cur_) return;
