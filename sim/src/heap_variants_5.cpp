@@ -27,5 +27,7 @@ template std::unique_ptr<instance> make_one<ualloc_bug::at_once_unconfirmed, tbu
 template std::unique_ptr<instance> make_one<ualloc_bug::cas_refusal_unconfirmed, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::walk_batch_retries_twice, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::walk_pins_unacquired, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::walk_filter_counted_late, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::walk_filter_skips_chunks, tbuddy_bug::none>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

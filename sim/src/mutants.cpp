@@ -594,6 +594,12 @@ std::vector<mutant> build() {
           .weak()
           .equivalent("the count it reads is a hint: try_retire takes the units and CASes the count (acq_rel RMWs that read "
                       "the newest value), so a stale count only makes the try fail; the walk touches no plain field of the bin"),
+      // the walk's per-class filter on the arena's bin counts (design.md §9.4): the shape random shapes
+      // drew when they killed it (exhaust-recover, portfolio, seed 310)
+      mb("ualloc.walk-filter-skips-chunks", "reclamation", "exhaust-recover",
+         P{{"bug", 109}, {"align", 0}, {"anchor", 0}, {"coalesced", 1}, {"heap_kib", 512}, {"keep", 1}, {"limit_kib", 0}, {"ops", 2}, {"pins", 2}, {"presplit_kib", 0}, {"sb_shift", 0}, {"size", 1024}, {"sms", 1}, {"threads", 24}, {"warps", 2}},
+         "the walk skips an arena whose every class count reads 0 whole: its cached free chunk never goes back to TBuddy (recovery)")
+          .with(pct, 2),
       // planted with the yardstick's bugs but killed by a scenario's default shape (not yardstick members)
       mb("ualloc.super-fallback-bound-doubled", "routing", "superbins", P{{"bug", 70}},
          "a superbin request that gets no superbin falls back to UAlloc's classes up to 2 KiB, past the last class (livelock)"),

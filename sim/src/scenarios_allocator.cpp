@@ -126,6 +126,8 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 105: return make_one<ualloc_bug::cas_refusal_unconfirmed, tbuddy_bug::none>(w, p, md);
     case 106: return make_one<ualloc_bug::walk_batch_retries_twice, tbuddy_bug::none>(w, p, md);
     case 107: return make_one<ualloc_bug::walk_pins_unacquired, tbuddy_bug::none>(w, p, md);
+    case 108: return make_one<ualloc_bug::walk_filter_counted_late, tbuddy_bug::none>(w, p, md);
+    case 109: return make_one<ualloc_bug::walk_filter_skips_chunks, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -145,7 +147,7 @@ launch_config shape(const params& p, std::int64_t warps, std::int64_t threads, s
 
 constexpr const char* bug_help = " bug=0 (a planted bug: toga-sim list --bugs names them)";
 // The planted-bug key of every heap scenario: 0 (none) .. the last case of make_heap.
-param_spec bug_key() { return {"bug", 0, 107, 0, "planted bug (keep in step with make_heap)"}; }
+param_spec bug_key() { return {"bug", 0, 109, 0, "planted bug (keep in step with make_heap)"}; }
 
 }  // namespace
 
@@ -258,6 +260,8 @@ const std::vector<planted_bug>& allocator_planted_bugs() {
       {105, "fail-fast", "the CAS loop's refusal of a GROW known to fail is not confirmed on the unchanged semaphore word (as 104, in stage 1's CAS loop)"},
       {106, "reclaim", "the walk's batched pin scan tries a bin found in two slots of one batch twice: the second try takes the class's units of a bin already retired before its CAS fails"},
       {107, "reclaim", "the walk's batched pin loads are relaxed with no acquire fence before it reads the bins' counts and retires them"},
+      {108, "reclaim", "GROW counts its bins in the arena's statistics after pinning them: a walk that skips a class whose count it read as 0 misses a bin emptied meanwhile and records the heap clean"},
+      {109, "reclaim", "the walk skips an arena whose every class count reads 0 whole, its cached free chunks too"},
   };
   return bugs;
 }

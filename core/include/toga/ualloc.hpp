@@ -173,6 +173,9 @@ enum class ualloc_bug : std::uint8_t {
   // the walk's batched loads (reclaim_arena)
   walk_batch_retries_twice,       //!< a bin in two pin slots of one batch of the walk is tried twice: the second try takes cap units of a retired bin's class before its CAS fails
   walk_pins_unacquired,           //!< the walk's batched pin loads have no acquire fence before it reads the bins' counts and retires them
+  // the walk's per-class filter on the arena's bin counts (reclaim_arena)
+  walk_filter_counted_late,       //!< GROW counts its bins in stats.bins after pinning them (the order before the filter): a walk that skips a class it read as 0 misses a bin emptied meanwhile and records the heap clean
+  walk_filter_skips_chunks,       //!< an arena whose every class count reads 0 is skipped whole, its cached free chunks too
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -852,9 +855,25 @@ struct ualloc {
 
  public:
   //! reclaim() for one arena of this geometry.
+  //!
+  //! A class whose count of bins (arena_stats::bins) reads 0 is skipped: its list can hold nothing
+  //! (every bin is counted before it is pinned or queued, and uncounted only by release_bin, after
+  //! it left the list). The counts are loaded together, one round trip for the arena, where each
+  //! list's idle test takes two (design.md §9.4). A stale 0 can only be read for a bin counted
+  //! after the walk read byte_limit::reclaim_changes (every lane's claim of an item acquires the
+  //! opener's release, which follows that read), and a bin counted since then that the walk must
+  //! give back is emptied or made ahead after its count, which counts a change: no clean record.
   TOGA_DEVICE TOGA_NOINLINE bool reclaim_arena(unsigned a, bool& skipped) const TOGA_NOEXCEPT(P) {
     bool any = false;
+    std::uint64_t held[G::num_classes];
+    for (unsigned c = 0; c < G::num_classes; ++c) held[c] = P::load(&arenas[a].stats.bins[c], relaxed, device_scope);
+    if constexpr (Bug == ualloc_bug::walk_filter_skips_chunks) {
+      std::uint64_t all = 0;
+      for (unsigned c = 0; c < G::num_classes; ++c) all |= held[c];
+      if (all == 0) return false;
+    }
     for (unsigned c = 0; c < G::num_classes; ++c) {
+      if (held[c] == 0) continue;
       class_list<P>& L = arenas[a].lists[c];
       if (list_idle(L)) continue;
       const std::uint32_t cap = capacity(c);
@@ -1557,6 +1576,18 @@ struct ualloc {
     return g.broadcast(yes) != 0;
   }
 
+  // A superbin GROW's extras (bins made ahead of demand), counted in the arena's statistics by the
+  // leader before any is pinned: one RMW per GROW, then a warp barrier that orders it before the
+  // extras' pins (a walk skips a class whose count reads 0; reclaim_arena). Collective over g.
+  TOGA_DEVICE void count_extras(unsigned a, unsigned c, const coalesced_group<P>& g, std::uint32_t extra) const TOGA_NOEXCEPT(P) {
+    if constexpr (Bug == ualloc_bug::walk_filter_counted_late) return;
+    if (g.is_leader()) {
+      P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{extra}, relaxed, device_scope);
+      P::fetch_add(&arenas[a].stats.grows, std::uint64_t{extra}, relaxed, device_scope);
+    }
+    g.sync();
+  }
+
   // The group got GROW(m): the leader takes m bins from the arena's chunks at once (E5); lanes of
   // rank < m each initialise one; lane r is served by bin r / cap, slot r % cap (the producer's
   // first slots are taken for its lanes). Returns this lane's offset or no_block (its producer
@@ -1575,6 +1606,7 @@ struct ualloc {
       if (g.rank < m) bin = new_superbin();
       else if (g.rank < m + ahead && room_ahead(std::uint64_t{1} << sb_shift)) bin = new_superbin(false);
       if (ahead > 0) extra = bits::popc(g.ballot(g.rank >= m && bin != 0));
+      if (extra > 0) count_extras(a, c, g, extra);
       P::inject(fault_site::stall_grow);  // (again: the superbin is taken, its units still promised)
     } else {
       std::uint32_t made = 0;
@@ -1596,6 +1628,11 @@ struct ualloc {
         if (g.rank == j) bin = b;
       }
       if (g.is_leader() && locked) unlock(&arenas[a].chunk_mtx);
+      if (extra > 0 && Bug != ualloc_bug::walk_filter_counted_late && g.is_leader()) {
+        // the extras counted before the barrier below, which orders the count before their pins
+        P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{extra}, relaxed, device_scope);
+        P::fetch_add(&arenas[a].stats.grows, std::uint64_t{extra}, relaxed, device_scope);
+      }
       // [HB] the members init and pin bins the leader acquired (a fresh chunk from TBuddy, or bins
       // under the chunk mutex): the broadcast is a shuffle, which orders no memory, so without
       // this __syncwarp their release (pin, signal) does not carry what the leader acquired (the
@@ -1611,6 +1648,12 @@ struct ualloc {
         L.slot_sem.signal(0, left);  // withdraw: out of memory reaches every waiter
       } else {
         TOGA_PROFILE_COUNT(prof_ua_grow);
+        // counted before the pin that makes the bin findable: a walk skips a class whose count
+        // reads 0 (reclaim_arena), and a change it must not miss happens after this RMW
+        if constexpr (Bug != ualloc_bug::walk_filter_counted_late) {
+          P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{1}, relaxed, device_scope);
+          P::fetch_add(&arenas[a].stats.grows, std::uint64_t{1}, relaxed, device_scope);
+        }
         // inside a read-side section: pin_insert touches the bin it displaces
         const std::uint32_t e = left > 0 ? L.rcu.read_lock() : 0u;
         if constexpr (Bug == ualloc_bug::pin_before_init)
@@ -1620,8 +1663,10 @@ struct ualloc {
         if (left > 0) L.rcu.read_unlock(e);
         L.slot_sem.signal(left, left);  // [HB] release: units after the pin that makes them findable
         if (left == cap && Bug != ualloc_bug::overproduced_bin_unnoted) note_reclaimable();  // an over-produced bin, pinned empty (E5)
-        P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{1}, relaxed, device_scope);
-        P::fetch_add(&arenas[a].stats.grows, std::uint64_t{1}, relaxed, device_scope);
+        if constexpr (Bug == ualloc_bug::walk_filter_counted_late) {
+          P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{1}, relaxed, device_scope);
+          P::fetch_add(&arenas[a].stats.grows, std::uint64_t{1}, relaxed, device_scope);
+        }
       }
     }
     if constexpr (Bug == ualloc_bug::ahead_failed_take_signalled)
@@ -1649,8 +1694,10 @@ struct ualloc {
       // the heap-wide counter is one word (measured: one per extra made 16,384-thread first
       // kernels 20 us slower)
       if (Bug != ualloc_bug::overproduced_bin_unnoted) note_reclaimable();
-      P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{extra}, relaxed, device_scope);
-      P::fetch_add(&arenas[a].stats.grows, std::uint64_t{extra}, relaxed, device_scope);
+      if constexpr (Bug == ualloc_bug::walk_filter_counted_late) {
+        P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{extra}, relaxed, device_scope);
+        P::fetch_add(&arenas[a].stats.grows, std::uint64_t{extra}, relaxed, device_scope);
+      }
     }
     const std::uint64_t mine = g.from_rank(bin, g.rank / cap);
     return mine == 0 ? no_block : slot_at(mine, c, g.rank % cap);
