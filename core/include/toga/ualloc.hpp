@@ -280,10 +280,14 @@ struct arena_stats {
   std::uint64_t failed_limit;    //!< ... because the byte limit would have been exceeded
   std::uint64_t failed_too_large;//!< ... because the request exceeds the heap
   std::uint64_t grows;           //!< bins made (GROW), including over-production (E2, design.md §3.4)
-  //! bins in use per class (signed): UAlloc's 7 classes in a chunk arena, the 9 superbin classes in
-  //! a superbin arena (until 2026-11-25 the array had 7 entries and the 32 and 64 KiB superbin
-  //! classes counted into `chunks` and the padding: undefined behaviour, found by g++'s
-  //! -Waggressive-loop-optimizations in collect_statistics)
+  //! bins per class not yet released: UAlloc's 7 classes in a chunk arena, up to 11 superbin
+  //! classes (64 B .. 64 KiB) in a superbin arena. More than a statistic since 2026-12-01: a
+  //! reclaim walk skips a class whose count reads 0 (ualloc::reclaim_arena), so GROW counts a bin
+  //! before the bin can be found and release_bin uncounts it after it left its list; the count
+  //! never goes below 0, and the host must never reset or rebase it (as reset_high_water does
+  //! used_bytes) while bins are held. (Until 2026-11-25 the array had 7 entries and the 32 and 64
+  //! KiB superbin classes counted into `chunks` and the padding: undefined behaviour, found by
+  //! g++'s -Waggressive-loop-optimizations in collect_statistics.)
   std::uint64_t bins[stats_classes];
   std::uint64_t chunks;          //!< chunks held (signed)
   std::uint64_t pad[32 - 9 - stats_classes];
