@@ -1580,14 +1580,19 @@ struct ualloc {
     return g.broadcast(yes) != 0;
   }
 
+  // GROW's count of n new bins of class c in arena a (arena_stats::bins, which the walk's filter
+  // reads, and grows): before the bins can be found (reclaim_arena).
+  TOGA_DEVICE void count_bins(unsigned a, unsigned c, std::uint32_t n) const TOGA_NOEXCEPT(P) {
+    P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{n}, relaxed, device_scope);
+    P::fetch_add(&arenas[a].stats.grows, std::uint64_t{n}, relaxed, device_scope);
+  }
   // A superbin GROW's extras (bins made ahead of demand), counted in the arena's statistics by the
   // leader before any is pinned: one RMW per GROW, then a warp barrier that orders it before the
   // extras' pins (a walk skips a class whose count reads 0; reclaim_arena). Collective over g.
   TOGA_DEVICE void count_extras(unsigned a, unsigned c, const coalesced_group<P>& g, std::uint32_t extra) const TOGA_NOEXCEPT(P) {
     if constexpr (Bug == ualloc_bug::walk_filter_counted_late) return;
     if (g.is_leader()) {
-      P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{extra}, relaxed, device_scope);
-      P::fetch_add(&arenas[a].stats.grows, std::uint64_t{extra}, relaxed, device_scope);
+      count_bins(a, c, extra);
     }
     g.sync();
   }
@@ -1634,8 +1639,7 @@ struct ualloc {
       if (g.is_leader() && locked) unlock(&arenas[a].chunk_mtx);
       if (extra > 0 && Bug != ualloc_bug::walk_filter_counted_late && g.is_leader()) {
         // the extras counted before the barrier below, which orders the count before their pins
-        P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{extra}, relaxed, device_scope);
-        P::fetch_add(&arenas[a].stats.grows, std::uint64_t{extra}, relaxed, device_scope);
+        count_bins(a, c, extra);
       }
       // [HB] the members init and pin bins the leader acquired (a fresh chunk from TBuddy, or bins
       // under the chunk mutex): the broadcast is a shuffle, which orders no memory, so without
@@ -1655,8 +1659,7 @@ struct ualloc {
         // counted before the pin that makes the bin findable: a walk skips a class whose count
         // reads 0 (reclaim_arena), and a change it must not miss happens after this RMW
         if constexpr (Bug != ualloc_bug::walk_filter_counted_late) {
-          P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{1}, relaxed, device_scope);
-          P::fetch_add(&arenas[a].stats.grows, std::uint64_t{1}, relaxed, device_scope);
+          count_bins(a, c, 1);
         }
         // inside a read-side section: pin_insert touches the bin it displaces
         const std::uint32_t e = left > 0 ? L.rcu.read_lock() : 0u;
@@ -1668,8 +1671,7 @@ struct ualloc {
         L.slot_sem.signal(left, left);  // [HB] release: units after the pin that makes them findable
         if (left == cap && Bug != ualloc_bug::overproduced_bin_unnoted) note_reclaimable();  // an over-produced bin, pinned empty (E5)
         if constexpr (Bug == ualloc_bug::walk_filter_counted_late) {
-          P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{1}, relaxed, device_scope);
-          P::fetch_add(&arenas[a].stats.grows, std::uint64_t{1}, relaxed, device_scope);
+          count_bins(a, c, 1);
         }
       }
     }
@@ -1699,8 +1701,7 @@ struct ualloc {
       // kernels 20 us slower)
       if (Bug != ualloc_bug::overproduced_bin_unnoted) note_reclaimable();
       if constexpr (Bug == ualloc_bug::walk_filter_counted_late) {
-        P::fetch_add(&arenas[a].stats.bins[c], std::uint64_t{extra}, relaxed, device_scope);
-        P::fetch_add(&arenas[a].stats.grows, std::uint64_t{extra}, relaxed, device_scope);
+        count_bins(a, c, extra);
       }
     }
     const std::uint64_t mine = g.from_rank(bin, g.rank / cap);
