@@ -29,5 +29,7 @@ template std::unique_ptr<instance> make_one<ualloc_bug::walk_batch_retries_twice
 template std::unique_ptr<instance> make_one<ualloc_bug::walk_pins_unacquired, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::walk_filter_counted_late, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::walk_filter_skips_chunks, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::fallback_group_overtakes, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::fallback_group_rank_off_by_one, tbuddy_bug::none>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

@@ -45,6 +45,7 @@ struct semaphore_inst final : instance {
   unsigned lanes, b, capacity, rounds;
   bool keep;  // lanes keep their items (nothing comes back: out-of-memory must reach waiters)
   bool withdraw;
+  bool upto;  // each wait starts with try_wait_upto(2): a lane that gets two units puts one item back at once
   std::uint32_t made = 0;              // batches taken from the backing store
   std::vector<std::uint32_t> avail;    // 1 = in the pool
   // ghost state
@@ -60,6 +61,7 @@ struct semaphore_inst final : instance {
         rounds(static_cast<unsigned>(std::max<std::int64_t>(1, p.get("rounds", 2)))),
         keep(p.get("keep", 0) != 0),
         withdraw(withdraw_promises),
+        upto(p.get("upto", 0) != 0),
         avail(capacity * b, 0),
         debt(w.config().lanes(), 0),
         owner(capacity * b, none) {
@@ -132,7 +134,18 @@ struct semaphore_inst final : instance {
     const unsigned me = P::block_id() * P::block_dim() + P::thread_id();
     for (unsigned r = 0; r < rounds; ++r) {
       std::uint32_t item;
-      if (sem.wait(1, b) == sem_result::ok) {
+      const std::uint64_t took = upto ? sem.try_wait_upto(2) : 0;
+      if (took > 0) {
+        held += took;
+        item = claim();
+        for (std::uint64_t k = 1; k < took; ++k) {  // the spare unit's item goes back to the pool
+          const std::uint32_t spare = claim();
+          P::store(&avail[spare], 1u, release, device_scope);
+          ++unsignalled;
+          sem.signal(1, 0);
+          --unsignalled;
+        }
+      } else if (sem.wait(1, b) == sem_result::ok) {
         ++held;
         item = claim();
       } else {
@@ -172,7 +185,8 @@ struct semaphore_inst final : instance {
       return std::to_string(inflight) + " units of speculative decrements still in flight at quiescence (never undone)";
     if (sem_t::c_of(sem.raw()) != static_cast<std::int64_t>(pool))
       return "quiescent C = " + std::to_string(sem_t::c_of(sem.raw())) + " but " + str(pool) + " items are in the pool";
-    if (capacity * (keep ? 1 : b) >= lanes * (keep ? rounds : 1) && oom.peek())
+    // (upto: a lane holds two items for a moment, so the store must cover twice the lanes)
+    if (capacity * (keep ? 1 : b) >= lanes * (keep ? rounds : 1) * (upto ? 2 : 1) && oom.peek())
       return str(oom.peek()) + " lanes ran out of memory with a backing store that suffices";
     return std::nullopt;
   }
@@ -646,6 +660,7 @@ std::unique_ptr<instance> make_semaphore(world& w, const params& p) {
     case 7: return std::make_unique<semaphore_inst<sem_bug::fast_ignores_bias, bias>>(w, p, true);
     case 8: return std::make_unique<semaphore_inst<sem_bug::slow_decides_below_bias, bias>>(w, p, true);
     case 9: return std::make_unique<semaphore_inst<sem_bug::shortfall_leave_short>>(w, p, true);
+    case 10: return std::make_unique<semaphore_inst<sem_bug::upto_takes_all_asked, bias>>(w, p, true);
     default:
       if (fast) return std::make_unique<semaphore_inst<sem_bug::none, bias>>(w, p, true);
       return std::make_unique<semaphore_inst<sem_bug::none>>(w, p, true);
@@ -698,7 +713,8 @@ void register_primitive_scenarios() {
        "capacity=lanes rounds=2 keep=0 fast=0 (1: biased semaphore, speculative fetch_sub) bug=0 (1 fast-path "
        "fetch_sub, 2 spin ignores shortfall, 3 GROW promises full batch, 4 failing producer keeps its promise; biased: 5 no "
        "undo, 6 undo one short, 7 fast path ignores the bias, 8 CAS loop decides below the bias; 9 a shortfall releases one "
-       "waiter fewer than it needs)",
+       "waiter fewer than it needs; 10 (biased) try_wait_upto takes all it asked for) upto=0 (1: each wait starts with "
+       "try_wait_upto(2), a second unit's item goes back at once)",
        expectation::pass, [](const params& p) { return one_warp(p, 4); }, make_semaphore},
       {drawn({"lanes", 1, 32, 4, "lanes in one warp"}, 1, 12),
        drawn({"batch", 2, 64, 3, "units per GROW batch"}, 2, 8),
@@ -706,7 +722,8 @@ void register_primitive_scenarios() {
        drawn({"rounds", 1, 100, 2, "waits per lane"}, 1, 4),
        drawn({"keep", 0, 1, 0, "1: lanes keep their items"}, 0, 1),
        drawn({"fast", 0, 1, 0, "1: the biased semaphore with the speculative fetch_sub fast path"}, 0, 1),
-       {"bug", 0, 9, 0, "planted bug"}})));
+       drawn({"upto", 0, 1, 0, "1: each wait starts with try_wait_upto(2)"}, 0, 1),
+       {"bug", 0, 10, 0, "planted bug"}})));
   add_scenario(plain_declared(with_keys(
       {"semaphore-collective",
        "collective (warp) semaphore waits over partial warps, GROW(m) shared by m producers; params warps=2 "

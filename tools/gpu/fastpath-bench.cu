@@ -79,7 +79,7 @@ constexpr unsigned block = 256;
     "ua_fast",     "ua_take_failed", "ua_no_pin", "ua_short",   "ua_emptied",    "ua_lost_bits", "ua_find_step",
     "ua_grow",     "ua_reconcile",   "ua_lock_spin", "ua_free_group", "ua_free_cold", "ua_retire", "ua_steal", "ua_reclaim",
     "ua_reclaim_walk", "ua_fallback", "ua_t_reclaim_walk", "gw_attempt", "gw_overlap", "gw_post", "gw_t_attempt", "gw_t_wait",
-    "ua_t_stage1", "ua_t_grow", "ua_t_fallback", "tb_top_fail", "tb_gave_up", "sem_reserve", "sem_break", "sem_poll", "sem_cas_lost"};
+    "ua_t_stage1", "ua_t_grow", "ua_t_fallback", "tb_top_fail", "tb_gave_up", "sem_reserve", "sem_break", "sem_poll", "sem_cas_lost", "ua_fallback_take"};
 static_assert(sizeof event_names / sizeof event_names[0] == toga::prof_event_count, "one name per profiling event");
 
 void print_profile(const char* what) {

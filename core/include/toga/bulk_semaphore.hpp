@@ -63,6 +63,7 @@ enum class sem_bug : std::uint8_t {
   fast_ignores_bias,      //!< (biased) the fast path judges the stored C without subtracting the bias
   slow_decides_below_bias,//!< (biased) the CAS loop decides on a snapshot whose C is below the bias
   shortfall_leave_short,  //!< on a shortfall each waiter leaves with probability (excess - 1) / R: one withdrawal releases nobody
+  upto_takes_all_asked,   //!< try_wait_upto(n) takes all n units whenever any is available, not min(n, C)
 };
 
 //! Outcome of a collective wait, identical in every lane of the group (invariant S7).
@@ -167,6 +168,25 @@ class bulk_semaphore {
       f.c -= n;
       if (P::compare_exchange(&word_, cur, pack(f), acquire, device_scope)) return true;
       P::backoff(lost);  // as in wait_total: no lock-step retries under contention
+      cur = P::load(&word_, relaxed, device_scope);
+    }
+  }
+
+  //! Non-blocking: takes min(n, C) units from C in one CAS (acquire) and returns how many (0 when
+  //! C has none); ignores E and R, as try_wait does. With a bias, C is the stored C less the bias
+  //! (units that speculative decrements hold in flight are not available). For a group that
+  //! takes what another SM's semaphore has for as many of its lanes as it can (UAlloc's
+  //! out-of-memory fallback, design.md §8.6). Requires n >= 1.
+  TOGA_DEVICE word_t try_wait_upto(word_t n) TOGA_NOEXCEPT(P) {
+    word_t cur = P::load(&word_, relaxed, device_scope);
+    for (unsigned lost = 0;; ++lost) {
+      fields f = unpack(cur);
+      if (f.c <= Bias) return 0;
+      const word_t avail = f.c - Bias;
+      const word_t k = Bug == sem_bug::upto_takes_all_asked || avail >= n ? n : avail;
+      f.c -= k;
+      if (P::compare_exchange(&word_, cur, pack(f), acquire, device_scope)) return k;
+      P::backoff(lost);
       cur = P::load(&word_, relaxed, device_scope);
     }
   }

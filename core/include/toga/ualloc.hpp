@@ -176,6 +176,8 @@ enum class ualloc_bug : std::uint8_t {
   // the walk's per-class filter on the arena's bin counts (reclaim_arena)
   walk_filter_counted_late,       //!< GROW counts its bins in stats.bins after pinning them (the order before the filter): a walk that skips a class it read as 0 misses a bin emptied meanwhile and records the heap clean
   walk_filter_skips_chunks,       //!< an arena whose every class count reads 0 is skipped whole, its cached free chunks too
+  fallback_group_overtakes,       //!< the fallback's take in another arena: every failed lane counts itself served when the leader took any units
+  fallback_group_rank_off_by_one, //!< the fallback's take in another arena: one lane more than the units taken runs stage 2 there
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -1071,6 +1073,16 @@ struct ualloc {
         if (got == 0) pr.bin = 0;
       }
     }
+    return serve_held(L, c, g, pr, mine);
+  }
+  // Stage 2 for a group whose leader holds pr.units semaphore units of L and pr.reserved units in
+  // pr.bin, inside its read-side section of L, past the members' barrier (allocate_slow; a
+  // fallback's take in another arena): reservations and claims until every lane of g has its
+  // slot, then the section's end. Collective over g; returns this lane's offset.
+  TOGA_DEVICE TOGA_FORCEINLINE std::uint64_t serve_held(class_list<P>& L, unsigned c, const coalesced_group<P>& g, alloc_progress& pr,
+                                                        std::uint64_t mine) const TOGA_NOEXCEPT(P) {
+    const std::uint32_t cap = capacity(c);
+    const std::uint32_t t = g.size;
     while (g.broadcast(pr.served) < t) {
       if (g.broadcast(pr.reserved) == 0) find_reservation(L, c, g, pr);
       std::uint64_t claimed = 0;
@@ -1711,22 +1723,25 @@ struct ualloc {
   // once (E12). Entered by the whole group.
   //
   // The group reads the class's semaphore in every other arena, g.size arenas at a time (one
-  // relaxed load per lane and round), and its failed lanes try only the arenas that showed free
-  // units (design.md §13.3: a lane that tried every arena in turn made ~130
-  // dependent CAS loops per failing lane).
-  TOGA_DEVICE std::uint64_t fallback_if_failed(unsigned a, unsigned c, const coalesced_group<P>& g, std::uint64_t mine) const TOGA_NOEXCEPT(P) {
-    const std::uint32_t failed = g.ballot(mine == no_block);
+  // relaxed load per lane and round), and its failed lanes try, as one group, only the arenas
+  // that showed free units (design.md §13.3: a lane that tried every arena in turn made ~130
+  // dependent CAS loops per failing lane; §8.6: one CAS per arena for all the failed lanes).
+  // Out of line, with take_elsewhere inline in it (measured against the other placements,
+  // design.md §8.6: inline here, allocate_slow's frame grew and T1 8 KiB took 1.12x).
+  TOGA_DEVICE TOGA_NOINLINE std::uint64_t fallback_if_failed(unsigned a, unsigned c, const coalesced_group<P>& g, std::uint64_t mine) const TOGA_NOEXCEPT(P) {
+    std::uint32_t failed = g.ballot(mine == no_block);
     if (failed == 0) return mine;
     if (mine == no_block) TOGA_PROFILE_COUNT(prof_ua_fallback);
     using sem = slot_semaphore<P>;
     const unsigned n = num_arenas;
-    for (unsigned first = 1; first < n; first += g.size) {
+    for (unsigned first = 1; first < n && failed != 0; first += g.size) {
       const unsigned i = first + g.rank;
       bool has = false;
-      if (i < n) has = arenas[(a + i) % n].lists[c].slot_sem.peek().c > sem::bias;  // try_wait(1) may succeed
-      for (std::uint32_t cand = g.ballot(has); cand != 0; cand &= cand - 1) {
+      if (i < n) has = arenas[(a + i) % n].lists[c].slot_sem.peek().c > sem::bias;  // try_wait_upto may take some
+      for (std::uint32_t cand = g.ballot(has); cand != 0 && failed != 0; cand &= cand - 1) {
         const unsigned r = bits::popc(g.mask & ((1u << bits::ctz(cand)) - 1u));  // the candidate lane's rank
-        if (mine == no_block) mine = take_elsewhere((a + first + r) % n, c);
+        if (mine == no_block) mine = take_elsewhere((a + first + r) % n, c, coalesced_group<P>::of(failed));
+        failed = g.ballot(mine == no_block);
       }
     }
     if (mine != no_block) return mine;
@@ -1734,12 +1749,26 @@ struct ualloc {
     if (reclaim()) mine = retry_once(a, c);
     return mine;
   }
-  // One slot of class c from arena b's findable bins, without GROW: a CAS take (no speculative
-  // decrement on a semaphore of another SM: its bias covers its own lanes only).
-  TOGA_DEVICE std::uint64_t take_elsewhere(unsigned b, unsigned c) const TOGA_NOEXCEPT(P) {
+  // Slots of class c for the group f (lanes without one) from arena b's findable bins, without
+  // GROW: the leader takes up to f.size units with one CAS (try_wait_upto: no speculative
+  // decrement on a semaphore of another SM, whose bias covers its own lanes only), and the lanes
+  // of rank below the units taken run stage 2 there as one group (serve_held), as a group that
+  // stole units does. Returns this lane's offset, or no_block (a rank beyond the units taken).
+  // Collective over f; no read-side section is held.
+  TOGA_DEVICE TOGA_FORCEINLINE std::uint64_t take_elsewhere(unsigned b, unsigned c, const coalesced_group<P>& f) const TOGA_NOEXCEPT(P) {
     class_list<P>& L = arenas[b].lists[c];
-    if (!L.slot_sem.try_wait(1)) return no_block;
-    return stage2_one(L, c);
+    std::uint32_t got = 0;
+    if (f.is_leader()) got = static_cast<std::uint32_t>(L.slot_sem.try_wait_upto(f.size));
+    got = f.broadcast(got);
+    if constexpr (Bug == ualloc_bug::fallback_group_overtakes)
+      if (got > 0) got = f.size;  // (planted: every lane counts itself served by the leader's take)
+    if (f.rank >= (Bug == ualloc_bug::fallback_group_rank_off_by_one && got > 0 ? got + 1 : got)) return no_block;
+    const auto h = coalesced_group<P>::of(static_cast<std::uint32_t>(bits::lowest(f.mask, got)));
+    TOGA_PROFILE_COUNT(prof_ua_fallback_take);
+    alloc_progress pr{0, 0, got, 0, 0, 0, 1, 0};
+    if (h.is_leader()) pr.token = L.rcu.read_lock();
+    if (h.size > 1 && Bug != ualloc_bug::find_before_section_barrier) h.sync();  // [HB] as after allocate_slow's CAS loop
+    return serve_held(L, c, h, pr, no_block);
   }
   // Stage 2 for one lane holding one unit of L (outside any read-side section).
   TOGA_DEVICE std::uint64_t stage2_one(class_list<P>& L, unsigned c) const TOGA_NOEXCEPT(P) {
