@@ -75,6 +75,12 @@ std::vector<mutant> build() {
                                     fault_bit(fault_site::stall_read_section) | fault_bit(fault_site::stall_pin_swap) |
                                     fault_bit(fault_site::stall_grow) | fault_bit(fault_site::delay_grace_period);
   using P = std::vector<std::pair<std::string, std::int64_t>>;
+  // the superbins shape in which random shapes killed the group fallback's planted bugs (2026-12-02)
+  const auto fallback_shape = [](std::int64_t bug) {
+    return P{{"bug", bug}, {"align", 32}, {"coalesced", 1}, {"heap_kib", 512}, {"keep", 3}, {"leak", 1}, {"limit_kib", 1024},
+             {"ops", 7}, {"pins", 2}, {"presplit_kib", 128}, {"sb_arenas", 4}, {"sb_shift", 0}, {"size", 1024}, {"sms", 2},
+             {"threads", 8}, {"walker", 1}, {"warps", 4}};
+  };
   // the grow-while-alloc shape in which random shapes found the group free's missing barrier (2026-11-30)
   const auto failing_free_shape = [](std::int64_t bug) {
     return P{{"bug", bug}, {"anchor", 32768}, {"coalesced", 1}, {"granule_kib", 32}, {"heap_kib", 1024}, {"keep", 4}, {"leak", 1},
@@ -124,6 +130,9 @@ std::vector<mutant> build() {
       mb("sem.shortfall-leave-short", "liveness", "semaphore", P{{"bug", 9}, {"capacity", 1}, {"keep", 1}},
          "on a shortfall each waiter leaves with probability (excess - 1) / R instead of excess / R: a withdrawal of "
          "one promise releases nobody, and its waiter spins forever").depth(1),
+      mb("sem.upto-takes-all-asked", "accounting", "semaphore", P{{"bug", 10}, {"upto", 1}},
+         "try_wait_upto(n) takes all n units whenever any is available, not min(n, C): C below the bias (a unit taken twice)")
+          .depth(1).ci(),
       // ---- collective mutex and pop-k (toga/group.hpp) -------------------------------------------
       mb("mutex.no-entry-sync", "its", "collective-mutex", P{{"bug", 1}},
          "members enter before the leader holds the lock (no __syncwarp)").gpu().depth(0).ci(),
@@ -600,6 +609,15 @@ std::vector<mutant> build() {
          P{{"bug", 109}, {"align", 0}, {"anchor", 0}, {"coalesced", 1}, {"heap_kib", 512}, {"keep", 1}, {"limit_kib", 0}, {"ops", 2}, {"pins", 2}, {"presplit_kib", 0}, {"sb_shift", 0}, {"size", 1024}, {"sms", 1}, {"threads", 24}, {"warps", 2}},
          "the walk skips an arena whose every class count reads 0 whole: its cached free chunk never goes back to TBuddy (recovery)")
           .with(pct, 2),
+      // the out-of-memory fallback's take in another arena as a group (design.md §8.6): the shape random
+      // shapes drew when they killed both (superbins, seed 25); both fail without a preemption there
+      mb("ualloc.fallback-group-overtakes", "accounting", "superbins", fallback_shape(110),
+         "the fallback's take in another arena: every failed lane counts itself served when the leader took fewer units "
+         "than lanes (stage 2 for slots nobody holds units of: livelock)")
+          .depth(0),
+      mb("ualloc.fallback-group-rank-off-by-one", "off-by-one", "superbins", fallback_shape(111),
+         "the fallback's take in another arena: one lane more than the units taken runs stage 2 there (livelock)")
+          .depth(0),
       // planted with the yardstick's bugs but killed by a scenario's default shape (not yardstick members)
       mb("ualloc.super-fallback-bound-doubled", "routing", "superbins", P{{"bug", 70}},
          "a superbin request that gets no superbin falls back to UAlloc's classes up to 2 KiB, past the last class (livelock)"),
