@@ -185,8 +185,9 @@ struct semaphore_inst final : instance {
       return std::to_string(inflight) + " units of speculative decrements still in flight at quiescence (never undone)";
     if (sem_t::c_of(sem.raw()) != static_cast<std::int64_t>(pool))
       return "quiescent C = " + std::to_string(sem_t::c_of(sem.raw())) + " but " + str(pool) + " items are in the pool";
-    // (upto: a lane holds two items for a moment, so the store must cover twice the lanes)
-    if (capacity * (keep ? 1 : b) >= lanes * (keep ? rounds : 1) * (upto ? 2 : 1) && oom.peek())
+    // (upto without keep: a lane holds two items for a moment, so the store must cover twice the
+    // lanes; with keep, each round makes at most one GROW whatever upto does)
+    if (capacity * (keep ? 1 : b) >= lanes * (keep ? rounds : 1) * (upto && !keep ? 2 : 1) && oom.peek())
       return str(oom.peek()) + " lanes ran out of memory with a backing store that suffices";
     return std::nullopt;
   }

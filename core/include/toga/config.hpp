@@ -158,7 +158,7 @@ enum profile_event : unsigned {
   prof_sem_break,        //!< TBuddy semaphores: reserved waiters that left on a shortfall (a withdrawal)
   prof_sem_poll,         //!< TBuddy semaphores: polls of reserved waiters
   prof_sem_cas_lost,     //!< TBuddy semaphores: lost CASes of the decision loop
-  prof_ua_fallback_take, //!< failure fallback: groups of failed lanes that took units in another arena (one CAS each)
+  prof_ua_fallback_take, //!< failure fallback: takes of units in another arena by a group of failed lanes (one CAS each; counted by the group's leader)
   prof_event_count
 };
 }  // namespace toga

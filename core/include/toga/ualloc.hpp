@@ -1726,8 +1726,9 @@ struct ualloc {
   // relaxed load per lane and round), and its failed lanes try, as one group, only the arenas
   // that showed free units (design.md §13.3: a lane that tried every arena in turn made ~130
   // dependent CAS loops per failing lane; §8.6: one CAS per arena for all the failed lanes).
-  // Out of line, with take_elsewhere inline in it (measured against the other placements,
-  // design.md §8.6: inline here, allocate_slow's frame grew and T1 8 KiB took 1.12x).
+  // Out of line, with take_elsewhere inline in it (the placement measured in two runs against
+  // four others, design.md §8.6; take_elsewhere alone out of line grew allocate_slow's frame and
+  // cost T1 8 KiB 1.10-1.21x).
   TOGA_DEVICE TOGA_NOINLINE std::uint64_t fallback_if_failed(unsigned a, unsigned c, const coalesced_group<P>& g, std::uint64_t mine) const TOGA_NOEXCEPT(P) {
     std::uint32_t failed = g.ballot(mine == no_block);
     if (failed == 0) return mine;
@@ -1762,9 +1763,12 @@ struct ualloc {
     got = f.broadcast(got);
     if constexpr (Bug == ualloc_bug::fallback_group_overtakes)
       if (got > 0) got = f.size;  // (planted: every lane counts itself served by the leader's take)
-    if (f.rank >= (Bug == ualloc_bug::fallback_group_rank_off_by_one && got > 0 ? got + 1 : got)) return no_block;
-    const auto h = coalesced_group<P>::of(static_cast<std::uint32_t>(bits::lowest(f.mask, got)));
-    TOGA_PROFILE_COUNT(prof_ua_fallback_take);
+    std::uint32_t served = got;   // the lanes that run stage 2 here
+    if constexpr (Bug == ualloc_bug::fallback_group_rank_off_by_one)
+      if (got > 0 && got < f.size) served = got + 1;  // (planted: one lane more than the units taken)
+    if (f.rank >= served) return no_block;
+    const auto h = coalesced_group<P>::of(static_cast<std::uint32_t>(bits::lowest(f.mask, served)));
+    if (h.is_leader()) TOGA_PROFILE_COUNT(prof_ua_fallback_take);
     alloc_progress pr{0, 0, got, 0, 0, 0, 1, 0};
     if (h.is_leader()) pr.token = L.rcu.read_lock();
     if (h.size > 1 && Bug != ualloc_bug::find_before_section_barrier) h.sync();  // [HB] as after allocate_slow's CAS loop
