@@ -583,7 +583,8 @@ int main(int argc, char** argv) {
     // reps + 1 launches of n x size into slots p (the first a warm-up), each checked and freed;
     // returns the median ms, and the worst round's checks in c
     // `observe`: the timeline of rounds 0 (fresh) and 2 (warm) in a -DFASTPATH_TIMELINE build, the
-    // path counters of rounds 0 and 1 in a -DFASTPATH_PROFILE build (T14 (a)'s fill-exact)
+    // path counters of rounds 0 and 1 in a -DFASTPATH_PROFILE build (T14 (a)'s fill-exact and (b)'s
+    // launch on a full heap)
     auto timed = [&](toga::cuda::heap& h, void** p, unsigned size, const char* what, check_result& c, bool expect_full,
                      [[maybe_unused]] bool observe = false) {
       std::vector<float> t;
@@ -669,7 +670,7 @@ int main(int argc, char** argv) {
         if (last == n) break;
       }
       check_result cf;
-      const float full = timed(h, fill_ptrs + filled, size, "alloc-full", cf, true);
+      const float full = timed(h, fill_ptrs + filled, size, "alloc-full", cf, true, true);
       const unsigned served = n - cf.nulls;  // the most of any round
       const unsigned bad = check_round(fill_ptrs, static_cast<unsigned>(filled), size, static_cast<const char*>(h.ref().view().small.base),
                                        h.capacity(), d_bad).bad();
