@@ -73,6 +73,7 @@ struct heap_inst final : instance {
   std::vector<std::uint64_t> mailbox;  // per lane: offset + 1 of a block handed over, or 0
   std::uint32_t failed_lanes = 0;      // exhaust: lanes that saw nullptr
   std::uint64_t exhaust_held = 0;      // exhaust: bytes the lanes held at their first nullptr
+  std::uint32_t exhaust_checked = 0;   // exhaust: lane 0 checked the semaphores after every lane failed
   std::uint64_t limit_bytes = 0;
   // A recovery request of `bytes` (a fraction of the heap), at most half the byte limit rounded
   // down to a power of two: what a heap with nothing allocated must serve under its limit.
@@ -901,6 +902,37 @@ struct heap_inst final : instance {
   // with a forced walk, as at quiescence). Inside the schedule, before the final frees, which
   // count reclaim changes and would retire a stale record before the quiescent check sees it.
   // (`wait`: false for a lane with nothing left to do afterwards: it arrives and exits)
+  // exhaust, after every lane got its nullptr and before any frees (no other lane allocates or
+  // frees): the units that the classes a request of fixed_size goes through (its superbin class,
+  // UAlloc's class of the same size) still show in any arena. A request that fails must have found
+  // none (the other arenas' scan, design.md §13.3), so one more request of fixed_size must be
+  // served while any shows; otherwise some lane failed while units of its class lay elsewhere (or
+  // in its own arena). Lane 0 runs it; returns the block it got (0: none shown, or with alignment,
+  // a byte limit's or a fault's nullptr, where the classes are not the whole story).
+  std::uint64_t units_left_at_exhaustion() {
+    if (align != 0 || failures_injected) return 0;
+    using sem = slot_semaphore<P>;
+    const std::uint64_t s = geom::round_up(fixed_size ? fixed_size : 1);
+    std::uint64_t units = 0;
+    std::string where;
+    const auto look = [&](const sem& S, const char* geo, unsigned ai, unsigned c) {
+      const auto f = sem::unpack(S.raw());  // (the newest value: a relaxed load may read an older one under --memory weak)
+      if (f.c > sem::bias) {
+        units += f.c - sem::bias;
+        if (where.empty()) where = std::string(geo) + " class " + str(c) + " of arena " + str(ai) + " shows " + str(f.c - sem::bias) + " units";
+      }
+    };
+    if (a.sb_max_bytes != 0 && s >= geom::sb_min_class_bytes && s <= a.sb_max_bytes)
+      for (unsigned ai = 0; ai < a.super().num_arenas; ++ai) look(a.super().arenas[ai].lists[geom::sb_class_of(s)].slot_sem, "superbin", ai, geom::sb_class_of(s));
+    if (s <= geom::max_class_bytes)
+      for (unsigned ai = 0; ai < a.small.num_arenas; ++ai) look(a.small.arenas[ai].lists[geom::class_of(s)].slot_sem, "UAlloc", ai, geom::class_of(s));
+    if (units == 0) return 0;
+    const std::uint64_t h = do_alloc(fixed_size);
+    if (!h)
+      P::violated("exhaustion: every lane got nullptr for " + str(fixed_size) + " B, and with no lane allocating or freeing one more request got nullptr too while " +
+                  str(units) + " units of its classes show (" + where + "): a request failed while units of its class lay in some arena; " + buddy_summary());
+    return h;
+  }
   void meet_and_check_fail_fast(bool wait = true) {
     if (P::fetch_add(&met_lanes, 1u, acq_rel, device_scope) + 1 == lanes) {  // [HB] acq_rel: every lane's operations before it
       if (a.small.known_clean() && a.small.reclaim(true))
@@ -942,6 +974,11 @@ struct heap_inst final : instance {
       P::fetch_add(&failed_lanes, 1u, relaxed, device_scope);
       for (unsigned attempt = 0; P::load(&failed_lanes, acquire, device_scope) < lanes; ++attempt) P::backoff(attempt);
       if (walker) meet_and_check_fail_fast();
+      if (me == 0) {
+        if (const std::uint64_t h = units_left_at_exhaustion()) mine.push_back(h);
+        P::store(&exhaust_checked, 1u, release, device_scope);
+      }
+      for (unsigned attempt = 0; P::load(&exhaust_checked, acquire, device_scope) == 0; ++attempt) P::backoff(attempt);
       for (auto h : mine) do_free(h);
       return;
     }
