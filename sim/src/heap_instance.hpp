@@ -896,19 +896,13 @@ struct heap_inst final : instance {
     if (!all && !failures_injected) P::violated("presplit-race: nullptr for the whole heap after every block was freed; " + buddy_summary());
     if (all) do_free(all);
   }
-  // walker=1: every lane is past its allocations (its blocks, and those in the mailboxes, still
-  // live); the last to arrive checks design.md §13.2's invariant while the others wait here and
-  // touch nothing: a reclaim recorded clean and current means a walk gives nothing back (checked
-  // with a forced walk, as at quiescence). Inside the schedule, before the final frees, which
-  // count reclaim changes and would retire a stale record before the quiescent check sees it.
-  // (`wait`: false for a lane with nothing left to do afterwards: it arrives and exits)
   // exhaust, after every lane got its nullptr and before any frees (no other lane allocates or
   // frees): the units that the classes a request of fixed_size goes through (its superbin class,
   // UAlloc's class of the same size) still show in any arena. A request that fails must have found
   // none (the other arenas' scan, design.md §13.3), so one more request of fixed_size must be
   // served while any shows; otherwise some lane failed while units of its class lay elsewhere (or
-  // in its own arena). Lane 0 runs it; returns the block it got (0: none shown, or with alignment,
-  // a byte limit's or a fault's nullptr, where the classes are not the whole story).
+  // in its own arena). Lane 0 runs it; returns the block it got (0: none shown, or the request asked
+  // for alignment or faults were injected, where the classes are not the whole story).
   std::uint64_t units_left_at_exhaustion() {
     if (align != 0 || failures_injected) return 0;
     using sem = slot_semaphore<P>;
@@ -916,10 +910,10 @@ struct heap_inst final : instance {
     std::uint64_t units = 0;
     std::string where;
     const auto look = [&](const sem& S, const char* geo, unsigned ai, unsigned c) {
-      const auto f = sem::unpack(S.raw());  // (the newest value: a relaxed load may read an older one under --memory weak)
-      if (f.c > sem::bias) {
-        units += f.c - sem::bias;
-        if (where.empty()) where = std::string(geo) + " class " + str(c) + " of arena " + str(ai) + " shows " + str(f.c - sem::bias) + " units";
+      const std::int64_t u = sem::c_of(S.raw());  // (the newest value: a relaxed load may read an older one under --memory weak)
+      if (u > 0) {
+        units += static_cast<std::uint64_t>(u);
+        if (where.empty()) where = std::string(geo) + " class " + str(c) + " of arena " + str(ai) + " shows " + str(u) + " units";
       }
     };
     if (a.sb_max_bytes != 0 && s >= geom::sb_min_class_bytes && s <= a.sb_max_bytes)
@@ -933,6 +927,12 @@ struct heap_inst final : instance {
                   str(units) + " units of its classes show (" + where + "): a request failed while units of its class lay in some arena; " + buddy_summary());
     return h;
   }
+  // walker=1: every lane is past its allocations (its blocks, and those in the mailboxes, still
+  // live); the last to arrive checks design.md §13.2's invariant while the others wait here and
+  // touch nothing: a reclaim recorded clean and current means a walk gives nothing back (checked
+  // with a forced walk, as at quiescence). Inside the schedule, before the final frees, which
+  // count reclaim changes and would retire a stale record before the quiescent check sees it.
+  // (`wait`: false for a lane with nothing left to do afterwards: it arrives and exits)
   void meet_and_check_fail_fast(bool wait = true) {
     if (P::fetch_add(&met_lanes, 1u, acq_rel, device_scope) + 1 == lanes) {  // [HB] acq_rel: every lane's operations before it
       if (a.small.known_clean() && a.small.reclaim(true))
