@@ -178,6 +178,7 @@ enum class ualloc_bug : std::uint8_t {
   walk_filter_skips_chunks,       //!< an arena whose every class count reads 0 is skipped whole, its cached free chunks too
   fallback_group_overtakes,       //!< the fallback's take in another arena: every failed lane counts itself served when the leader took any units
   fallback_group_rank_off_by_one, //!< the fallback's take in another arena: one lane more than the units taken runs stage 2 there
+  fallback_skips_own_arena,       //!< the fallback scans only the other arenas: a group larger than its own arena's units fails every lane while they stay
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -1735,7 +1736,9 @@ struct ualloc {
     if (mine == no_block) TOGA_PROFILE_COUNT(prof_ua_fallback);
     using sem = slot_semaphore<P>;
     const unsigned n = num_arenas;
-    for (unsigned first = 1; first < n && failed != 0; first += g.size) {
+    // (from the group's own arena: a group refused because its arena holds fewer units than it
+    // has lanes takes those first; the other arenas' after)
+    for (unsigned first = Bug == ualloc_bug::fallback_skips_own_arena ? 1 : 0; first < n && failed != 0; first += g.size) {
       const unsigned i = first + g.rank;
       bool has = false;
       if (i < n) has = arenas[(a + i) % n].lists[c].slot_sem.peek().c > sem::bias;  // try_wait_upto may take some
