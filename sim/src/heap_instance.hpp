@@ -975,7 +975,7 @@ struct heap_inst final : instance {
         mine.push_back(h);
       }
       P::fetch_add(&exhaust_held, mine.size() * a.served_bytes(fixed_size, align), relaxed, device_scope);
-      P::fetch_add(&failed_lanes, 1u, relaxed, device_scope);
+      P::fetch_add(&failed_lanes, 1u, release, device_scope);  // [HB] release: lane 0 checks the semaphores after every lane's operations (relaxed raised false alarms under --memory weak)
       for (unsigned attempt = 0; P::load(&failed_lanes, acquire, device_scope) < lanes; ++attempt) P::backoff(attempt);
       if (walker) meet_and_check_fail_fast();
       if (me == 0) {
