@@ -1723,8 +1723,8 @@ struct ualloc {
   // Lanes that got no_block: try the other arenas' bins of the class, then reclaim and retry
   // once (E12). Entered by the whole group.
   //
-  // The group reads the class's semaphore in every other arena, g.size arenas at a time (one
-  // relaxed load per lane and round), and its failed lanes try, as one group, only the arenas
+  // The group reads the class's semaphore in every arena, its own first, g.size arenas at a time
+  // (one relaxed load per lane and round), and its failed lanes try, as one group, only the arenas
   // that showed free units (design.md §13.3: a lane that tried every arena in turn made ~130
   // dependent CAS loops per failing lane; §8.6: one CAS per arena for all the failed lanes).
   // Out of line, with take_elsewhere inline in it (the placement measured in two runs against
@@ -1753,9 +1753,9 @@ struct ualloc {
     if (reclaim()) mine = retry_once(a, c);
     return mine;
   }
-  // Slots of class c for the group f (lanes without one) from arena b's findable bins, without
-  // GROW: the leader takes up to f.size units with one CAS (try_wait_upto: no speculative
-  // decrement on a semaphore of another SM, whose bias covers its own lanes only), and the lanes
+  // Slots of class c for the group f (lanes without one) from arena b's findable bins (the group's
+  // own arena or another), without GROW: the leader takes up to f.size units with one CAS
+  // (try_wait_upto: no speculative decrement, which another SM's bias would not cover), and the lanes
   // of rank below the units taken run stage 2 there as one group (serve_held), as a group that
   // stole units does. Returns this lane's offset, or no_block (a rank beyond the units taken).
   // Collective over f; no read-side section is held.
