@@ -921,6 +921,10 @@ struct heap_inst final : instance {
     if (s <= geom::max_class_bytes)
       for (unsigned ai = 0; ai < a.small.num_arenas; ++ai) look(a.small.arenas[ai].lists[geom::class_of(s)].slot_sem, "UAlloc", ai, geom::class_of(s));
     if (units == 0) return 0;
+    // (branch exp/own-arena-units: with the fallback scanning the group's own arena first, no
+    // unit of the request's classes is left once every lane failed; strict)
+    P::violated("exhaustion: every lane got nullptr for " + str(fixed_size) + " B while " + str(units) + " units of its classes show (" + where +
+                "): a group failed while units it could have taken lay in some arena; " + buddy_summary());
     const std::uint64_t h = do_alloc(fixed_size);
     if (!h)
       P::violated("exhaustion: every lane got nullptr for " + str(fixed_size) + " B, and with no lane allocating or freeing one more request got nullptr too while " +

@@ -31,5 +31,6 @@ template std::unique_ptr<instance> make_one<ualloc_bug::walk_filter_counted_late
 template std::unique_ptr<instance> make_one<ualloc_bug::walk_filter_skips_chunks, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::fallback_group_overtakes, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::fallback_group_rank_off_by_one, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::fallback_skips_own_arena, tbuddy_bug::none>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

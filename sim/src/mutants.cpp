@@ -618,6 +618,12 @@ std::vector<mutant> build() {
       mb("ualloc.fallback-group-rank-off-by-one", "off-by-one", "superbins", fallback_shape(111),
          "the fallback's take in another arena: one lane more than the units taken runs stage 2 there (livelock)")
           .depth(0),
+      // the fallback from the group's own arena (branch exp/own-arena-units): the shape in which the
+      // exhaust scenario's strict check first showed the correct core's leftover unit (random, seed 49)
+      mb("ualloc.fallback-skips-own-arena", "fail-fast", "exhaust-recover",
+         P{{"bug", 112}, {"anchor", 64}, {"coalesced", 1}, {"heap_kib", 2048}, {"keep", 1}, {"ops", 2}, {"sb_arenas", 4}, {"sb_shift", 15}, {"sms", 1}, {"threads", 8}, {"walker", 1}, {"warps", 4}},
+         "the out-of-memory fallback scans only the other arenas: a group larger than its own arena's units, refused a GROW "
+         "known to fail, fails every lane while those units stay (nullptr with memory left)"),
       // planted with the yardstick's bugs but killed by a scenario's default shape (not yardstick members)
       mb("ualloc.super-fallback-bound-doubled", "routing", "superbins", P{{"bug", 70}},
          "a superbin request that gets no superbin falls back to UAlloc's classes up to 2 KiB, past the last class (livelock)"),

@@ -130,6 +130,7 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 109: return make_one<ualloc_bug::walk_filter_skips_chunks, tbuddy_bug::none>(w, p, md);
     case 110: return make_one<ualloc_bug::fallback_group_overtakes, tbuddy_bug::none>(w, p, md);
     case 111: return make_one<ualloc_bug::fallback_group_rank_off_by_one, tbuddy_bug::none>(w, p, md);
+    case 112: return make_one<ualloc_bug::fallback_skips_own_arena, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -149,7 +150,7 @@ launch_config shape(const params& p, std::int64_t warps, std::int64_t threads, s
 
 constexpr const char* bug_help = " bug=0 (a planted bug: toga-sim list --bugs names them)";
 // The planted-bug key of every heap scenario: 0 (none) .. the last case of make_heap.
-param_spec bug_key() { return {"bug", 0, 111, 0, "planted bug (keep in step with make_heap)"}; }
+param_spec bug_key() { return {"bug", 0, 112, 0, "planted bug (keep in step with make_heap)"}; }
 
 }  // namespace
 
@@ -266,6 +267,7 @@ const std::vector<planted_bug>& allocator_planted_bugs() {
       {109, "reclaim", "the walk skips an arena whose every class count reads 0 whole, its cached free chunks too"},
       {110, "fallback", "the out-of-memory fallback's take in another arena: every failed lane counts itself served when the leader took any units (fewer units than lanes)"},
       {111, "fallback", "the out-of-memory fallback's take in another arena: one lane more than the units the leader took runs stage 2 there"},
+      {112, "fallback", "the out-of-memory fallback scans only the other arenas: a group larger than its own arena's units fails every lane while those units stay"},
   };
   return bugs;
 }

@@ -175,8 +175,8 @@ class bulk_semaphore {
   //! Non-blocking: takes min(n, C) units from C in one CAS (acquire) and returns how many (0 when
   //! C has none); ignores E and R, as try_wait does. With a bias, C is the stored C less the bias
   //! (units that speculative decrements hold in flight are not available). For a group that
-  //! takes what another SM's semaphore has for as many of its lanes as it can (UAlloc's
-  //! out-of-memory fallback, design.md §8.6). Requires n >= 1.
+  //! takes what an arena's semaphore (its own SM's or another's) has for as many of its lanes as
+  //! it can (UAlloc's out-of-memory fallback, design.md §8.6). Requires n >= 1.
   TOGA_DEVICE word_t try_wait_upto(word_t n) TOGA_NOEXCEPT(P) {
     word_t cur = P::load(&word_, relaxed, device_scope);
     for (unsigned lost = 0;; ++lost) {

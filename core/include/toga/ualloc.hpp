@@ -178,6 +178,7 @@ enum class ualloc_bug : std::uint8_t {
   walk_filter_skips_chunks,       //!< an arena whose every class count reads 0 is skipped whole, its cached free chunks too
   fallback_group_overtakes,       //!< the fallback's take in another arena: every failed lane counts itself served when the leader took any units
   fallback_group_rank_off_by_one, //!< the fallback's take in another arena: one lane more than the units taken runs stage 2 there
+  fallback_skips_own_arena,       //!< the fallback scans only the other arenas: a group larger than its own arena's units fails every lane while they stay
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -1722,8 +1723,8 @@ struct ualloc {
   // Lanes that got no_block: try the other arenas' bins of the class, then reclaim and retry
   // once (E12). Entered by the whole group.
   //
-  // The group reads the class's semaphore in every other arena, g.size arenas at a time (one
-  // relaxed load per lane and round), and its failed lanes try, as one group, only the arenas
+  // The group reads the class's semaphore in every arena, its own first, g.size arenas at a time
+  // (one relaxed load per lane and round), and its failed lanes try, as one group, only the arenas
   // that showed free units (design.md §13.3: a lane that tried every arena in turn made ~130
   // dependent CAS loops per failing lane; §8.6: one CAS per arena for all the failed lanes).
   // Out of line, with take_elsewhere inline in it (the placement measured in two runs against
@@ -1735,7 +1736,9 @@ struct ualloc {
     if (mine == no_block) TOGA_PROFILE_COUNT(prof_ua_fallback);
     using sem = slot_semaphore<P>;
     const unsigned n = num_arenas;
-    for (unsigned first = 1; first < n && failed != 0; first += g.size) {
+    // (from the group's own arena: a group refused because its arena holds fewer units than it
+    // has lanes takes those first; the other arenas' after)
+    for (unsigned first = Bug == ualloc_bug::fallback_skips_own_arena ? 1 : 0; first < n && failed != 0; first += g.size) {
       const unsigned i = first + g.rank;
       bool has = false;
       if (i < n) has = arenas[(a + i) % n].lists[c].slot_sem.peek().c > sem::bias;  // try_wait_upto may take some
@@ -1750,9 +1753,9 @@ struct ualloc {
     if (reclaim()) mine = retry_once(a, c);
     return mine;
   }
-  // Slots of class c for the group f (lanes without one) from arena b's findable bins, without
-  // GROW: the leader takes up to f.size units with one CAS (try_wait_upto: no speculative
-  // decrement on a semaphore of another SM, whose bias covers its own lanes only), and the lanes
+  // Slots of class c for the group f (lanes without one) from arena b's findable bins (the group's
+  // own arena or another), without GROW: the leader takes up to f.size units with one CAS
+  // (try_wait_upto: no speculative decrement, which another SM's bias would not cover), and the lanes
   // of rank below the units taken run stage 2 there as one group (serve_held), as a group that
   // stole units does. Returns this lane's offset, or no_block (a rank beyond the units taken).
   // Collective over f; no read-side section is held.
