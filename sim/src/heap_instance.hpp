@@ -51,6 +51,12 @@ struct heap_inst final : instance {
   std::uint64_t align;       // alignment asked for with every allocation (0: none)
   std::uint64_t anchor;      // storm, mixed, superbins: lane 0 holds a block of this size (no alignment) all along (0: none)
   bool walker;               // storm, mixed, superbins, exhaust: lane 0 walks before each allocation; the lanes meet and check failing fast
+  // exhaust: the lanes of SM 0 first allocate at most this many blocks each and stop, alone; then the
+  // other SMs' lanes allocate until nullptr while SM 0's arena holds partly used bins and chunks
+  // (0, or no lane on another SM: every lane allocates until nullptr)
+  unsigned sm0_ops = 0;
+  unsigned sm0_lanes = 0;       // exhaust with sm0_ops: the lanes on SM 0 (blocks are placed round-robin on the SMs)
+  std::uint32_t sm0_done = 0;   // exhaust with sm0_ops: SM 0's lanes that are done
   heap_layout layout;
   std::unique_ptr<char, free_deleter> heap;
   std::vector<std::uint64_t> meta;
@@ -114,6 +120,10 @@ struct heap_inst final : instance {
         anchor(static_cast<std::uint64_t>(std::max<std::int64_t>(0, p.get("anchor", 0)))),
         walker(p.get("walker", 0) != 0),
         mailbox(w.config().lanes(), 0) {
+    if (md == mode::exhaust && p.get("sm0_ops", 0) > 0 && w.config().sms > 1 && w.config().blocks > 1) {
+      sm0_ops = static_cast<unsigned>(p.get("sm0_ops", 0));
+      sm0_lanes = (w.config().blocks + w.config().sms - 1) / w.config().sms * w.config().threads_per_block;
+    }
     const std::uint64_t heap_bytes =
         static_cast<std::uint64_t>(p.get("heap_kib", md == mode::exhaust ? 128 : md == mode::superbins ? 1024 : md == mode::failfast_race ? 8 : md == mode::clean_race ? 1024 : md == mode::refuse_race ? 512 : md == mode::undo_race ? 1024 : md == mode::promise_race ? 64 : md == mode::presplit_race ? 256 : md == mode::fallback_race ? 1024 : 2048)) * 1024;
     layout = heap_layout::make<P>(heap_layout::levels_for(heap_bytes), w.config().sms,
@@ -897,14 +907,15 @@ struct heap_inst final : instance {
     if (all) do_free(all);
   }
   // exhaust, after every lane got its nullptr and before any frees (no other lane allocates or
-  // frees): the units that the classes a request of fixed_size goes through (its superbin class,
-  // UAlloc's class of the same size) still show in any arena. A request that fails must have found
-  // none (the other arenas' scan, design.md §13.3), so one more request of fixed_size must be
-  // served while any shows; otherwise some lane failed while units of its class lay elsewhere (or
-  // in its own arena). Lane 0 runs it; returns the block it got (0: none shown, or the request asked
-  // for alignment or faults were injected, where the classes are not the whole story).
-  std::uint64_t units_left_at_exhaustion() {
-    if (align != 0 || failures_injected) return 0;
+  // frees): no unit of the classes a request of fixed_size goes through (its superbin class,
+  // UAlloc's class of the same size) and no free bin of any arena's chunks (UAlloc's sizes) may show
+  // in any arena. A failing group scans every arena, its own first (design.md §8.6, §13.3), takes
+  // the units it shows and borrows its chunks' free bins, so a unit left means some lane failed
+  // while memory of its class lay in some arena (planted bugs 112, the scan without the own arena,
+  // and 113, no borrowing). Lane 0 runs it; a violation ends the schedule.
+  // Skipped where the classes are not the whole story: a request with alignment, or injected faults.
+  void check_no_units_left_at_exhaustion() {
+    if (align != 0 || failures_injected) return;
     using sem = slot_semaphore<P>;
     const std::uint64_t s = geom::round_up(fixed_size ? fixed_size : 1);
     std::uint64_t units = 0;
@@ -919,17 +930,14 @@ struct heap_inst final : instance {
     if (a.sb_max_bytes != 0 && s >= geom::sb_min_class_bytes && s <= a.sb_max_bytes)
       for (unsigned ai = 0; ai < a.super().num_arenas; ++ai) look(a.super().arenas[ai].lists[geom::sb_class_of(s)].slot_sem, "superbin", ai, geom::sb_class_of(s));
     if (s <= geom::max_class_bytes)
-      for (unsigned ai = 0; ai < a.small.num_arenas; ++ai) look(a.small.arenas[ai].lists[geom::class_of(s)].slot_sem, "UAlloc", ai, geom::class_of(s));
-    if (units == 0) return 0;
-    // (branch exp/own-arena-units: with the fallback scanning the group's own arena first, no
-    // unit of the request's classes is left once every lane failed; strict)
-    P::violated("exhaustion: every lane got nullptr for " + str(fixed_size) + " B while " + str(units) + " units of its classes show (" + where +
-                "): a group failed while units it could have taken lay in some arena; " + buddy_summary());
-    const std::uint64_t h = do_alloc(fixed_size);
-    if (!h)
-      P::violated("exhaustion: every lane got nullptr for " + str(fixed_size) + " B, and with no lane allocating or freeing one more request got nullptr too while " +
-                  str(units) + " units of its classes show (" + where + "): a request failed while units of its class lay in some arena; " + buddy_summary());
-    return h;
+      for (unsigned ai = 0; ai < a.small.num_arenas; ++ai) {
+        look(a.small.arenas[ai].lists[geom::class_of(s)].slot_sem, "UAlloc", ai, geom::class_of(s));
+        // and the free bins of every arena's chunks, which the fallback borrows (borrow_bins)
+        look(a.small.arenas[ai].chunk_sem, "chunk bins (every class)", ai, geom::class_of(s));
+      }
+    if (units != 0)
+      P::violated("exhaustion: every lane got nullptr for " + str(fixed_size) + " B while " + str(units) + " units of its classes show (" + where +
+                  "): a group failed while units it could have taken lay in some arena; " + buddy_summary());
   }
   // walker=1: every lane is past its allocations (its blocks, and those in the mailboxes, still
   // live); the last to arrive checks design.md §13.2's invariant while the others wait here and
@@ -968,18 +976,23 @@ struct heap_inst final : instance {
     if (m == mode::adopt_race) return adopt_race_lane(me);
     std::vector<std::uint64_t> mine;
     if (m == mode::exhaust) {
-      for (unsigned i = 0; i < 1u << 20; ++i) {
+      // sm0_ops: SM 0's lanes allocate first, alone, and stop; the others start once they are done
+      const bool first = sm0_ops > 0 && P::sm_id() == 0;
+      if (sm0_ops > 0 && !first)
+        for (unsigned attempt = 0; P::load(&sm0_done, acquire, device_scope) < sm0_lanes; ++attempt) P::backoff(attempt);
+      for (unsigned i = 0; i < (first ? sm0_ops : 1u << 20); ++i) {
         if (walker && me == 0) (void)a.small.reclaim();
         const std::uint64_t h = do_alloc(fixed_size);
         if (!h) break;
         mine.push_back(h);
       }
+      if (first) P::fetch_add(&sm0_done, 1u, release, device_scope);  // [HB] release: the others see SM 0's bins and chunks
       P::fetch_add(&exhaust_held, mine.size() * a.served_bytes(fixed_size, align), relaxed, device_scope);
       P::fetch_add(&failed_lanes, 1u, release, device_scope);  // [HB] release: lane 0 checks the semaphores after every lane's operations (relaxed raised false alarms under --memory weak)
       for (unsigned attempt = 0; P::load(&failed_lanes, acquire, device_scope) < lanes; ++attempt) P::backoff(attempt);
       if (walker) meet_and_check_fail_fast();
       if (me == 0) {
-        if (const std::uint64_t h = units_left_at_exhaustion()) mine.push_back(h);
+        check_no_units_left_at_exhaustion();
         P::store(&exhaust_checked, 1u, release, device_scope);
       }
       for (unsigned attempt = 0; P::load(&exhaust_checked, acquire, device_scope) == 0; ++attempt) P::backoff(attempt);

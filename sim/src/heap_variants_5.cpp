@@ -32,5 +32,8 @@ template std::unique_ptr<instance> make_one<ualloc_bug::walk_filter_skips_chunks
 template std::unique_ptr<instance> make_one<ualloc_bug::fallback_group_overtakes, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::fallback_group_rank_off_by_one, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::fallback_skips_own_arena, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::fallback_never_borrows, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::borrowed_bin_to_bin_arena, tbuddy_bug::none>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::borrowed_chunk_cached, tbuddy_bug::none>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

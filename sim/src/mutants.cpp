@@ -624,6 +624,20 @@ std::vector<mutant> build() {
          P{{"bug", 112}, {"anchor", 64}, {"coalesced", 1}, {"heap_kib", 2048}, {"keep", 1}, {"ops", 2}, {"sb_arenas", 4}, {"sb_shift", 15}, {"sms", 1}, {"threads", 8}, {"walker", 1}, {"warps", 4}},
          "the out-of-memory fallback scans only the other arenas: a group larger than its own arena's units, refused a GROW "
          "known to fail, fails every lane while those units stay (nullptr with memory left)"),
+      // the fallback borrows other arenas' free chunk bins (2026-12-02): shapes that random shapes of
+      // exhaust-recover drew when they killed each (113 needs SM 0's arena left with a partly used
+      // chunk while the other SMs exhaust the heap: sm0_ops)
+      mb("ualloc.fallback-never-borrows", "fail-fast", "exhaust-recover",
+         P{{"bug", 113}, {"anchor", 16}, {"heap_kib", 512}, {"keep", 3}, {"ops", 5}, {"presplit_kib", 64}, {"sb_arenas", 1}, {"size", 1024}, {"sm0_ops", 1}, {"sms", 4}, {"threads", 8}, {"warps", 2}},
+         "chunk classes: the out-of-memory fallback takes no other arena's free chunk bins: lanes fail while bins of another "
+         "arena's chunk are free (T8's kind of loss)"),
+      mb("ualloc.borrowed-bin-to-bin-arena", "list-integrity", "exhaust-recover",
+         P{{"bug", 114}, {"align", 32}, {"coalesced", 1}, {"heap_kib", 512}, {"keep", 3}, {"leak", 1}, {"limit_kib", 1024}, {"ops", 7}, {"pins", 2}, {"presplit_kib", 128}, {"sb_arenas", 4}, {"sb_shift", 0}, {"size", 1024}, {"sms", 2}, {"threads", 8}, {"walker", 1}, {"warps", 4}},
+         "release_bin returns a borrowed bin to its class list's arena's chunk list, not to its chunk's arena (U3)"),
+      mb("ualloc.borrowed-chunk-cached", "fail-fast", "exhaust-recover",
+         P{{"bug", 115}, {"align", 32}, {"coalesced", 1}, {"heap_kib", 512}, {"keep", 3}, {"leak", 1}, {"limit_kib", 1024}, {"ops", 7}, {"pins", 2}, {"presplit_kib", 128}, {"sb_arenas", 4}, {"sb_shift", 0}, {"size", 1024}, {"sms", 2}, {"threads", 8}, {"walker", 1}, {"warps", 4}},
+         "a chunk emptied by a borrowed bin's release stays cached in its arena: the walk that retired the bin leaves the "
+         "chunk to a later walk (a request after every free gets nullptr)"),
       // planted with the yardstick's bugs but killed by a scenario's default shape (not yardstick members)
       mb("ualloc.super-fallback-bound-doubled", "routing", "superbins", P{{"bug", 70}},
          "a superbin request that gets no superbin falls back to UAlloc's classes up to 2 KiB, past the last class (livelock)"),

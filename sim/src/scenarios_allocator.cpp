@@ -131,6 +131,9 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 110: return make_one<ualloc_bug::fallback_group_overtakes, tbuddy_bug::none>(w, p, md);
     case 111: return make_one<ualloc_bug::fallback_group_rank_off_by_one, tbuddy_bug::none>(w, p, md);
     case 112: return make_one<ualloc_bug::fallback_skips_own_arena, tbuddy_bug::none>(w, p, md);
+    case 113: return make_one<ualloc_bug::fallback_never_borrows, tbuddy_bug::none>(w, p, md);
+    case 114: return make_one<ualloc_bug::borrowed_bin_to_bin_arena, tbuddy_bug::none>(w, p, md);
+    case 115: return make_one<ualloc_bug::borrowed_chunk_cached, tbuddy_bug::none>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -150,7 +153,7 @@ launch_config shape(const params& p, std::int64_t warps, std::int64_t threads, s
 
 constexpr const char* bug_help = " bug=0 (a planted bug: toga-sim list --bugs names them)";
 // The planted-bug key of every heap scenario: 0 (none) .. the last case of make_heap.
-param_spec bug_key() { return {"bug", 0, 112, 0, "planted bug (keep in step with make_heap)"}; }
+param_spec bug_key() { return {"bug", 0, 115, 0, "planted bug (keep in step with make_heap)"}; }
 
 }  // namespace
 
@@ -268,6 +271,9 @@ const std::vector<planted_bug>& allocator_planted_bugs() {
       {110, "fallback", "the out-of-memory fallback's take in another arena: every failed lane counts itself served when the leader took any units (fewer units than lanes)"},
       {111, "fallback", "the out-of-memory fallback's take in another arena: one lane more than the units the leader took runs stage 2 there"},
       {112, "fallback", "the out-of-memory fallback scans only the other arenas: a group larger than its own arena's units fails every lane while those units stay"},
+      {113, "fallback", "chunk classes: the out-of-memory fallback takes no other arena's free chunk bins: lanes fail while bins of other arenas' chunks are free"},
+      {114, "fallback", "release_bin returns a borrowed bin to its class list's arena's chunk list, not to its chunk's arena"},
+      {115, "fallback", "a chunk emptied by a borrowed bin's release stays cached in its arena: the walk that retired the bin may leave the chunk to a later walk"},
   };
   return bugs;
 }
@@ -413,7 +419,14 @@ void register_allocator_scenarios() {
                             "threads=2 sms=1 size=4096 heap_kib=128 (utilisation: size=16 or 256 with heap_kib=512)") + bug_help,
                 expectation::pass, [](const params& p) { return shape(p, 1, 2, 1); },
                 [](world& w, const params& p) { return make_heap(w, p, mode::exhaust); }, run_limits{50'000, 4'000'000}, {}, {}},
-                         heap_keys(1, 2, 1, 8, 4096, 128))), true));
+                         [] {
+                           auto k = heap_keys(1, 2, 1, 8, 4096, 128);
+                           k.insert(k.end() - 1, drawn({"sm0_ops", 0, 100'000, 0, "the lanes of SM 0 first allocate at most this many blocks each and stop; then "
+                                                                                 "the other SMs' lanes allocate until nullptr, and must take what SM 0's arena "
+                                                                                 "left (0: every lane until nullptr; needs lanes on two SMs)"},
+                                                       1, 4, draw_kind::uniform, true));
+                           return k;
+                         }())), true));
   add_scenario(heap_checks(with_keys({"retire-race",
                 std::string("targeted: a free of a full bin races with its retirement and the bin's reuse by another "
                             "class (what the free path's read-side section prevents); 3 lanes, 1 SM") + bug_help,

@@ -179,6 +179,9 @@ enum class ualloc_bug : std::uint8_t {
   fallback_group_overtakes,       //!< the fallback's take in another arena: every failed lane counts itself served when the leader took any units
   fallback_group_rank_off_by_one, //!< the fallback's take in another arena: one lane more than the units taken runs stage 2 there
   fallback_skips_own_arena,       //!< the fallback scans only the other arenas: a group larger than its own arena's units fails every lane while they stay
+  fallback_never_borrows,         //!< chunk classes: the fallback takes no other arena's free chunk bins: lanes fail while bins of other arenas' chunks are free
+  borrowed_bin_to_bin_arena,      //!< release_bin returns a bin to its class list's arena's chunk list, not its chunk's arena's
+  borrowed_chunk_cached,          //!< a chunk emptied by a borrowed bin's release stays cached in its arena (a walk may miss it)
 };
 
 //! Header of a bin with W bitmap words: a regular bin's is its first 128 B (P Fig. 3, W = 8); a
@@ -1740,13 +1743,23 @@ struct ualloc {
     // has lanes takes those first; the other arenas' after)
     for (unsigned first = Bug == ualloc_bug::fallback_skips_own_arena ? 1 : 0; first < n && failed != 0; first += g.size) {
       const unsigned i = first + g.rank;
-      bool has = false;
-      if (i < n) has = arenas[(a + i) % n].lists[c].slot_sem.peek().c > sem::bias;  // try_wait_upto may take some
+      bool has = false, has_bins = false;
+      if (i < n) {
+        has = arenas[(a + i) % n].lists[c].slot_sem.peek().c > sem::bias;  // try_wait_upto may take some
+        // chunk classes: free bins of the arena's chunks (the same round's second load)
+        if constexpr (!G::superbins && Bug != ualloc_bug::fallback_never_borrows) has_bins = arenas[(a + i) % n].chunk_sem.peek().c > sem::bias;
+      }
       for (std::uint32_t cand = g.ballot(has); cand != 0 && failed != 0; cand &= cand - 1) {
         const unsigned r = bits::popc(g.mask & ((1u << bits::ctz(cand)) - 1u));  // the candidate lane's rank
         if (mine == no_block) mine = take_elsewhere((a + first + r) % n, c, coalesced_group<P>::of(failed));
         failed = g.ballot(mine == no_block);
       }
+      if constexpr (!G::superbins && Bug != ualloc_bug::fallback_never_borrows)
+        for (std::uint32_t cand = failed != 0 ? g.ballot(has_bins) : 0u; cand != 0 && failed != 0; cand &= cand - 1) {
+          const unsigned r = bits::popc(g.mask & ((1u << bits::ctz(cand)) - 1u));
+          if (mine == no_block) mine = borrow_bins(a, (a + first + r) % n, c, coalesced_group<P>::of(failed));
+          failed = g.ballot(mine == no_block);
+        }
     }
     if (mine != no_block) return mine;
     // the failed lanes continue alone (rare: the heap is nearly exhausted)
@@ -1776,6 +1789,51 @@ struct ualloc {
     if (h.is_leader()) pr.token = L.rcu.read_lock();
     if (h.size > 1 && Bug != ualloc_bug::find_before_section_barrier) h.sync();  // [HB] as after allocate_slow's CAS loop
     return serve_held(L, c, h, pr, no_block);
+  }
+  // Chunk classes: bins of class c for arena a made from arena b's free chunk bins, for the group
+  // f (lanes without a slot) once TBuddy has no chunk for arena a (the fallback, design.md §8.6).
+  // Without it the bins that the other arenas' last chunks never used stay unused while requests
+  // fail (T8: 74,000 of the next 100,000 16 B requests were served after the first nullptr). The
+  // leader takes up to ceil(f.size / cap) units of b's chunk semaphore with one CAS
+  // (try_wait_upto) and claims that many bins under b's chunk mutex; lane j < bins initialises bin
+  // j for arena a with the slots of ranks j * cap .. taken (a GROW's bin, but unpromised: its other
+  // slots are signalled as new units, as a fresh chunk's extras are). The bin stays in b's chunk:
+  // release_bin returns it to its chunk's arena. Returns this lane's offset, or no_block (a rank
+  // beyond the bins' slots). Collective over f; no read-side section is held.
+  TOGA_DEVICE TOGA_FORCEINLINE std::uint64_t borrow_bins(unsigned a, unsigned b, unsigned c, const coalesced_group<P>& f) const TOGA_NOEXCEPT(P) {
+    const std::uint32_t cap = capacity(c);
+    arena<P, G>& B = arenas[b];
+    std::uint32_t got = 0;
+    if (f.is_leader()) {
+      got = static_cast<std::uint32_t>(B.chunk_sem.try_wait_upto((f.size + cap - 1) / cap));
+      if (got > 0) lock(&B.chunk_mtx);
+    }
+    got = f.broadcast(got);
+    if (got == 0) return no_block;
+    std::uint64_t bin = 0;
+    for (std::uint32_t j = 0; j < got; ++j) {
+      std::uint64_t x = 0;
+      if (f.is_leader()) x = claim_bin_locked(b);
+      x = f.broadcast(x);
+      if (f.rank == j) bin = x;
+    }
+    if (f.is_leader()) unlock(&B.chunk_mtx);
+    if (got > 1) f.sync();  // [HB] as in grow: the members init and pin bins the leader acquired
+    if (f.rank < got) {
+      class_list<P>& L = arenas[a].lists[c];
+      const std::uint32_t used = f.size - f.rank * cap < cap ? f.size - f.rank * cap : cap;  // the lanes this bin serves
+      const std::uint32_t left = cap - used;
+      TOGA_PROFILE_COUNT(prof_ua_grow);
+      count_bins(a, c, 1);  // before the pin that makes it findable (reclaim_arena's filter)
+      const std::uint32_t e = left > 0 ? L.rcu.read_lock() : 0u;
+      init_bin(bin, c, a, used);
+      if (left > 0) pin_insert(L, bin, true);  // a full bin stays unfindable (U2')
+      if (left > 0) L.rcu.read_unlock(e);
+      if (left > 0) L.slot_sem.signal(left, 0);  // [HB] release, after the pin; never promised
+    }
+    f.sync();  // [HB] the producers' header stores before the members' later reads (as in grow)
+    const std::uint64_t mine = f.from_rank(bin, f.rank / cap);
+    return mine == 0 ? no_block : slot_at(mine, c, f.rank % cap);
   }
   // Stage 2 for one lane holding one unit of L (outside any read-side section).
   TOGA_DEVICE std::uint64_t stage2_one(class_list<P>& L, unsigned c) const TOGA_NOEXCEPT(P) {
@@ -1987,15 +2045,21 @@ struct ualloc {
       return;
     }
     P::poison(base + bin + sizeof(bin_header), geom::bin_data_bytes);
-    arena<P, G>& A = arenas[a];
     const std::uint64_t chunk = bin & ~(geom::chunk_bytes - 1);
     chunk_header* ch = chunk_at(chunk);
+    // the chunk's arena: a bin borrowed by another arena's class list (borrow_bins) goes back there
+    const unsigned ca = Bug == ualloc_bug::borrowed_bin_to_bin_arena ? a : P::load(&ch->arena, relaxed, device_scope);
+    arena<P, G>& A = arenas[ca];
     const unsigned b = static_cast<unsigned>((bin - chunk) / geom::page_bytes);
     lock(&A.chunk_mtx);
     P::fetch_and(&ch->bin_bitmap[b / 64], ~(std::uint64_t{1} << (b % 64)), relaxed, device_scope);
     const std::uint32_t fb = P::fetch_add(&ch->free_bins, 1u, relaxed, device_scope) + 1;
     const bool all_free = Bug == ualloc_bug::chunk_returned_with_live_bins ? true : fb == geom::usable_bins;
-    if (all_free && (Bug == ualloc_bug::chunk_returned_with_live_bins || another_free_chunk(A, chunk)) &&
+    // a chunk emptied by a borrowed bin's release goes back to TBuddy, not into its arena's cache:
+    // that arena's walk item may have run already (a walk's items run side by side), and one walk
+    // after every free must give the whole heap back (the exhaust scenario's recovery)
+    const bool borrowed = Bug != ualloc_bug::borrowed_chunk_cached && ca != a;
+    if (all_free && (Bug == ualloc_bug::chunk_returned_with_live_bins || borrowed || another_free_chunk(A, chunk)) &&
         A.chunk_sem.try_wait(fb - 1)) {  // the other free bins were signalled earlier
       if (P::load(&ch->listed, relaxed, device_scope)) unlink_chunk(A, chunk);
       unlock(&A.chunk_mtx);
