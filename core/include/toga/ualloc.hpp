@@ -1723,11 +1723,13 @@ struct ualloc {
     const std::uint64_t mine = g.from_rank(bin, g.rank / cap);
     return mine == 0 ? no_block : slot_at(mine, c, g.rank % cap);
   }
-  // Lanes that got no_block: try the other arenas' bins of the class, then reclaim and retry
-  // once (E12). Entered by the whole group.
+  // Lanes that got no_block: try every arena's bins of the class (the own arena first) and, at
+  // chunk classes, borrow other arenas' free chunk bins; then reclaim and retry once (E12).
+  // Entered by the whole group.
   //
   // The group reads the class's semaphore in every arena, its own first, g.size arenas at a time
-  // (one relaxed load per lane and round), and its failed lanes try, as one group, only the arenas
+  // (one relaxed load per lane and round; two at chunk classes, the arena's chunk semaphore beside
+  // it), and its failed lanes try, as one group, only the arenas
   // that showed free units (design.md §13.3: a lane that tried every arena in turn made ~130
   // dependent CAS loops per failing lane; §8.6: one CAS per arena for all the failed lanes).
   // Out of line, with take_elsewhere inline in it (the placement measured in two runs against
@@ -1763,7 +1765,14 @@ struct ualloc {
     }
     if (mine != no_block) return mine;
     // the failed lanes continue alone (rare: the heap is nearly exhausted)
-    if (reclaim()) mine = retry_once(a, c);
+    if (reclaim()) {
+      mine = retry_once(a, c);
+      // chunk classes: the walk may have returned a bin to another arena's chunk (release_bin
+      // goes by the chunk's arena): borrow it (one lane; found by a review, design.md §8.6)
+      if constexpr (!G::superbins && Bug != ualloc_bug::fallback_never_borrows)
+        for (unsigned i = 0; i < n && mine == no_block; ++i)
+          if (arenas[(a + i) % n].chunk_sem.peek().c > sem::bias) mine = borrow_bins(a, (a + i) % n, c, coalesced_group<P>::self());
+    }
     return mine;
   }
   // Slots of class c for the group f (lanes without one) from arena b's findable bins (the group's
@@ -2033,8 +2042,9 @@ struct ualloc {
     }
     return any;
   }
-  // RCU callback: the bin goes back to its chunk; an entirely free chunk goes back to TBuddy
-  // unless it is the arena's one cached chunk (E11).
+  // RCU callback: the bin goes back to its chunk, under the chunk's arena's mutex (a bin lent to
+  // another arena's class list by borrow_bins goes back to its owner); an entirely free chunk goes
+  // back to TBuddy unless it is its arena's one cached chunk (E11) and was not emptied by a lent bin.
   TOGA_DEVICE void release_bin(std::uint64_t bin) const TOGA_NOEXCEPT(P) {
     const unsigned a = P::load(&bin_at(bin)->arena, relaxed, device_scope);
     const unsigned c = P::load(&bin_at(bin)->class_id, relaxed, device_scope);
@@ -2058,8 +2068,8 @@ struct ualloc {
     // a chunk emptied by a borrowed bin's release goes back to TBuddy, not into its arena's cache:
     // that arena's walk item may have run already (a walk's items run side by side), and one walk
     // after every free must give the whole heap back (the exhaust scenario's recovery)
-    const bool borrowed = Bug != ualloc_bug::borrowed_chunk_cached && ca != a;
-    if (all_free && (Bug == ualloc_bug::chunk_returned_with_live_bins || borrowed || another_free_chunk(A, chunk)) &&
+    const bool lent = Bug != ualloc_bug::borrowed_chunk_cached && ca != a;
+    if (all_free && (Bug == ualloc_bug::chunk_returned_with_live_bins || lent || another_free_chunk(A, chunk)) &&
         A.chunk_sem.try_wait(fb - 1)) {  // the other free bins were signalled earlier
       if (P::load(&ch->listed, relaxed, device_scope)) unlink_chunk(A, chunk);
       unlock(&A.chunk_mtx);
