@@ -335,7 +335,9 @@ std::vector<mutant> build() {
       mb("ualloc.refuse-ignores-chunk-bins", "fail-fast", "refuse-race", P{{"bug", 102}},
          "a chunk-class GROW is refused from TBuddy's recorded failure and a clean reclaim record alone, while the arena's "
          "chunk has a free bin: a request the chunk would serve gets nullptr")
-          .depth(0),
+          .depth(0)
+          .equivalent("since the fallback borrows free chunk bins, its own arena's first (design.md §8.6, 2026-12-02), a refused "
+                      "group takes the chunk's free bin there: the refusal costs a GROW's promise, not a nullptr (survived 10,000)"),
       // a superbin class's fallback refused at once (design.md §13.5): the stall after a chunk-class
       // GROW's take holds the window open in which another group's decision must see the promise
       mb("ualloc.at-once-ignores-promises", "fail-fast", "fallback-race", P{{"bug", 103}},
