@@ -8,10 +8,14 @@
 //   nvcc -std=c++20 -O3 -gencode=arch=compute_90,code=sm_90 -Xptxas -v -Icore/include \
 //        -Ibackends/cuda/include tools/gpu/fastpath-bench.cu backends/cuda/src/heap.cu -o fastpath-bench
 //   ./fastpath-bench [--threads N] [--reps R] [--sizes 16,64,256,1024] [--edges] [--edge-sizes 16,256,4096]
+//                    [--full-mib M] [--full-threads K] [--full-presplit-mib P]
 // Output: one table row per (case, size): toga fresh / warm alloc ms, free ms, bump-warp alloc /
 // free ms, ratios, failures; exit 1 if any check failed. --edges adds toga-bench's T14 (a) and (b)
 // (an exactly full heap of 8 KiB blocks against one twice as large; N requests that all fail on a
-// full 256 MiB heap against N on an empty heap), each launch checked.
+// full 256 MiB heap against N on an empty heap), each launch checked. --full-mib and --full-threads
+// change (b)'s heap and its launches (fills and timed) to toga-bench T8's shape: --full-mib 1024
+// --full-threads 100000 (the fill launch that first saw a nullptr is printed: T8's exhausting round);
+// --full-presplit-mib sets that heap's pre-split reserve (0: none; default: half the heap).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -79,18 +83,21 @@ constexpr unsigned block = 256;
     "ua_fast",     "ua_take_failed", "ua_no_pin", "ua_short",   "ua_emptied",    "ua_lost_bits", "ua_find_step",
     "ua_grow",     "ua_reconcile",   "ua_lock_spin", "ua_free_group", "ua_free_cold", "ua_retire", "ua_steal", "ua_reclaim",
     "ua_reclaim_walk", "ua_fallback", "ua_t_reclaim_walk", "gw_attempt", "gw_overlap", "gw_post", "gw_t_attempt", "gw_t_wait",
-    "ua_t_stage1", "ua_t_grow", "ua_t_fallback", "tb_top_fail", "tb_gave_up", "sem_reserve", "sem_break", "sem_poll", "sem_cas_lost", "ua_fallback_take"};
+    "ua_t_stage1", "ua_t_grow", "ua_t_fallback", "tb_top_fail", "tb_gave_up", "sem_reserve", "sem_break", "sem_poll", "sem_cas_lost", "ua_fallback_take", "tb_stale_fail", "tb_drain"};
 static_assert(sizeof event_names / sizeof event_names[0] == toga::prof_event_count, "one name per profiling event");
 
+// (what == nullptr: reset the counters without printing)
 void print_profile(const char* what) {
 #ifdef FASTPATH_PROFILE
   const char* const* names = event_names;
   unsigned long long h[64];
   CK(cudaMemcpyFromSymbol(h, toga_prof, sizeof h));
-  std::printf("      profile %-12s", what);
-  for (unsigned i = 0; i < toga::prof_event_count; ++i)
-    if (h[i] && i != 10 && i != 11 && i != 12) std::printf(" %s=%llu", names[i], h[i]);
-  std::printf("\n");
+  if (what) {
+    std::printf("      profile %-12s", what);
+    for (unsigned i = 0; i < toga::prof_event_count; ++i)
+      if (h[i] && i != 10 && i != 11 && i != 12) std::printf(" %s=%llu", names[i], h[i]);
+    std::printf("\n");
+  }
   std::memset(h, 0, sizeof h);
   CK(cudaMemcpyToSymbol(toga_prof, h, sizeof h));
 #else
@@ -418,6 +425,9 @@ int main(int argc, char** argv) {
   double watchdog_s = 30;
   bool edges = false;
   std::vector<unsigned> edge_sizes = {16, 256, 4096};
+  std::uint64_t full_mib = 256;
+  unsigned full_threads = 0;  // 0: --threads
+  std::uint64_t full_presplit = ~std::uint64_t{0};  // (b)'s full heap's pre-split reserve in bytes (~0: the default)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -435,18 +445,23 @@ int main(int argc, char** argv) {
     else if (a == "--watchdog-s") watchdog_s = std::strtod(next(), nullptr);
     else if (a == "--edges") edges = true;
     else if (a == "--edge-sizes") edge_sizes = parse_list(next()), edges = true;
+    else if (a == "--full-mib") full_mib = std::strtoull(next(), nullptr, 10), edges = true;
+    else if (a == "--full-presplit-mib") full_presplit = std::strtoull(next(), nullptr, 10) << 20, edges = true;
+    else if (a == "--full-threads") full_threads = static_cast<unsigned>(std::strtoul(next(), nullptr, 10)), edges = true;
     else {
       std::fprintf(stderr,
                    "fastpath-bench: unknown option %s (--threads N --reps R --sizes a,b --churn-sizes a,b --heap-gib G --edges "
-                   "--edge-sizes a,b)\n",
+                   "--edge-sizes a,b --full-mib M --full-threads K --full-presplit-mib P)\n",
                    a.c_str());
       return 2;
     }
   }
-  if (n == 0 || reps == 0 || sizes.empty() || (edges && edge_sizes.empty())) {
-    std::fprintf(stderr, "fastpath-bench: --threads, --reps, --sizes and --edge-sizes must be positive\n");
+  if (n == 0 || reps == 0 || sizes.empty() || (edges && edge_sizes.empty()) || full_mib == 0 || full_mib > (1u << 20) || full_threads > n) {
+    std::fprintf(stderr, "fastpath-bench: --threads, --reps, --sizes, --edge-sizes and --full-mib must be positive, --full-mib at most "
+                         "1048576 and --full-threads at most --threads\n");
     return 2;
   }
+  if (full_threads == 0) full_threads = n;
   for (const auto* list : {&sizes, &churn_sizes, &edge_sizes})
     for (unsigned v : *list)
       if (v < 8 || v > (1u << 20) || v % 8 != 0) {
@@ -585,9 +600,10 @@ int main(int argc, char** argv) {
     // `observe`: the timeline of rounds 0 (fresh) and 2 (warm) in a -DFASTPATH_TIMELINE build, the
     // path counters of rounds 0 and 1 in a -DFASTPATH_PROFILE build (T14 (a)'s fill-exact and (b)'s
     // launch on a full heap)
-    auto timed = [&](toga::cuda::heap& h, void** p, unsigned size, const char* what, check_result& c, bool expect_full,
+    auto timed = [&](toga::cuda::heap& h, void** p, unsigned nt, unsigned size, const char* what, check_result& c, bool expect_full,
                      [[maybe_unused]] bool observe = false) {
       std::vector<float> t;
+      const unsigned grid = (nt + block - 1) / block;
 #ifdef FASTPATH_TIMELINE
       timeline tl(observe ? n : 1);
 #endif
@@ -599,7 +615,7 @@ int main(int argc, char** argv) {
         if (observe) tl.arm(r == 0 || r == 2);
 #endif
         if (observe) print_profile("(before)");
-        const float ms = tm.ms([&] { toga_alloc<<<grid, block>>>(h.ref(), p, n, size); });
+        const float ms = tm.ms([&] { toga_alloc<<<grid, block>>>(h.ref(), p, nt, size); });
         if (observe && r <= 1) print_profile(r == 0 ? "fresh fill" : "warm fill");
 #ifdef FASTPATH_TIMELINE
         if (observe && (r == 0 || r == 2)) {
@@ -609,14 +625,14 @@ int main(int argc, char** argv) {
         }
 #endif
         if (expect_full) {  // c.nulls: the fewest failures of a round (the most requests served)
-          const unsigned k = nulls_of(p, n);
+          const unsigned k = nulls_of(p, nt);
           if (r == 0 || k < c.nulls) c.nulls = k;
         } else {
-          const check_result k = check_round(p, n, size, static_cast<const char*>(h.ref().view().small.base), h.capacity(), d_bad);
+          const check_result k = check_round(p, nt, size, static_cast<const char*>(h.ref().view().small.base), h.capacity(), d_bad);
           if (k.bad() + k.nulls > c.bad() + c.nulls) c = k;
         }
         CK(cudaDeviceSynchronize());
-        toga_free<<<grid, block>>>(h.ref(), p, n);
+        toga_free<<<grid, block>>>(h.ref(), p, nt);
         CK(cudaGetLastError());
         CK(cudaDeviceSynchronize());
         if (r > 0) t.push_back(ms);
@@ -632,12 +648,12 @@ int main(int argc, char** argv) {
       float half = 0, full = 0;
       {
         toga::cuda::heap h(2 * exact);
-        half = timed(h, d_ptrs, s, "fill-half", ch, false);
+        half = timed(h, d_ptrs, n, s, "fill-half", ch, false);
       }
       unsigned long long used = 0;
       {
         toga::cuda::heap h(exact);
-        full = timed(h, d_ptrs, s, "fill-exact", cf, false, true);
+        full = timed(h, d_ptrs, n, s, "fill-exact", cf, false, true);
         used = h.stats().used_bytes;
       }
       const bool ok = ch.bad() + ch.nulls + cf.bad() + cf.nulls == 0 && used == 0;
@@ -645,33 +661,52 @@ int main(int argc, char** argv) {
       std::printf("%-6s %6u | %-14s %9.4f %9.4f | %8.2f | %s (null %u / %u, bad %u / %u)\n", "T14a", s, "fill-exact", half, full,
                   full / half, ok ? "ok" : "FAILED", ch.nulls, cf.nulls, ch.bad(), cf.bad());
     }
-    // (b)
+    // (b); with --full-mib / --full-threads, T8's shape (a 1 GiB heap, launches of 100,000)
     for (unsigned size : edge_sizes) {
-      const std::uint64_t full_bytes = std::uint64_t{256} << 20;
-      const unsigned long long most = full_bytes / std::max(size, 16u) + 2ull * n;  // fill slots, at most
+      const unsigned nb = full_threads, gb = (nb + block - 1) / block;
+      const std::uint64_t full_bytes = full_mib << 20;
+      const unsigned long long most = full_bytes / std::max(size, 16u) + 2ull * nb;  // fill slots, at most
       check_result ce;
       float empty = 0;
       {
         std::uint64_t hb = std::uint64_t{1} << 30;
-        while (hb < 4ull * n * std::max(size, 16u)) hb <<= 1;
+        while (hb < 4ull * nb * std::max(size, 16u)) hb <<= 1;
         toga::cuda::heap h(hb);
-        empty = timed(h, d_ptrs, size, "alloc-empty", ce, false);
+        empty = timed(h, d_ptrs, nb, size, "alloc-empty", ce, false);
       }
       void** fill_ptrs = nullptr;
-      CK(cudaMalloc(&fill_ptrs, (most + n) * sizeof(void*)));
-      toga::cuda::heap h(full_bytes);
-      unsigned long long filled = 0, last = 0, blocks = 0;
-      while (filled + n <= most) {
+      CK(cudaMalloc(&fill_ptrs, (most + nb) * sizeof(void*)));
+      toga::cuda::heap_options ho;
+      ho.presplit_bytes = full_presplit;
+      toga::cuda::heap h(full_bytes, ho);
+      unsigned long long filled = 0, last = 0, blocks = 0, launches = 0;
+      float first_ms = 0, fill_ms = 0;  // the first fill launch with a nullptr; all fill launches
+      print_profile(nullptr);
+      while (filled + nb <= most) {
         tm.what = "T14 fill";
-        tm.ms([&] { toga_alloc<<<grid, block>>>(h.ref(), fill_ptrs + filled, n, size); });
-        last = nulls_of(fill_ptrs + filled, n);
-        blocks += n - last;
-        filled += n;
-        if (last == n) break;
+        const float ms = tm.ms([&] { toga_alloc<<<gb, block>>>(h.ref(), fill_ptrs + filled, nb, size); });
+        last = nulls_of(fill_ptrs + filled, nb);
+        blocks += nb - last;
+        filled += nb;
+        fill_ms += ms;
+        ++launches;
+        if (last > 0 && first_ms == 0) {
+          first_ms = ms;
+          static char label[96];
+          std::snprintf(label, sizeof label, "exhausting fill %u B", size);
+          print_profile(label);
+          std::printf("  %u B: fill launch %llu of %u threads was the first with nullptrs: %.4f ms, %llu nullptrs\n", size, launches,
+                      nb, ms, last);
+        } else {
+          print_profile(nullptr);
+        }
+        if (last == nb) break;
       }
+      std::printf("  %u B: %llu fill launches, %.3f ms in all, %llu blocks served on a %llu MiB heap (%.4f of it)\n", size, launches,
+                  fill_ms, blocks, static_cast<unsigned long long>(full_mib), double(blocks) * size / double(full_bytes));
       check_result cf;
-      const float full = timed(h, fill_ptrs + filled, size, "alloc-full", cf, true, true);
-      const unsigned served = n - cf.nulls;  // the most of any round
+      const float full = timed(h, fill_ptrs + filled, nb, size, "alloc-full", cf, true, true);
+      const unsigned served = nb - cf.nulls;  // the most of any round
       const unsigned bad = check_round(fill_ptrs, static_cast<unsigned>(filled), size, static_cast<const char*>(h.ref().view().small.base),
                                        h.capacity(), d_bad).bad();
       toga_free<<<static_cast<unsigned>((filled + block - 1) / block), block>>>(h.ref(), fill_ptrs, static_cast<unsigned>(filled));
@@ -679,7 +714,7 @@ int main(int argc, char** argv) {
       CK(cudaDeviceSynchronize());
       const unsigned long long used = h.stats().used_bytes;
       CK(cudaFree(fill_ptrs));
-      const bool ok = ce.bad() + ce.nulls + bad == 0 && last == n && used == 0;
+      const bool ok = ce.bad() + ce.nulls + bad == 0 && last == nb && used == 0;
       failures += !ok;
       std::printf("%-6s %6u | %-14s %9.4f %9.4f | %8.2f | %s (empty: null %u; full: %llu blocks before, at most %u served in a round, bad %u; used after %llu)\n",
                   "T14b", size, "alloc-full", empty, full, full / empty, ok ? "ok" : "FAILED", ce.nulls, blocks, served, bad, used);

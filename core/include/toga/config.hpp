@@ -101,8 +101,16 @@
 //! spins, splits, ...) with an id from toga::profile_event. It expands to nothing unless a
 //! profiling build defines it before including toga (tools/gpu/tbuddy-profile.cu counts them with
 //! device atomics), so production code pays nothing.
+// TOGA_PROFILE_COUNT_IF(cond, event): counts the event when cond holds; cond is not evaluated (no
+// load is compiled) unless the build profiles.
 #ifndef TOGA_PROFILE_COUNT
 #define TOGA_PROFILE_COUNT(event) ((void)0)
+#define TOGA_PROFILE_COUNT_IF(cond, event) ((void)0)
+#else
+#define TOGA_PROFILE_COUNT_IF(cond, event) \
+  do {                                      \
+    if (cond) TOGA_PROFILE_COUNT(event);    \
+  } while (0)
 #endif
 // TOGA_PROFILE_START opens a phase clock in a function; TOGA_PROFILE_PHASE(event) charges the time
 // since the last mark to `event`. Nothing unless a profiling build defines them.
@@ -159,6 +167,8 @@ enum profile_event : unsigned {
   prof_sem_poll,         //!< TBuddy semaphores: polls of reserved waiters
   prof_sem_cas_lost,     //!< TBuddy semaphores: lost CASes of the decision loop
   prof_ua_fallback_take, //!< failure fallback: takes of units in another arena by a group of failed lanes (one CAS each; counted by the group's leader)
+  prof_tbuddy_stale_fail,//!< failed climbs whose failure record was stale when stored (a node was published during the climb)
+  prof_tbuddy_drain,     //!< presplit_drain calls (a climb found the tree empty while the reserve had untaken blocks)
   prof_event_count
 };
 }  // namespace toga

@@ -463,8 +463,10 @@ struct tbuddy {
     if (off == no_block) {
       if (limit) {
         uncharge(geom::page_bytes << order);
-        if (!gave_up)
+        if (!gave_up) {
           record_exhausted(order, Bug == tbuddy_bug::failure_read_late ? P::load(&limit->free_generation, acquire, device_scope) : gen);
+          TOGA_PROFILE_COUNT_IF(P::load(&limit->free_generation, relaxed, device_scope) != gen, prof_tbuddy_stale_fail);
+        }
       }
       return no_block;
     }
@@ -578,6 +580,7 @@ struct tbuddy {
         // of the reserve is settled (also those another climb drained behind us: drain_pending),
         // so a second failure is exhaustion.
         if (Bug != tbuddy_bug::presplit_no_drain && !drained && (drain_pending || presplit_unsettled())) {
+          TOGA_PROFILE_COUNT(prof_tbuddy_drain);
           presplit_drain();
           drained = true;
           k = order;
