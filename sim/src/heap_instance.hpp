@@ -175,8 +175,28 @@ struct heap_inst final : instance {
       }
       w.add_invariant("S1' arena semaphores: C_true + in-flight decrements >= 0", [this]() { return semaphores_in_range(); }, std::move(arenas));
     }
+    if (const byte_limit* L = a.small.buddy.limit)
+      w.add_invariant("F1 TBuddy failure records only move forward", [this]() { return records_forward(); },
+                      {{L->failed_at, L->failed_at + std::size(L->failed_at)}});
     w.add_invariant("U1' bitmap + free + transit == capacity", [this]() { return bins_account(); });
     w.add_invariant("W1 an open reclaim gate: every item of the last walk walked, its result theirs", [this]() { return walk_settled(); });
+  }
+
+  // F1 (design.md §13.1): a failure record (failed_at[k], free_generation + 1 as read before the
+  // climb that recorded it) never moves back: a climb that began long ago must not replace a
+  // current record with its stale one (fetch_max; planted bug failure_record_overwritten). Checked
+  // after every atomic write to the records, against the newest value each has held.
+  std::uint64_t failed_seen[std::size(byte_limit{}.failed_at)] = {};
+  std::optional<std::string> records_forward() {
+    const byte_limit* L = a.small.buddy.limit;
+    for (unsigned k = 0; k < std::size(L->failed_at); ++k) {
+      const std::uint64_t v = L->failed_at[k];
+      if (v < failed_seen[k])
+        return "failed_at[" + str(k) + "] moved back from " + str(failed_seen[k]) + " to " + str(v) + " (free_generation " +
+               str(L->free_generation) + "): a stale failure record replaced a newer one";
+      failed_seen[k] = v;
+    }
+    return std::nullopt;
   }
 
   // Upper-bound form of S5 for TBuddy, true after every step of the correct code: a level's

@@ -431,6 +431,13 @@ std::vector<mutant> build() {
       mb("tbuddy.failure-covers-smaller", "fail-fast", "failfast-race", P{{"bug", 41}},
          "a failed climb of order k records a failure for the orders below k too: a free smaller block is refused")
           .depth(0),
+      // (2026-12-02: T8 at 8 KiB spent 43 ms in its exhausting launch, 2,149 of 2,386 climbs to the root
+      // failing with a stale record; design.md §13.1) in the shape random shapes drew when they killed it
+      // at schedule 6 (the default shape survives 3,000)
+      mb("tbuddy.failure-record-overwritten", "fail-fast", "exhaust-recover",
+         P{{"bug", 116}, {"anchor", 1031}, {"heap_kib", 128}, {"keep", 6}, {"leak", 1}, {"limit_kib", 2048}, {"ops", 2}, {"pins", 1}, {"presplit_kib", 512}, {"sb_arenas", 1}, {"sms", 3}, {"threads", 8}, {"warps", 3}},
+         "a failed climb stores its failure record instead of moving it forward (fetch_max): a climb that began long "
+         "ago replaces a current record with its stale one, and every climber after it climbs to the root again (F1)"),
       mb("ualloc.empty-bin-unnoted", "fail-fast", "clean-race", P{{"bug", 42}},
          "a free that empties a bin does not count a reclaim change: a clean record outlives the empty bin")
           .depth(0),

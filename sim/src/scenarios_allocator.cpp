@@ -134,6 +134,7 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 113: return make_one<ualloc_bug::fallback_never_borrows, tbuddy_bug::none>(w, p, md);
     case 114: return make_one<ualloc_bug::borrowed_bin_to_bin_arena, tbuddy_bug::none>(w, p, md);
     case 115: return make_one<ualloc_bug::borrowed_chunk_cached, tbuddy_bug::none>(w, p, md);
+    case 116: return make_one<ualloc_bug::none, tbuddy_bug::failure_record_overwritten>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -153,7 +154,7 @@ launch_config shape(const params& p, std::int64_t warps, std::int64_t threads, s
 
 constexpr const char* bug_help = " bug=0 (a planted bug: toga-sim list --bugs names them)";
 // The planted-bug key of every heap scenario: 0 (none) .. the last case of make_heap.
-param_spec bug_key() { return {"bug", 0, 115, 0, "planted bug (keep in step with make_heap)"}; }
+param_spec bug_key() { return {"bug", 0, 116, 0, "planted bug (keep in step with make_heap)"}; }
 
 }  // namespace
 
@@ -274,6 +275,7 @@ const std::vector<planted_bug>& allocator_planted_bugs() {
       {113, "fallback", "chunk classes: the out-of-memory fallback takes no other arena's free chunk bins: lanes fail while bins of other arenas' chunks are free"},
       {114, "fallback", "release_bin returns a borrowed bin to its class list's arena's chunk list, not to its chunk's arena"},
       {115, "fallback", "a chunk emptied by a borrowed bin's release stays cached in its arena: the walk that retired the bin may leave the chunk to a later walk"},
+      {116, "fail-fast", "a failed climb stores its failure record instead of fetch_max: a climb that began long ago replaces a current record with its stale one (TBuddy climbs to the root again at exhaustion)"},
   };
   return bugs;
 }

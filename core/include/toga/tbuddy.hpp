@@ -163,6 +163,9 @@ enum class tbuddy_bug : std::uint8_t {
   group_run_floor_log2,           //!< a group's carved run has 2^floor(log2 g) blocks, not 2^ceil: lanes past it get blocks outside the run
   group_charges_whole_run,        //!< a group that carves a run charges the byte limit for the whole run (2^j blocks), not its g blocks
   group_failure_keeps_charge,     //!< a group request that gets no block leaves its charge on the byte limit
+  // failing fast (design.md §13.1), 2026-12-02
+  failure_record_overwritten,     //!< a failed climb stores its record instead of fetch_max: a climb that began long ago
+                                  //!< replaces a current record with its stale one
 };
 
 inline constexpr std::uint64_t no_block = ~std::uint64_t{0};
@@ -861,9 +864,19 @@ struct tbuddy {
   }
   // A climb for `order` found the tree empty; `gen` is free_generation as read before it began.
   // Larger orders are exhausted too (a larger block would have served); smaller ones are not.
+  // A record only moves forward (fetch_max, after a load that skips the RMW where the record is
+  // already as new): a climb that began long ago (a lane that waited on a promise, then climbed)
+  // must not replace a current record with its stale one, or every climber after it climbs to
+  // the root again (design.md §13.1).
   TOGA_DEVICE void record_exhausted(unsigned order, std::uint64_t gen) const TOGA_NOEXCEPT(P) {
     const unsigned from = Bug == tbuddy_bug::failure_covers_smaller ? 0u : order;
-    for (unsigned k = from; k <= top(); ++k) P::store(&limit->failed_at[k], gen + 1, relaxed, device_scope);
+    for (unsigned k = from; k <= top(); ++k) {
+      if constexpr (Bug == tbuddy_bug::failure_record_overwritten) {
+        P::store(&limit->failed_at[k], gen + 1, relaxed, device_scope);
+      } else {
+        if (P::load(&limit->failed_at[k], relaxed, device_scope) < gen + 1) P::fetch_max(&limit->failed_at[k], gen + 1, relaxed, device_scope);
+      }
+    }
   }
   // Counts a block of `bytes` as handed out; false (counting nothing) when the byte limit
   // would be exceeded. Relaxed: statistics and a limit order nothing else.
