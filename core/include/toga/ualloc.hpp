@@ -1749,14 +1749,14 @@ struct ualloc {
       if (i < n) {
         has = arenas[(a + i) % n].lists[c].slot_sem.peek().c > sem::bias;  // try_wait_upto may take some
         // chunk classes: free bins of the arena's chunks (the same round's second load)
-        if constexpr (!G::superbins && Bug != ualloc_bug::fallback_never_borrows) has_bins = arenas[(a + i) % n].chunk_sem.peek().c > sem::bias;
+        if constexpr (borrows) has_bins = has_free_chunk_bins((a + i) % n);
       }
       for (std::uint32_t cand = g.ballot(has); cand != 0 && failed != 0; cand &= cand - 1) {
         const unsigned r = bits::popc(g.mask & ((1u << bits::ctz(cand)) - 1u));  // the candidate lane's rank
         if (mine == no_block) mine = take_elsewhere((a + first + r) % n, c, coalesced_group<P>::of(failed));
         failed = g.ballot(mine == no_block);
       }
-      if constexpr (!G::superbins && Bug != ualloc_bug::fallback_never_borrows)
+      if constexpr (borrows)
         for (std::uint32_t cand = failed != 0 ? g.ballot(has_bins) : 0u; cand != 0 && failed != 0; cand &= cand - 1) {
           const unsigned r = bits::popc(g.mask & ((1u << bits::ctz(cand)) - 1u));
           if (mine == no_block) mine = borrow_bins(a, (a + first + r) % n, c, coalesced_group<P>::of(failed));
@@ -1769,11 +1769,17 @@ struct ualloc {
       mine = retry_once(a, c);
       // chunk classes: the walk may have returned a bin to another arena's chunk (release_bin
       // goes by the chunk's arena): borrow it (one lane; found by a review, design.md §8.6)
-      if constexpr (!G::superbins && Bug != ualloc_bug::fallback_never_borrows)
+      if constexpr (borrows)
         for (unsigned i = 0; i < n && mine == no_block; ++i)
-          if (arenas[(a + i) % n].chunk_sem.peek().c > sem::bias) mine = borrow_bins(a, (a + i) % n, c, coalesced_group<P>::self());
+          if (has_free_chunk_bins((a + i) % n)) mine = borrow_bins(a, (a + i) % n, c, coalesced_group<P>::self());
     }
     return mine;
+  }
+  // Whether the out-of-memory fallback borrows other arenas' free chunk bins (chunk classes;
+  // design.md §8.6), and whether arena b's chunks hold a free bin now (a relaxed snapshot).
+  static constexpr bool borrows = !G::superbins && Bug != ualloc_bug::fallback_never_borrows;
+  TOGA_DEVICE TOGA_FORCEINLINE bool has_free_chunk_bins(unsigned b) const TOGA_NOEXCEPT(P) {
+    return arenas[b].chunk_sem.peek().c > slot_semaphore<P>::bias;
   }
   // Slots of class c for the group f (lanes without one) from arena b's findable bins (the group's
   // own arena or another), without GROW: the leader takes up to f.size units with one CAS
