@@ -426,7 +426,7 @@ int main(int argc, char** argv) {
   bool edges = false;
   std::vector<unsigned> edge_sizes = {16, 256, 4096};
   std::uint64_t full_mib = 256;
-  unsigned full_threads = 0;  // 0: --threads
+  unsigned full_threads = 0;  // 0 (not given): --threads
   std::uint64_t full_presplit = ~std::uint64_t{0};  // (b)'s full heap's pre-split reserve in bytes (~0: the default)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -447,7 +447,13 @@ int main(int argc, char** argv) {
     else if (a == "--edge-sizes") edge_sizes = parse_list(next()), edges = true;
     else if (a == "--full-mib") full_mib = std::strtoull(next(), nullptr, 10), edges = true;
     else if (a == "--full-presplit-mib") full_presplit = std::strtoull(next(), nullptr, 10) << 20, edges = true;
-    else if (a == "--full-threads") full_threads = static_cast<unsigned>(std::strtoul(next(), nullptr, 10)), edges = true;
+    else if (a == "--full-threads") {
+      full_threads = static_cast<unsigned>(std::strtoul(next(), nullptr, 10)), edges = true;
+      if (full_threads == 0) {
+        std::fprintf(stderr, "fastpath-bench: --full-threads must be a positive number of threads (at most --threads)\n");
+        return 2;
+      }
+    }
     else {
       std::fprintf(stderr,
                    "fastpath-bench: unknown option %s (--threads N --reps R --sizes a,b --churn-sizes a,b --heap-gib G --edges "
@@ -680,7 +686,8 @@ int main(int argc, char** argv) {
       ho.presplit_bytes = full_presplit;
       toga::cuda::heap h(full_bytes, ho);
       unsigned long long filled = 0, last = 0, blocks = 0, launches = 0;
-      float first_ms = 0, fill_ms = 0;  // the first fill launch with a nullptr; all fill launches
+      float fill_ms = 0;  // all fill launches
+      bool seen_null = false;  // the first fill launch with a nullptr is printed
       print_profile(nullptr);
       while (filled + nb <= most) {
         tm.what = "T14 fill";
@@ -690,8 +697,8 @@ int main(int argc, char** argv) {
         filled += nb;
         fill_ms += ms;
         ++launches;
-        if (last > 0 && first_ms == 0) {
-          first_ms = ms;
+        if (last > 0 && !seen_null) {
+          seen_null = true;
           static char label[96];
           std::snprintf(label, sizeof label, "exhausting fill %u B", size);
           print_profile(label);
