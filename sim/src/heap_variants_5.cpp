@@ -36,5 +36,7 @@ template std::unique_ptr<instance> make_one<ualloc_bug::fallback_never_borrows, 
 template std::unique_ptr<instance> make_one<ualloc_bug::borrowed_bin_to_bin_arena, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::borrowed_chunk_cached, tbuddy_bug::none>(world&, const params&, mode);
 template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::failure_record_overwritten>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::climb_refusal_keeps_promises>(world&, const params&, mode);
+template std::unique_ptr<instance> make_one<ualloc_bug::none, tbuddy_bug::climb_refusal_ignores_generation>(world&, const params&, mode);
 
 }  // namespace toga::sim::heap_scenarios

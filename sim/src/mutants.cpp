@@ -438,6 +438,17 @@ std::vector<mutant> build() {
          P{{"bug", 116}, {"anchor", 1031}, {"heap_kib", 128}, {"keep", 6}, {"leak", 1}, {"limit_kib", 2048}, {"ops", 2}, {"pins", 1}, {"presplit_kib", 512}, {"sb_arenas", 1}, {"sms", 3}, {"threads", 8}, {"warps", 3}},
          "a failed climb stores its failure record instead of moving it forward (fetch_max): a climb that began long "
          "ago replaces a current record with its stale one, and every climber after it climbs to the root again (F1)"),
+      // refused waits (2026-12-02: T14 (b)'s exhausting fill, every waiter released by a withdrawal promising a climb
+      // of its own; design.md §13.1). 117 needs a record to appear between a climb's stop test and its next wait:
+      // the default shape survives 3,000 schedules, random shapes kill it at 6 (alloc-storm 21), the drawn shape at 1
+      mb("tbuddy.climb-refusal-keeps-promises", "liveness", "exhaust-recover",
+         P{{"bug", 117}, {"anchor", 1031}, {"heap_kib", 128}, {"keep", 6}, {"leak", 1}, {"limit_kib", 2048}, {"ops", 2}, {"pins", 1}, {"presplit_kib", 512}, {"sb_arenas", 1}, {"sms", 3}, {"threads", 8}, {"warps", 3}},
+         "a climb whose wait is refused at a recorded failure, at a level above its order, does not withdraw the units "
+         "it promised below: their waiters wait for blocks that never come"),
+      mb("tbuddy.climb-refusal-ignores-generation", "fail-fast", "exhaust-recover", P{{"bug", 118}},
+         "a climb's wait is refused at any failure ever recorded for its order, also one that frees have since made "
+         "stale: the recovery request gets nullptr from an empty heap")
+          .depth(0),
       mb("ualloc.empty-bin-unnoted", "fail-fast", "clean-race", P{{"bug", 42}},
          "a free that empties a bin does not count a reclaim change: a clean record outlives the empty bin")
           .depth(0),

@@ -135,6 +135,8 @@ std::unique_ptr<instance> make_heap(world& w, const params& p, mode md) {
     case 114: return make_one<ualloc_bug::borrowed_bin_to_bin_arena, tbuddy_bug::none>(w, p, md);
     case 115: return make_one<ualloc_bug::borrowed_chunk_cached, tbuddy_bug::none>(w, p, md);
     case 116: return make_one<ualloc_bug::none, tbuddy_bug::failure_record_overwritten>(w, p, md);
+    case 117: return make_one<ualloc_bug::none, tbuddy_bug::climb_refusal_keeps_promises>(w, p, md);
+    case 118: return make_one<ualloc_bug::none, tbuddy_bug::climb_refusal_ignores_generation>(w, p, md);
     default: return make_one<ualloc_bug::none, tbuddy_bug::none>(w, p, md);
   }
 }
@@ -154,7 +156,7 @@ launch_config shape(const params& p, std::int64_t warps, std::int64_t threads, s
 
 constexpr const char* bug_help = " bug=0 (a planted bug: toga-sim list --bugs names them)";
 // The planted-bug key of every heap scenario: 0 (none) .. the last case of make_heap.
-param_spec bug_key() { return {"bug", 0, 116, 0, "planted bug (keep in step with make_heap)"}; }
+param_spec bug_key() { return {"bug", 0, 118, 0, "planted bug (keep in step with make_heap)"}; }
 
 }  // namespace
 
@@ -276,6 +278,8 @@ const std::vector<planted_bug>& allocator_planted_bugs() {
       {114, "fallback", "release_bin returns a borrowed bin to its class list's arena's chunk list, not to its chunk's arena"},
       {115, "fallback", "a chunk emptied by a borrowed bin's release stays cached in its arena: the walk that retired the bin may leave the chunk to a later walk"},
       {116, "fail-fast", "a failed climb stores its failure record instead of fetch_max: a climb that began long ago replaces a current record with its stale one (TBuddy climbs to the root again at exhaustion)"},
+      {117, "liveness", "a climb whose wait is refused at a recorded failure (at a level above its order) does not withdraw the units it promised below: waiters wait for blocks that never come"},
+      {118, "fail-fast", "a climb's wait is refused at any failure ever recorded for its order, also one a free has since made stale: a request fails on a heap with free memory"},
   };
   return bugs;
 }

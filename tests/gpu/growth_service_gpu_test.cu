@@ -82,7 +82,7 @@ const char* const event_names[] = {
     "tb_merge", "tb_t_stage1", "tb_t_search", "tb_t_split", "ua_group", "ua_fast", "ua_take_failed", "ua_no_pin", "ua_short",
     "ua_emptied", "ua_lost_bits", "ua_find_step", "ua_grow", "ua_reconcile", "ua_lock_spin", "ua_free_group", "ua_free_cold",
     "ua_retire", "ua_steal", "ua_reclaim", "ua_reclaim_walk", "ua_fallback", "ua_t_reclaim_walk", "gw_attempt", "gw_overlap",
-    "gw_post", "gw_t_attempt", "gw_t_wait", "ua_t_stage1", "ua_t_grow", "ua_t_fallback", "tb_top_fail", "tb_gave_up", "sem_reserve", "sem_break", "sem_poll", "sem_cas_lost", "ua_fallback_take", "tb_stale_fail", "tb_drain"};
+    "gw_post", "gw_t_attempt", "gw_t_wait", "ua_t_stage1", "ua_t_grow", "ua_t_fallback", "tb_top_fail", "tb_gave_up", "sem_reserve", "sem_break", "sem_poll", "sem_cas_lost", "ua_fallback_take", "tb_stale_fail", "tb_drain", "tb_refused"};
 static_assert(sizeof event_names / sizeof event_names[0] == toga::prof_event_count, "one name per profiling event");
 unsigned long long* g_timeline = nullptr;  // device copy of svc_timeline (4 words per thread)
 std::uint64_t g_timeline_n = 0;

@@ -29,10 +29,11 @@
 #include <vector>
 
 #ifdef FASTPATH_PROFILE
-// Event counters (config.hpp's TOGA_PROFILE_COUNT): build with -DFASTPATH_PROFILE to print, per
-// timed kernel, how many groups took which path (timings of that build are not the figures).
-__device__ unsigned long long toga_prof[64];
-#define TOGA_PROFILE_COUNT(e) atomicAdd(&toga_prof[(e)], 1ull)
+// Event counters (config.hpp's TOGA_PROFILE_COUNT) and phase times (TOGA_PROFILE_PHASE: clock64
+// cycles summed over the threads that ran the phase): build with -DFASTPATH_PROFILE to print, per
+// timed kernel, how many groups took which path and where their cycles went (timings of that
+// build are not the figures).
+#include "toga/cuda/profile_counters.cuh"
 #endif
 #ifdef FASTPATH_TIMELINE
 // Timeline (-DFASTPATH_TIMELINE, not with FASTPATH_PROFILE): every thread of toga_alloc records
@@ -83,7 +84,7 @@ constexpr unsigned block = 256;
     "ua_fast",     "ua_take_failed", "ua_no_pin", "ua_short",   "ua_emptied",    "ua_lost_bits", "ua_find_step",
     "ua_grow",     "ua_reconcile",   "ua_lock_spin", "ua_free_group", "ua_free_cold", "ua_retire", "ua_steal", "ua_reclaim",
     "ua_reclaim_walk", "ua_fallback", "ua_t_reclaim_walk", "gw_attempt", "gw_overlap", "gw_post", "gw_t_attempt", "gw_t_wait",
-    "ua_t_stage1", "ua_t_grow", "ua_t_fallback", "tb_top_fail", "tb_gave_up", "sem_reserve", "sem_break", "sem_poll", "sem_cas_lost", "ua_fallback_take", "tb_stale_fail", "tb_drain"};
+    "ua_t_stage1", "ua_t_grow", "ua_t_fallback", "tb_top_fail", "tb_gave_up", "sem_reserve", "sem_break", "sem_poll", "sem_cas_lost", "ua_fallback_take", "tb_stale_fail", "tb_drain", "tb_refused"};
 static_assert(sizeof event_names / sizeof event_names[0] == toga::prof_event_count, "one name per profiling event");
 
 // (what == nullptr: reset the counters without printing)
@@ -93,9 +94,22 @@ void print_profile(const char* what) {
   unsigned long long h[64];
   CK(cudaMemcpyFromSymbol(h, toga_prof, sizeof h));
   if (what) {
+    // the phase times (config.hpp's "time:" events), in millions of cycles summed over threads
+    auto is_time = [](unsigned i) {
+      return i == toga::prof_tbuddy_t_stage1 || i == toga::prof_tbuddy_t_search || i == toga::prof_tbuddy_t_split ||
+             i == toga::prof_ua_t_reclaim_walk || i == toga::prof_gw_t_attempt || i == toga::prof_gw_t_wait ||
+             i == toga::prof_ua_t_stage1 || i == toga::prof_ua_t_grow || i == toga::prof_ua_t_fallback;
+    };
     std::printf("      profile %-12s", what);
     for (unsigned i = 0; i < toga::prof_event_count; ++i)
-      if (h[i] && i != 10 && i != 11 && i != 12) std::printf(" %s=%llu", names[i], h[i]);
+      if (h[i] && !is_time(i)) std::printf(" %s=%llu", names[i], h[i]);
+    bool any_time = false;
+    for (unsigned i = 0; i < toga::prof_event_count; ++i)
+      if (h[i] && is_time(i)) {
+        if (!any_time) std::printf(" | Mcycles:");
+        any_time = true;
+        std::printf(" %s=%.1f", names[i], static_cast<double>(h[i]) / 1e6);
+      }
     std::printf("\n");
   }
   std::memset(h, 0, sizeof h);

@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
                             "reclaim_walk", "fallback", "t_reclaim_walk_cycles", "gw_attempt", "gw_overlap", "gw_post",
                             "gw_t_attempt_cycles", "gw_t_wait_cycles",
                             "ua_t_stage1_cycles", "ua_t_grow_cycles", "ua_t_fallback_cycles", "tb_top_fail", "tb_gave_up", "sem_reserve", "sem_break", "sem_poll", "sem_cas_lost",
-                            "fallback_take", "tb_stale_fail", "tb_drain"};
+                            "fallback_take", "tb_stale_fail", "tb_drain", "tb_refused"};
   static_assert(sizeof ua_names / sizeof ua_names[0] == toga::prof_event_count - toga::prof_ua_group, "one name per event");
   const char* passes_env = std::getenv("PASSES");
   const int passes = passes_env ? std::atoi(passes_env) : 3;

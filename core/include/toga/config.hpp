@@ -169,6 +169,7 @@ enum profile_event : unsigned {
   prof_ua_fallback_take, //!< failure fallback: takes of units in another arena by a group of failed lanes (one CAS each; counted by the group's leader)
   prof_tbuddy_stale_fail,//!< failed climbs whose failure record was stale when stored (a node was published during the climb)
   prof_tbuddy_drain,     //!< presplit_drain calls (a climb found the tree empty while the reserve had untaken blocks)
+  prof_tbuddy_refused,   //!< climbs whose wait was refused at a recorded failure (design.md §13.1, refused waits)
   prof_event_count
 };
 }  // namespace toga

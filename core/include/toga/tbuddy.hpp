@@ -166,6 +166,9 @@ enum class tbuddy_bug : std::uint8_t {
   // failing fast (design.md §13.1), 2026-12-02
   failure_record_overwritten,     //!< a failed climb stores its record instead of fetch_max: a climb that began long ago
                                   //!< replaces a current record with its stale one
+  // refused waits (design.md §13.1), 2026-12-02
+  climb_refusal_keeps_promises,   //!< a climb refused at level k > order does not withdraw the units it promised below k
+  climb_refusal_ignores_generation, //!< a wait is refused at any failure ever recorded for the order, also a stale one
 };
 
 inline constexpr std::uint64_t no_block = ~std::uint64_t{0};
@@ -461,16 +464,9 @@ struct tbuddy {
     const std::uint64_t gen = limit ? P::load(&limit->free_generation, acquire, device_scope) : 0;
     std::uint64_t charged = 0;  // bytes handed out, this block included, when we charged it
     if (limit && !charge(geom::page_bytes << order, charged)) return no_block;
-    bool gave_up = false;
-    const std::uint64_t off = alloc_block(order, &gave_up);
+    const std::uint64_t off = alloc_block(order, limit ? &gen : nullptr);  // (a failure is recorded in there)
     if (off == no_block) {
-      if (limit) {
-        uncharge(geom::page_bytes << order);
-        if (!gave_up) {
-          record_exhausted(order, Bug == tbuddy_bug::failure_read_late ? P::load(&limit->free_generation, acquire, device_scope) : gen);
-          TOGA_PROFILE_COUNT_IF(P::load(&limit->free_generation, relaxed, device_scope) != gen, prof_tbuddy_stale_fail);
-        }
-      }
+      if (limit) uncharge(geom::page_bytes << order);
       return no_block;
     }
     if (limit) note_high_water(charged);
@@ -557,8 +553,13 @@ struct tbuddy {
   }
 
  private:
-  // The climb, search and split of alloc, without the byte limit.
-  TOGA_DEVICE std::uint64_t alloc_block(unsigned order, bool* gave_up = nullptr) const TOGA_NOEXCEPT(P) {
+  // The climb, search and split of alloc, without the byte limit. `gen` (alloc's requests; null
+  // for a group's run): free_generation as read before the request began; a climb that finds the
+  // tree empty then records the failure (record_exhausted) BEFORE it withdraws its promises, so
+  // that the waiters the withdrawal sends through a new decision find the record and are refused
+  // (below) instead of promising a climb of their own; and a wait that would promise is refused
+  // while a failure of `order` is recorded and current.
+  TOGA_DEVICE std::uint64_t alloc_block(unsigned order, const std::uint64_t* gen = nullptr) const TOGA_NOEXCEPT(P) {
     TOGA_PROFILE_COUNT(prof_tbuddy_alloc);
     TOGA_PROFILE_START;
     unsigned k = order;
@@ -577,18 +578,24 @@ struct tbuddy {
         // for such a promise, or returns GROW (promising nothing) when none is coming: OOM.
         if (sem[k].wait(1, 1) == sem_result::ok) break;
         TOGA_PROFILE_COUNT(prof_tbuddy_top_fail);
-        if constexpr (Bug != tbuddy_bug::oom_keeps_promises) withdraw_climb(order, top());
         // Blocks of the reserve that no climb took are free memory: free them into the tree
         // (merging), then climb once more. Once is enough: the drain returns when every block
         // of the reserve is settled (also those another climb drained behind us: drain_pending),
         // so a second failure is exhaustion.
         if (Bug != tbuddy_bug::presplit_no_drain && !drained && (drain_pending || presplit_unsettled())) {
+          if constexpr (Bug != tbuddy_bug::oom_keeps_promises) withdraw_climb(order, top());
           TOGA_PROFILE_COUNT(prof_tbuddy_drain);
           presplit_drain();
           drained = true;
           k = order;
           continue;
         }
+        // Out of memory: the record first, then the withdrawal (design.md §13.1, "Refused waits")
+        if (gen != nullptr) {
+          record_exhausted(order, Bug == tbuddy_bug::failure_read_late ? P::load(&limit->free_generation, acquire, device_scope) : *gen);
+          TOGA_PROFILE_COUNT_IF(P::load(&limit->free_generation, relaxed, device_scope) != *gen, prof_tbuddy_stale_fail);
+        }
+        if constexpr (Bug != tbuddy_bug::oom_keeps_promises) withdraw_climb(order, top());
         return no_block;
       }
       // A failure recorded for this order, with nothing published since (known_exhausted):
@@ -600,10 +607,30 @@ struct tbuddy {
       if (k > order && stop_climb(order)) {
         TOGA_PROFILE_COUNT(prof_tbuddy_gave_up);
         if constexpr (Bug != tbuddy_bug::climb_stop_keeps_promises) withdraw_climb(order, k);
-        if (gave_up) *gave_up = true;
         return no_block;
       }
-      if (sem[k].wait(1, 2) == sem_result::ok) break;
+      // Where the wait would promise a unit (a climb of our own), it first asks whether a failure
+      // of `order` is recorded and current; then it promises nothing and the request fails, as
+      // one arriving now would (alloc's first test). Without it, every waiter that a failing
+      // climb's withdrawal released promised a unit, other waiters reserved on that promise, and
+      // its own withdrawal released them again: a chain of decisions on one word per level
+      // (T14 (b)'s exhausting fill, design.md §13.1). No confirming CAS: the refusal is that
+      // first test made later, linearised at its load of the record, whatever the word holds.
+      sem_result r;
+      if (gen == nullptr) {
+        r = sem[k].wait(1, 2);
+      } else {
+        r = sem[k].wait_slow(1, 2, [&] { return Bug == tbuddy_bug::climb_refusal_ignores_generation
+                                                  ? P::load(&limit->failed_at[order], relaxed, device_scope) != 0
+                                                  : known_exhausted(order); },
+                             false);
+      }
+      if (r == sem_result::ok) break;
+      if (r == sem_result::refused) {
+        TOGA_PROFILE_COUNT(prof_tbuddy_refused);
+        if constexpr (Bug != tbuddy_bug::climb_refusal_keeps_promises) withdraw_climb(order, k);
+        return no_block;
+      }
       TOGA_PROFILE_COUNT(prof_tbuddy_climb);
       ++k;  // GROW at level k: we promised one unit there, delivered by a split from above
     }
