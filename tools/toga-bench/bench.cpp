@@ -76,7 +76,7 @@ const std::vector<case_info>& all_cases() {
       {"T5", "churn", "2^18 threads x 16 iterations of malloc + write + free, S in {16, 256, 4096}; pairs/s"},
       {"T6", "warp-cooperative", "T1 through the warp-aggregated API; allocations/s"},
       {"T7", "large blocks", "S in {16 KiB, 64 KiB, 512 KiB, 4 MiB}, threads sized to half the heap; ms, failures"},
-      {"T8", "out-of-memory / utilisation", "1 GiB heap, rounds of 100,000 allocations until one fails; S in {16, 256, 4096}; bytes obtained / heap"},
+      {"T8", "out-of-memory / utilisation", "1 GiB heap, rounds of 100,000 allocations until one fails; S in {16, 256, 4096, 8192, 16384} (GPU; the simulator: {16, 256, 4096}); bytes obtained / heap"},
       {"T9", "fragmentation", "100,000 live allocations, 100 rounds of random frees and re-allocations; address range / (N*S)"},
       {"T10", "dynamic graph: build", "per-vertex adjacency arrays (degree rounded to a power of two, >= 16 B) of real graphs; ms"},
       {"T11", "dynamic graph: updates", "rounds of 10,000 edge insertions (grow by reallocate-and-copy), then deletions (shrink); ms per round"},
