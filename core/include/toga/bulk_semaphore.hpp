@@ -234,8 +234,10 @@ class bulk_semaphore {
   //! on the new word. Without it a producer's promise and its take of what the refusal reads
   //! (the arena's last chunk bin, say) can both fall between the snapshot and `refuse()`: the
   //! records then say "bound to fail" while promised units would serve the caller (design.md
-  //! §13.5; found by the fallback-race scenario). `confirm = false` is the planted bug
-  //! `cas_refusal_unconfirmed`, for the simulator only.
+  //! §13.5; found by the fallback-race scenario). `confirm = false` skips it: UAlloc's planted bug
+  //! `cas_refusal_unconfirmed` (simulator only), and TBuddy's climb, whose refusal reads only its
+  //! own failure record and is linearised at that load, as alloc's first test is (design.md §13.1,
+  //! "Refused waits").
   template <class Refuse>
   TOGA_DEVICE sem_result wait_slow(word_t t, word_t total, Refuse&& refuse, bool confirm = true) TOGA_NOEXCEPT(P) {
     return wait_total(t, total, refuse, confirm);

@@ -464,7 +464,7 @@ struct tbuddy {
     const std::uint64_t gen = limit ? P::load(&limit->free_generation, acquire, device_scope) : 0;
     std::uint64_t charged = 0;  // bytes handed out, this block included, when we charged it
     if (limit && !charge(geom::page_bytes << order, charged)) return no_block;
-    const std::uint64_t off = alloc_block(order, limit ? &gen : nullptr);  // (a failure is recorded in there)
+    const std::uint64_t off = alloc_block(order, limit != nullptr, gen);  // (a failure is recorded in there)
     if (off == no_block) {
       if (limit) uncharge(geom::page_bytes << order);
       return no_block;
@@ -553,13 +553,14 @@ struct tbuddy {
   }
 
  private:
-  // The climb, search and split of alloc, without the byte limit. `gen` (alloc's requests; null
-  // for a group's run): free_generation as read before the request began; a climb that finds the
-  // tree empty then records the failure (record_exhausted) BEFORE it withdraws its promises, so
-  // that the waiters the withdrawal sends through a new decision find the record and are refused
-  // (below) instead of promising a climb of their own; and a wait that would promise is refused
-  // while a failure of `order` is recorded and current.
-  TOGA_DEVICE std::uint64_t alloc_block(unsigned order, const std::uint64_t* gen = nullptr) const TOGA_NOEXCEPT(P) {
+  // The climb, search and split of alloc, without the byte limit. `records` (alloc's requests, on
+  // a tree with a byte_limit block; false for a group's run): `gen` is free_generation as read
+  // (acquire) before the request began; a climb that finds the tree empty then records the failure
+  // (record_exhausted) BEFORE it withdraws its promises, so that the waiters the withdrawal sends
+  // through a new decision find the record and are refused (below) instead of promising a climb of
+  // their own; and a wait that would promise is refused while a failure of `order` is recorded
+  // and current (design.md §13.1, "Refused waits").
+  TOGA_DEVICE std::uint64_t alloc_block(unsigned order, bool records = false, std::uint64_t gen = 0) const TOGA_NOEXCEPT(P) {
     TOGA_PROFILE_COUNT(prof_tbuddy_alloc);
     TOGA_PROFILE_START;
     unsigned k = order;
@@ -588,12 +589,15 @@ struct tbuddy {
           presplit_drain();
           drained = true;
           k = order;
+          // the climb again is a climb of its own: its count is read after the drain (what the
+          // drains published is then no reason for its record to be stale)
+          if (records) gen = P::load(&limit->free_generation, acquire, device_scope);
           continue;
         }
         // Out of memory: the record first, then the withdrawal (design.md §13.1, "Refused waits")
-        if (gen != nullptr) {
-          record_exhausted(order, Bug == tbuddy_bug::failure_read_late ? P::load(&limit->free_generation, acquire, device_scope) : *gen);
-          TOGA_PROFILE_COUNT_IF(P::load(&limit->free_generation, relaxed, device_scope) != *gen, prof_tbuddy_stale_fail);
+        if (records) {
+          record_exhausted(order, Bug == tbuddy_bug::failure_read_late ? P::load(&limit->free_generation, acquire, device_scope) : gen);
+          TOGA_PROFILE_COUNT_IF(P::load(&limit->free_generation, relaxed, device_scope) != gen, prof_tbuddy_stale_fail);
         }
         if constexpr (Bug != tbuddy_bug::oom_keeps_promises) withdraw_climb(order, top());
         return no_block;
@@ -616,15 +620,15 @@ struct tbuddy {
       // its own withdrawal released them again: a chain of decisions on one word per level
       // (T14 (b)'s exhausting fill, design.md §13.1). No confirming CAS: the refusal is that
       // first test made later, linearised at its load of the record, whatever the word holds.
-      sem_result r;
-      if (gen == nullptr) {
-        r = sem[k].wait(1, 2);
-      } else {
-        r = sem[k].wait_slow(1, 2, [&] { return Bug == tbuddy_bug::climb_refusal_ignores_generation
-                                                  ? P::load(&limit->failed_at[order], relaxed, device_scope) != 0
-                                                  : known_exhausted(order); },
-                             false);
-      }
+      // (One instantiation of the CAS loop for both callers: a group's run never refuses.)
+      const sem_result r = sem[k].wait_slow(
+          1, 2,
+          [this, records, order] {
+            if (!records) return false;
+            if constexpr (Bug == tbuddy_bug::climb_refusal_ignores_generation) return P::load(&limit->failed_at[order], relaxed, device_scope) != 0;
+            return known_exhausted(order);
+          },
+          false);
       if (r == sem_result::ok) break;
       if (r == sem_result::refused) {
         TOGA_PROFILE_COUNT(prof_tbuddy_refused);
