@@ -67,36 +67,17 @@ struct isolated_result {
 isolated_result explore_isolated(const char* scenario, const std::vector<std::pair<const char*, std::int64_t>>& params,
                                  ts::strategy_kind k, std::uint64_t schedules) {
   isolated_result r;
-  int fd[2];
-  if (pipe(fd) != 0) throw std::runtime_error("pipe failed");
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    close(fd[0]);
+  const auto c = toga::test::run_in_child([&] {
     const auto s = explore(scenario, params, k, schedules);
-    std::string out = s.first_failure ? std::to_string(s.first_failure->index) + " " + (s.first_failure->deterministic ? "1" : "0") + "\n" +
-                                            failure_text(s)
-                                      : std::string("-1 1\n");
-    for (std::size_t done = 0; done < out.size();) {
-      const ssize_t n = write(fd[1], out.data() + done, out.size() - done);
-      if (n <= 0) break;
-      done += static_cast<std::size_t>(n);
-    }
-    _exit(0);
-  }
-  close(fd[1]);
-  std::string got;
-  char buf[4096];
-  for (ssize_t n; (n = read(fd[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
-  close(fd[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (WIFSIGNALED(status)) {
+    return s.first_failure ? std::to_string(s.first_failure->index) + " " + (s.first_failure->deterministic ? "1" : "0") + "\n" + failure_text(s)
+                           : std::string("-1 1\n");
+  });
+  if (c.crashed) {
     r.crashed = true;
-    r.text = "the simulator crashed (signal " + std::to_string(WTERMSIG(status)) + ")";
+    r.text = "the simulator crashed (signal " + std::to_string(c.signal) + ")";
     return r;
   }
+  const std::string& got = c.text;
   const std::size_t nl = got.find('\n');
   if (nl != std::string::npos) {
     r.first = std::strtol(got.c_str(), nullptr, 10);

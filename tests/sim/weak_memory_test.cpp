@@ -5,9 +5,6 @@
 // them). Every failure message names its replay command.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <bit>
 #include <cstdio>
 #include <set>
@@ -53,18 +50,11 @@ ts::explore_summary explore(const char* name, std::vector<std::pair<const char*,
 // failure that its re-run did not reproduce) or "pass".
 std::string one_schedule_isolated(const char* name, const std::vector<std::pair<const char*, std::int64_t>>& params, ts::memory_model m,
                                   ts::strategy_kind k, std::uint64_t index) {
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
+  const auto c = toga::test::run_in_child([&] {
     const auto s = explore(name, params, m, k, 1, 0, 1, index);
-    _exit(!s.first_failure ? 0 : s.first_failure->deterministic ? 1 : 2);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (WIFSIGNALED(status)) return "crash";
-  const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 3;
-  return rc == 0 ? "pass" : rc == 1 ? "fail" : "nondet";
+    return std::string(!s.first_failure ? "pass" : s.first_failure->deterministic ? "fail" : "nondet");
+  });
+  return c.crashed ? "crash" : c.text;
 }
 
 template <class State>
