@@ -54,6 +54,14 @@ constexpr std::uint64_t close_sig = (std::uint64_t{1} << 62) | 2;
 // other than a sum equality reads is an ordinary write (that invariant sees the intermediate
 // values, which the order of the adds changes).
 constexpr std::uint64_t add_sig = (std::uint64_t{1} << 61) | 1;
+// Adds to a word that a word-bounds invariant reads (world::invariant_form::word_bounds): two adds
+// of one direction pass the same bounds in either order; an add that raises the word and one that
+// lowers it conflict (which of them comes first decides whether the word passes through the higher
+// or the lower value). Over a run, the order of every raise against every lower is then fixed, so
+// the word's value at the end of each run of raises (its local maxima) and of lowers (its minima)
+// is the same in every equivalent execution (docs/simulator.md §20.1).
+constexpr std::uint64_t add_up_sig = (std::uint64_t{1} << 61) | 2;
+constexpr std::uint64_t add_down_sig = (std::uint64_t{1} << 61) | 3;
 
 // One access of a step: the word (by ordinal), written, and its signature when the write commutes
 // with the same signature's (0: an ordinary read or write).
@@ -181,6 +189,8 @@ struct node {
 //! exhaustive_strategy): begin / run / finish / advance.
 class dpor_strategy final : public strategy, public step_observer {
  public:
+  bool honour_forms = true;  // dpor_options::invariant_forms
+
   dpor_strategy(bool reduce, std::uint64_t step_bound, plain_mode plain, bool coarse_warps, std::vector<unsigned> warp_of,
                 unsigned unsound_warps = 0)
       : reduce_(reduce),
@@ -341,17 +351,20 @@ class dpor_strategy final : public strategy, public step_observer {
     s.add(ordinal(addr), write);
     if (write) invariant_writes(s, addr);
   }
-  void plain_add(unsigned lane, std::uintptr_t addr) override {
+  void plain_add(unsigned lane, std::uintptr_t addr, bool down) override {
     if (!declared_) return;
     ensure_lane(lane);
     ran_on(lane);
     summary& s = events_[static_cast<std::size_t>(cur_)].acc;
-    const bool ordered = invariant_writes(s, addr);
-    s.add(ordinal(addr), true, ordered ? 0 : add_sig);
+    const add_order o = invariant_writes(s, addr, true);
+    s.add(ordinal(addr), true, o == add_order::ordered ? 0 : o == add_order::by_direction ? (down ? add_down_sig : add_up_sig) : add_sig);
   }
-  void invariant_is_sum(std::size_t index) override {
-    if (inv_sum_.size() <= index) inv_sum_.resize(index + 1, false);
-    inv_sum_[index] = true;
+  void invariant_is_sum(std::size_t index) override { set_form(index, world::invariant_form::sum_equal); }
+  void invariant_is_word_bounds(std::size_t index) override { set_form(index, world::invariant_form::word_bounds); }
+  void set_form(std::size_t index, world::invariant_form f) {
+    if (!honour_forms) return;  // every invariant as `any` (dpor_options::invariant_forms)
+    if (inv_form_.size() <= index) inv_form_.resize(index + 1, world::invariant_form::any);
+    inv_form_[index] = f;
   }
   void arrival(unsigned lane, op k, std::uint32_t m) override {
     ensure_lane(lane);
@@ -390,7 +403,7 @@ class dpor_strategy final : public strategy, public step_observer {
       inv_all_.resize(index + 1, false);
     }
     inv_all_[index] = reads == nullptr;
-    if (index < inv_sum_.size()) inv_sum_[index] = false;  // (invariant_is_sum follows for a sum)
+    if (index < inv_form_.size()) inv_form_[index] = world::invariant_form::any;  // (invariant_is_sum etc. follow)
     inv_ranges_[index] = reads ? *reads : std::vector<std::pair<std::uintptr_t, std::uintptr_t>>{};
   }
 
@@ -612,19 +625,31 @@ class dpor_strategy final : public strategy, public step_observer {
     for (std::size_t i = 0; !hit && i < inv_ranges_[k].size(); ++i) hit = addr >= inv_ranges_[k][i].first && addr < inv_ranges_[k][i].second;
     return hit;
   }
-  bool is_sum(std::size_t k) const { return k < inv_sum_.size() && inv_sum_[k]; }
+  world::invariant_form form(std::size_t k) const { return k < inv_form_.size() ? inv_form_[k] : world::invariant_form::any; }
+  // How adds to a word must be ordered for the invariants that read it: not at all (add_sig),
+  // an add that raises it against one that lowers it (word bounds), or every add (an ordinary write).
+  enum class add_order : std::uint8_t { free, by_direction, ordered };
   // The invariants that read `addr` see this step's write (the invariant rule, 20.1): they see
   // the same sequence of values in every equivalent execution. Not a sum equality's: the first
-  // step that changes its sum changes it in every linearisation (world::invariant_form).
-  // Returns whether any did (an invariant that sees the order of the word's writes).
-  bool invariant_writes(summary& s, std::uintptr_t addr) {
-    bool any = false;
-    for (std::size_t k = 0; k < inv_ranges_.size(); ++k)
-      if (!is_sum(k) && invariant_reads_word(k, addr)) {
-        s.add(ordinal(invariant_word(k)), true);
-        any = true;
+  // step that changes its sum changes it in every linearisation; nor word bounds', which read
+  // each word alone, whose writes are ordered among themselves (world::invariant_form).
+  // `add`: the write is an add (plain_add); returns how such adds must be ordered.
+  add_order invariant_writes(summary& s, std::uintptr_t addr, bool add = false) {
+    add_order o = add_order::free;
+    for (std::size_t k = 0; k < inv_ranges_.size(); ++k) {
+      if (!invariant_reads_word(k, addr)) continue;
+      switch (form(k)) {
+        case world::invariant_form::sum_equal: break;
+        case world::invariant_form::word_bounds:
+          if (add && o == add_order::free) o = add_order::by_direction;
+          break;
+        case world::invariant_form::any:
+          s.add(ordinal(invariant_word(k)), true);
+          o = add_order::ordered;
+          break;
       }
-    return any;
+    }
+    return o;
   }
   void end_event() {
     if (cur_ < 0 || ended_ == cur_) return;
@@ -676,7 +701,7 @@ class dpor_strategy final : public strategy, public step_observer {
   std::vector<int> arrival_event_;    // per lane: the step of its last arrival at an intrinsic
   std::vector<std::vector<int>> rendezvous_;  // per lane released from a rendezvous: event::rendezvous of its next step
   std::vector<bool> inv_all_;         // per invariant: undeclared (reads everything)
-  std::vector<bool> inv_sum_;         // per invariant: a sum equality (world::invariant_form::sum_equal)
+  std::vector<world::invariant_form> inv_form_;  // per invariant: its declared form (any by default)
   std::vector<std::vector<std::pair<std::uintptr_t, std::uintptr_t>>> inv_ranges_;  // per invariant: what it reads
   std::vector<int> enabler_next_;
 };
@@ -734,6 +759,7 @@ dpor_summary explore_dpor(const scenario& sc, const params& p, const run_limits&
   const unsigned tpb = cfg.threads_per_block, warps_per_block = (tpb + 31) / 32;
   for (unsigned i = 0; i < cfg.lanes(); ++i) warp_of[i] = (i / tpb) * warps_per_block + (i % tpb) / 32;  // as world numbers them
   dpor_strategy st(opt.reduce, bound, sum.plain, opt.coarse_warps, std::move(warp_of), opt.unsound_warps);
+  st.honour_forms = opt.invariant_forms;
   const auto t0 = std::chrono::steady_clock::now();
   for (std::uint64_t i = 0;; ++i) {
     if (i >= opt.max_executions) {

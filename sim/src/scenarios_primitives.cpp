@@ -217,7 +217,7 @@ struct semaphore_collective_inst final : instance {
           if (sem_t::unpack(sem.raw()).c > avail.size()) return "C exceeds the items there are";
           return std::nullopt;
         },
-        world::watched_ranges{range_of_object(sem)});
+        world::watched_ranges{range_of_object(sem)}, world::invariant_form::word_bounds);  // one word's field
   }
   std::uint32_t claim() {
     for (unsigned attempt = 0;; ++attempt) {
@@ -399,7 +399,7 @@ struct rcu_inst final : instance {
           if (d.pending_raw() > 1) return "pending is not 0/1";
           return std::nullopt;
         },
-        world::watched_ranges{range_of_object(d)});
+        world::watched_ranges{range_of_object(d)}, world::invariant_form::word_bounds);  // three words, each alone
   }
   void lane() override {
     const unsigned me = P::thread_id();
@@ -598,7 +598,7 @@ struct admission_inst final : instance {
           if (inside.peek() > cap) return str(inside.peek()) + " lanes hold a permit, cap " + str(cap);
           return std::nullopt;
         },
-        world::watched_ranges{range_of_object(inside)});
+        world::watched_ranges{range_of_object(inside)}, world::invariant_form::word_bounds);  // a bound on one counter
   }
   void take_permit() {
     for (unsigned attempt = 0;; ++attempt) {

@@ -281,6 +281,7 @@ void world::add_invariant_reading(std::string name, invariant_fn fn, const watch
     for (const auto& [b, e] : reads) v.emplace_back(reinterpret_cast<std::uintptr_t>(b), reinterpret_cast<std::uintptr_t>(e));
     observer_->invariant_reads(invariants_.size(), &v);
     if (form == invariant_form::sum_equal) observer_->invariant_is_sum(invariants_.size());
+    if (form == invariant_form::word_bounds) observer_->invariant_is_word_bounds(invariants_.size());
   }
   invariants_.emplace_back(std::move(name), std::move(fn));
   watched_.emplace_back();

@@ -283,8 +283,10 @@ ts::scenario ghost_scenario() {
 // invariant pool + sum(mine) == tokens, declared a sum equality; 1: the same declared as `any`
 // (the invariant rule orders every add); 2: a lower bound, pool >= 0 with tokens = 2 (the pool
 // runs dry only while all three lanes hold a token at once), declared as `any`; 3: that bound
-// wrongly declared a sum equality. bug=1: lane 1 gives back two tokens and takes one again in
-// its next step (the sum is one too high in between).
+// wrongly declared a sum equality; 4: the bound declared word bounds (it reads the pool alone:
+// adds that lower it commute, an add that lowers it and one that raises it do not). bug=1: lane
+// 1 gives back two tokens and takes one again in its next step (the sum is one too high in
+// between). tokens=N: the pool's tokens for variants 2-4 (3: it never runs dry).
 template <int Variant>
 struct sum_inst final : ts::instance {
   std::uint32_t own[3] = {0, 0, 0};
@@ -292,7 +294,8 @@ struct sum_inst final : ts::instance {
   ts::ghost<std::int64_t> mine[3];
   std::int64_t tokens;
   bool bug;
-  sum_inst(ts::world& w, const ts::params& p) : pool(Variant >= 2 ? 2 : 3), tokens(Variant >= 2 ? 2 : 3), bug(p.get("bug", 0) != 0) {
+  sum_inst(ts::world& w, const ts::params& p)
+      : pool(Variant >= 2 ? p.get("tokens", 2) : 3), tokens(Variant >= 2 ? p.get("tokens", 2) : 3), bug(p.get("bug", 0) != 0) {
     const ts::world::watched_ranges reads{ts::range_of_object(pool), {&mine[0], &mine[3]}};
     auto sum = [this]() -> std::optional<std::string> {
       std::int64_t t = pool.peek();
@@ -308,7 +311,8 @@ struct sum_inst final : ts::instance {
     if (Variant == 0) w.add_invariant_reading("sum", sum, reads, form::sum_equal);
     else if (Variant == 1) w.add_invariant_reading("sum", sum, reads);
     else if (Variant == 2) w.add_invariant_reading("floor", floor, reads);
-    else w.add_invariant_reading("floor", floor, reads, form::sum_equal);
+    else if (Variant == 3) w.add_invariant_reading("floor", floor, reads, form::sum_equal);
+    else w.add_invariant_reading("floor", floor, reads, form::word_bounds);
   }
   void lane() override {
     const unsigned me = P::thread_id();
@@ -662,6 +666,105 @@ TEST(Dpor, SumEqualityInvariantsNeedNoOrderAndAWrongDeclarationMissesABound) {
   }
 }
 
+// Two lanes each raise their own word to 1 and lower it again (ghost adds); the invariant
+// x + y <= 1 reads both words together. Declared `any` its violation (both raised at once) is
+// found; wrongly declared word bounds it is missed (nothing orders the two lanes' adds, so the one
+// order dpor runs has them apart), while the unreduced enumeration finds it.
+template <int Variant>
+struct pair_inst final : ts::instance {
+  std::uint32_t own[2] = {0, 0};
+  ts::ghost<std::int64_t> up[2];
+  pair_inst(ts::world& w, const ts::params&) {
+    auto both = [this]() -> std::optional<std::string> {
+      if (up[0].peek() + up[1].peek() > 1) return std::string("both words raised at once");
+      return std::nullopt;
+    };
+    const ts::world::watched_ranges reads{{&up[0], &up[2]}};
+    if (Variant == 0) w.add_invariant_reading("pair", both, reads);
+    else w.add_invariant_reading("pair", both, reads, ts::world::invariant_form::word_bounds);
+  }
+  void lane() override {
+    const unsigned me = P::thread_id();
+    P::store(&own[me], 1u, toga::relaxed, toga::device_scope);
+    up[me] += 1;
+    P::store(&own[me], 2u, toga::relaxed, toga::device_scope);
+    up[me] -= 1;
+    P::store(&own[me], 3u, toga::relaxed, toga::device_scope);
+  }
+};
+
+template <int Variant>
+ts::scenario pair_scenario() {
+  ts::scenario s = test_scenario("t-dpor-pair" + std::to_string(Variant), "dpor test: a bound over two words", 1, 2,
+                                 [](ts::world& w, const ts::params& p) { return std::make_unique<pair_inst<Variant>>(w, p); });
+  s.keys.reset();
+  return s;
+}
+
+TEST(Dpor, WordBoundsOrderOnlyRaisesAgainstLowers) {
+  // A bound on one word declared word bounds: adds of one direction commute, so fewer executions
+  // than declared `any`, and the pool running dry is still found (it needs the three lowers
+  // before any raise: an order of raises against lowers, which the rule keeps). A bound over two
+  // words wrongly declared word bounds is missed (pair_inst): the test fails if the declaration
+  // stops mattering. admission's bound on its counter of lanes inside: fewer executions than
+  // with every invariant taken as `any` (dpor_options::invariant_forms = false), the same
+  // planted bugs found (FindsEveryPlantedBugOfTheSmallShapes runs them under the declaration).
+  const ts::scenario any = sum_scenario<2>(), bounds = sum_scenario<4>();
+  const ts::params dry = params_of({{"tokens", 2}}), enough = params_of({{"tokens", 3}});
+  for (auto m : {ts::memory_model::sc, ts::memory_model::weak}) {
+    SCOPED_TRACE(ts::to_string(m));
+    const auto a = dpor(any, enough, m), b = dpor(bounds, enough, m);
+    EXPECT_TRUE(a.complete) << text(a);
+    EXPECT_TRUE(b.complete) << text(b);
+    EXPECT_EQ(a.failures.size(), 0u) << text(a);
+    EXPECT_EQ(b.failures.size(), 0u) << text(b);
+    EXPECT_LT(b.executions, a.executions) << text(b) << " against " << text(a);
+    std::printf("[ t-dpor-bounds ] %s: %llu executions with the bound declared word bounds, %llu declared any\n",
+                ts::to_string(m), static_cast<unsigned long long>(b.executions), static_cast<unsigned long long>(a.executions));
+    const auto found = dpor(bounds, dry, m);
+    ASSERT_EQ(found.failures.size(), 1u) << text(found);
+    EXPECT_NE(found.failures.front().result.message.find("ran dry"), std::string::npos) << text(found);
+    EXPECT_TRUE(found.failures.front().deterministic);
+    const auto pair_any = dpor(pair_scenario<0>(), {}, m), pair_wrong = dpor(pair_scenario<1>(), {}, m),
+               pair_all = dpor(pair_scenario<1>(), {}, m, false);
+    EXPECT_EQ(pair_any.failures.size(), 1u) << text(pair_any);
+    EXPECT_TRUE(pair_wrong.complete) << text(pair_wrong);
+    EXPECT_EQ(pair_wrong.failures.size(), 0u) << text(pair_wrong);
+    EXPECT_EQ(pair_all.failures.size(), 1u) << text(pair_all);
+  }
+  // The scenarios that declare word bounds: fewer executions than with every invariant taken as
+  // `any` (dpor_options::invariant_forms = false), no failure; under weak memory admission's
+  // executions are its loads' reads-from (the same count either way: 14,468 on 2026-12-02).
+  struct shape {
+    const char* scenario;
+    ts::params p;
+    ts::memory_model m;
+    bool fewer;
+  };
+  const shape shapes[] = {
+      {"admission", params_of({{"lanes", 3}, {"hold", 1}}), ts::memory_model::sc, true},
+      {"admission", params_of({{"lanes", 3}, {"hold", 1}}), ts::memory_model::weak, false},
+      {"rcu", params_of({{"lanes", 2}, {"readers", 1}, {"passes", 1}}), ts::memory_model::sc, true},
+      {"rcu", params_of({{"lanes", 2}, {"readers", 1}, {"passes", 1}}), ts::memory_model::weak, true},
+  };
+  for (const shape& x : shapes) {
+    const ts::scenario& sc = builtin(x.scenario);
+    SCOPED_TRACE(std::string(x.scenario) + " " + ts::to_string(x.m));
+    ts::dpor_options o;
+    o.max_seconds = 60;
+    const auto with = ts::explore_dpor(sc, x.p, limits_of(sc, x.m), o);
+    o.invariant_forms = false;
+    const auto without = ts::explore_dpor(sc, x.p, limits_of(sc, x.m), o);
+    EXPECT_TRUE(with.complete) << text(with);
+    EXPECT_TRUE(without.complete) << text(without);
+    EXPECT_EQ(with.failures.size(), 0u) << text(with);
+    if (x.fewer) EXPECT_LT(with.executions, without.executions) << text(with) << " against " << text(without);
+    else EXPECT_LE(with.executions, without.executions) << text(with) << " against " << text(without);
+    std::printf("[ %s ] %s: %llu executions with word bounds, %llu with every invariant as any\n", x.scenario, ts::to_string(x.m),
+                static_cast<unsigned long long>(with.executions), static_cast<unsigned long long>(without.executions));
+  }
+}
+
 TEST(Dpor, FindsEveryPlantedBugOfTheSmallShapes) {
   // Each of these is found by the unreduced enumeration of the same shape (docs/simulator.md
   // §20.3); dpor must find it too.
@@ -686,6 +789,9 @@ TEST(Dpor, FindsEveryPlantedBugOfTheSmallShapes) {
   bugs.push_back({"aba-stack", {}, ts::memory_model::sc});
   bugs.push_back({"lock-order", params_of({{"rounds", 1}}), ts::memory_model::sc});
   bugs.push_back({"warp-ticket", params_of({{"warps", 1}, {"threads", 4}, {"bug", 2}}), ts::memory_model::sc});
+  // rcu's R4 is declared word bounds: its memory-order bugs are still found (2026-12-02: runs 0-26)
+  for (int b : {1, 2, 4, 5, 6, 7})
+    bugs.push_back({"rcu", params_of({{"lanes", 2}, {"readers", 1}, {"passes", 1}, {"bug", b}}), ts::memory_model::weak});
   for (const bug& b : bugs)
     for (auto plain : {ts::plain_mode::automatic, ts::plain_mode::writers}) {  // automatic: declared (all of these declare)
       const ts::scenario& sc = builtin(b.scenario);

@@ -627,7 +627,7 @@ struct dpor_args {
   std::vector<std::string> sets;
   std::uint64_t schedules = 10'000'000;
   double seconds = 0;
-  bool no_reduction = false, compare = false, keep_going = false, coarse_warps = false, all_reads = false;
+  bool no_reduction = false, compare = false, keep_going = false, coarse_warps = false, all_reads = false, no_forms = false;
   std::string plain = "auto";
 };
 
@@ -666,6 +666,7 @@ int cmd_dpor(const dpor_args& d) {
   o.coarse_warps = d.coarse_warps;
   // The unreduced enumeration offers every store a load may read: it is the count without any reduction.
   o.skip_subsumed_reads = !d.all_reads && !d.no_reduction;
+  o.invariant_forms = !d.no_forms;
   if (!ts::parse_plain_mode(d.plain, o.plain))
     throw usage_error("--plain " + d.plain + ": use auto (the default: declared where the scenario declares its plain state, "
                       "writers otherwise), declared, all (every step may read plain state: sound for any scenario), writers "
@@ -674,8 +675,9 @@ int cmd_dpor(const dpor_args& d) {
     throw usage_error("--plain declared: scenario " + sc.name + " does not declare its plain state (toga/sim/plain.hpp); use "
                       "--plain writers (its default) or all");
   const ts::dpor_summary s = ts::explore_dpor(sc, p, limits, o);
-  fmt::print("scenario {}  dpor{} --plain {}{}{}  memory {}", sc.name, o.reduce ? "" : " --no-reduction", ts::to_string(s.plain),
-             o.coarse_warps ? " --coarse-warps" : "", d.all_reads && o.reduce ? " --all-reads" : "", ts::to_string(limits.memory));
+  fmt::print("scenario {}  dpor{} --plain {}{}{}{}  memory {}", sc.name, o.reduce ? "" : " --no-reduction", ts::to_string(s.plain),
+             o.coarse_warps ? " --coarse-warps" : "", d.all_reads && o.reduce ? " --all-reads" : "",
+             d.no_forms ? " --no-invariant-forms" : "", ts::to_string(limits.memory));
   for (const auto& [k, v] : p.values()) fmt::print(" {}={}", k, v);
   fmt::print("\n");
   print_dpor(s, o.reduce);
@@ -1161,6 +1163,9 @@ int main(int argc, char** argv) {
   dp->add_flag("--all-reads", da.all_reads, "under --memory weak, every store a load may read is a branch, also one "
                                             "that an older store of the same value subsumes (the count before "
                                             "2026-12-01; for comparison)");
+  dp->add_flag("--no-invariant-forms", da.no_forms, "every invariant as one of form `any`: the steps that write what it "
+                                                  "reads stay in one order, also for the sum equalities and word bounds a "
+                                                  "scenario declares (for comparison; docs/simulator.md section 20.1)");
   dp->add_option("--save-failure", da.save, "write the first failure's decisions to FILE (toga-sim replay --decisions FILE)");
 
   mutants_args ma;

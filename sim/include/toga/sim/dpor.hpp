@@ -87,6 +87,10 @@ struct dpor_options {
   //! (run_limits::skip_subsumed_reads). false: every store the load may read is a branch (the
   //! count before 2026-12-01; for comparison and for the test that the outcomes are the same).
   bool skip_subsumed_reads = true;
+  //! Under --plain declared, invariants declared a sum equality or word bounds
+  //! (world::invariant_form) need less order among the steps that write what they read. false:
+  //! every invariant as `any` (the invariant rule for all; for comparison and tests).
+  bool invariant_forms = true;
   //! For tests only: dependence rules for warp intrinsics that are known to be wrong, to show that
   //! the tests can tell (Dpor.ActivemaskGroupsDependOnArrivalOrder). 0: the sound rules; 1: an
   //! activemask park commutes with the resume of a parked lane, as if the order of the two did not

@@ -51,14 +51,15 @@ class ghost {
     return *this;
   }
   //! An add by the running lane (integers: told as an add, which commutes with another add of the
-  //! word unless an invariant that is not a sum reads it; dpor, docs/simulator.md §20.1).
+  //! word unless an invariant that is not a sum reads it, and with an add of the same direction
+  //! where the word's invariants are bounds; dpor, docs/simulator.md §20.1).
   ghost& operator+=(T d) {
-    note_add();
+    note_add(is_down(d, false));
     v_ += d;
     return *this;
   }
   ghost& operator-=(T d) {
-    note_add();
+    note_add(is_down(d, true));
     v_ -= d;
     return *this;
   }
@@ -72,9 +73,15 @@ class ghost {
   void note(bool write) const {
     if (world* w = world::current()) w->plain_access(&v_, write);
   }
-  void note_add() const {
+  // Whether `d` added (or, with `minus`, subtracted) lowers the value.
+  static bool is_down(const T& d, bool minus) {
+    if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) return minus ? d > T(0) : d < T(0);
+    else if constexpr (std::is_integral_v<T>) return minus && d != T(0);
+    else return minus;
+  }
+  void note_add(bool down) const {
     if (world* w = world::current()) {
-      if constexpr (std::is_integral_v<T>) w->plain_add(&v_);
+      if constexpr (std::is_integral_v<T>) w->plain_add(&v_, down);
       else w->plain_access(&v_, true);
     }
   }

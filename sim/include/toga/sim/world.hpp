@@ -94,8 +94,12 @@ class step_observer {
   }
   //! The running lane added to a declared plain integer word at `addr` (`ghost<T>::operator+=`,
   //! `-=`, `++`, `--`): a write whose value no lane reads in the same step, so two adds of one word
-  //! leave the same value in either order (by default an ordinary write).
-  virtual void plain_add(unsigned lane, std::uintptr_t addr) { plain(lane, addr, true); }
+  //! leave the same value in either order (by default an ordinary write). `down`: the add lowers
+  //! the value (a decrement), else it raises it or leaves it.
+  virtual void plain_add(unsigned lane, std::uintptr_t addr, bool down) {
+    (void)down;
+    plain(lane, addr, true);
+  }
   //! Invariant number `index` (in the order of add_invariant) reads the byte ranges [first,
   //! second) of `reads`; nullptr: undeclared (it may read anything). Told when it is added.
   virtual void invariant_reads(std::size_t index, const std::vector<std::pair<std::uintptr_t, std::uintptr_t>>* reads) {
@@ -104,6 +108,9 @@ class step_observer {
   //! Invariant number `index` (declared with invariant_reads just before) is a sum equality
   //! (world::invariant_form::sum_equal).
   virtual void invariant_is_sum(std::size_t index) { (void)index; }
+  //! Invariant number `index` (declared with invariant_reads just before) checks words one at a
+  //! time (world::invariant_form::word_bounds).
+  virtual void invariant_is_word_bounds(std::size_t index) { (void)index; }
   //! The running lane arrives at a warp intrinsic of kind k with `mask` (activemask: mask 0, the
   //! lane parks at its call site), before the world records it or checks its mask.
   virtual void arrival(unsigned lane, op k, std::uint32_t mask) { (void)lane, (void)k, (void)mask; }
@@ -150,6 +157,13 @@ class world {
                 //!< each step changes the sum by the same amount in every execution equivalent to
                 //!< its own, so the first step that changes it is found in any of them, and dpor
                 //!< need not order the steps that write its words (the invariant rule)
+    word_bounds,  //!< a conjunction of checks, each of one word's value alone (R4: each reader
+                  //!< counter <= the readers); a check of a word that lanes change by adds
+                  //!< (ghost<T>'s +=, -=) is a bound on it (value <= hi and/or value >= lo).
+                  //!< Each word's writes are ordered among themselves in every equivalent
+                  //!< execution (they conflict) and adds of one direction pass the same bounds in
+                  //!< either order, so dpor orders no steps for it but an add that raises a word
+                  //!< against one that lowers it (docs/simulator.md §20.1)
   };
   //! As add_invariant_reading(name, fn, reads), declaring the check's form. A sum_equal declaration
   //! of a check that is not one makes dpor explorations unsound (they may miss its violations).
@@ -163,8 +177,8 @@ class world {
   }
   //! A declared plain add of the running lane to the integer word at `p` (ghost<T>'s +=, -=, ++,
   //! --; the step observer may let two adds of one word commute).
-  void plain_add(const void* p) {
-    if (observer_ && !checking_ && current_ < lanes_.size()) observer_->plain_add(current_, reinterpret_cast<std::uintptr_t>(p));
+  void plain_add(const void* p, bool down = false) {
+    if (observer_ && !checking_ && current_ < lanes_.size()) observer_->plain_add(current_, reinterpret_cast<std::uintptr_t>(p), down);
   }
   //! The simulated Platform's atomic writes (before they take effect): `p` is written.
   void note_write(const void* p) {
