@@ -279,6 +279,7 @@ class dpor_strategy final : public strategy, public step_observer {
     return chosen;
   }
 
+  bool enumerates_values() const override { return true; }
   std::uint32_t pick_value(std::uint32_t n, std::uint64_t step, unsigned lane) override {
     // The await rule for reads: a lane that backed off and saw no write since repeats its
     // iteration against the same stores; it reads the newest (the older ones it could read the

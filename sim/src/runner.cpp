@@ -579,6 +579,7 @@ class preemption_site_recorder final : public strategy {
     return next;
   }
   std::uint32_t pick_value(std::uint32_t n, std::uint64_t step, unsigned lane) override { return inner_.pick_value(n, step, lane); }
+  bool enumerates_values() const override { return inner_.enumerates_values(); }
   std::vector<std::pair<const char*, std::uint32_t>> sites;
 
  private:

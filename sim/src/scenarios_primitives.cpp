@@ -231,7 +231,7 @@ struct semaphore_collective_inst final : instance {
   }
   void lane() override {
     const unsigned me = P::block_id() * P::block_dim() + P::thread_id();
-    if (P::choose(4) == 0) return;  // partial warps: about a quarter of the lanes do not take part
+    if (P::choose(4, 2) == 0) return;  // partial warps: about a quarter of the lanes do not take part (dpor: 2 branches)
     const auto g = coalesced_group<P>::by_key(reinterpret_cast<std::uintptr_t>(&sem));
     const auto w = sem.wait_collective(g, 1, b);
     if (w.result == sem_result::ok) {

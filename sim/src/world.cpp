@@ -544,12 +544,17 @@ unsigned world::pick(bool yield, bool current_runnable) {
   return next;
 }
 
-std::uint32_t world::choose(std::uint32_t n) {
-  if (n <= 1) return 0;
+std::uint32_t world::choose(std::uint32_t n) { return choose(n, n); }
+
+std::uint32_t world::choose(std::uint32_t n, std::uint32_t distinct) {
+  distinct = std::clamp<std::uint32_t>(distinct, 1, std::max<std::uint32_t>(n, 1));
+  if (n <= 1 || distinct <= 1) return 0;
   std::uint32_t v = 0;
   if (result_.steps < limits_.fair_after) {
-    v = strategy_->pick_value(n, result_.steps, current_);
-    if (v >= n) v = n - 1;
+    const std::uint32_t asked = strategy_->enumerates_values() ? distinct : n;
+    v = strategy_->pick_value(asked, result_.steps, current_);
+    if (v >= asked) v = asked - 1;
+    v = std::min(v, distinct - 1);
     result_.decisions.push_back(v);
     result_.decision_flags.push_back(4);
     result_.decision_lanes.push_back(current_);

@@ -765,6 +765,63 @@ TEST(Dpor, WordBoundsOrderOnlyRaisesAgainstLowers) {
   }
 }
 
+// Two lanes each draw whether to take part with odds 1/4 (choose(4, 2) == 0 skips; Variant 1:
+// choose(4) == 0, four values of which three behave alike) and, if taking part, add 1 to a word.
+template <int Variant>
+struct draw_inst final : ts::instance {
+  std::uint32_t sum = 0;
+  std::uint32_t drawn[2] = {0, 0};
+  void lane() override {
+    const unsigned me = P::thread_id();
+    drawn[me] = Variant == 0 ? P::choose(4, 2) : P::choose(4);
+    if (drawn[me] == 0) return;
+    P::fetch_add(&sum, 1u, toga::relaxed, toga::device_scope);
+  }
+  std::vector<std::pair<std::string, double>> metrics() const override {
+    return {{"sum", sum}, {"d0", drawn[0]}, {"d1", drawn[1]}};
+  }
+};
+
+TEST(Dpor, ADrawWithFewerOutcomesThanValuesIsExploredOncePerOutcome) {
+  // choose(4, 2): dpor explores its 2 outcomes per lane (every sum 0, 1, 2), where choose(4)
+  // costs 4 values per lane; a sampling strategy keeps the odds (a quarter of the
+  // draws skip), and a replay of a dpor run's decisions gives its outcome.
+  const ts::scenario two = test_scenario("t-dpor-draw0", "dpor test: a draw of 2 outcomes", 1, 2,
+                                         [](ts::world&, const ts::params&) { return std::make_unique<draw_inst<0>>(); });
+  const ts::scenario four = test_scenario("t-dpor-draw1", "dpor test: a draw of 4 values", 1, 2,
+                                          [](ts::world&, const ts::params&) { return std::make_unique<draw_inst<1>>(); });
+  outcome_set seen;
+  ts::dpor_options o;
+  o.on_run = [&](const ts::run_result& r, bool redundant) {
+    if (!redundant) values(r, seen);
+  };
+  const auto d2 = ts::explore_dpor(two, {}, limits_of(two, ts::memory_model::sc), o);
+  const auto d4 = dpor(four, {}, ts::memory_model::sc);
+  EXPECT_TRUE(d2.complete) << text(d2);
+  EXPECT_TRUE(d4.complete) << text(d4);
+  // 2026-12-02: 6 against 28 (the two adds' orders where both lanes take part come on top)
+  EXPECT_LT(3 * d2.executions, d4.executions) << text(d2) << " against " << text(d4);
+  std::printf("[ t-dpor-draw ] %llu executions with choose(4, 2), %llu with choose(4)\n",
+              static_cast<unsigned long long>(d2.executions), static_cast<unsigned long long>(d4.executions));
+  std::set<double> sums;
+  for (const auto& v : seen) sums.insert(v[0]);
+  EXPECT_EQ(sums, (std::set<double>{0, 1, 2}));
+  ts::random_strategy rs;
+  unsigned skipped = 0, draws = 0;
+  for (std::uint64_t seed = 1; seed <= 400; ++seed) {
+    const auto r = ts::run_one(two, {}, rs, seed, limits_of(two, ts::memory_model::sc));
+    for (const auto& [k, x] : r.metrics)
+      if (k == "d0" || k == "d1") {
+        ++draws;
+        skipped += x == 0;
+        EXPECT_LE(x, 1.0);
+      }
+  }
+  EXPECT_EQ(draws, 800u);
+  EXPECT_GT(skipped, 120u);  // 1/4 of 800 = 200 expected; 1/2 (the odds if it drew from 2 values) = 400
+  EXPECT_LT(skipped, 280u);
+}
+
 TEST(Dpor, FindsEveryPlantedBugOfTheSmallShapes) {
   // Each of these is found by the unreduced enumeration of the same shape (docs/simulator.md
   // §20.3); dpor must find it too.

@@ -75,6 +75,10 @@ class strategy {
   virtual unsigned pick_lane(const pick_context& c) = 0;
   //! Returns a value in [0, n), n >= 2, for a data choice of lane `lane`.
   virtual std::uint32_t pick_value(std::uint32_t n, std::uint64_t step, unsigned lane) = 0;
+  //! Whether every value of a data choice is a branch to explore (dpor): a choice whose values
+  //! have fewer distinct outcomes (world::choose(n, distinct)) is then asked for `distinct`
+  //! values, one per outcome; a sampling strategy is asked for n, which keeps the draw's odds.
+  virtual bool enumerates_values() const { return false; }
 };
 
 enum class strategy_kind : std::uint8_t { random, pct, replay, exhaustive, portfolio, stall, guided };

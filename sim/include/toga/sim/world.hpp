@@ -208,6 +208,11 @@ class world {
   std::uint32_t activemask(std::uint64_t site);
   //! A data choice in [0, n) drawn from the schedule (recorded, replayed, shrunk).
   std::uint32_t choose(std::uint32_t n);
+  //! A data choice with `distinct` outcomes drawn with the odds of [0, n): a value v in [0, n)
+  //! as choose(n), returned as min(v, distinct - 1) (the scenario declares that the values from
+  //! distinct - 1 up lead to the same outcome: `choose(4, 2) == 0` is "with probability 1/4").
+  //! A strategy that enumerates values (dpor) is asked for `distinct` values only.
+  std::uint32_t choose(std::uint32_t n, std::uint32_t distinct);
   //! Identity of the running lane.
   const lane_info& self() const { return lanes_[current_].info; }
   const launch_config& config() const { return cfg_; }

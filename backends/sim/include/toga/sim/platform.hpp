@@ -182,6 +182,9 @@ struct platform {
   //! A data choice in [0, n) from the schedule: use it for fault injection and test data, so
   //! that replay and shrinking cover it.
   static std::uint32_t choose(std::uint32_t n) { return w().choose(n); }
+  //! As choose(n), with the values from distinct - 1 up declared one outcome (world::choose):
+  //! `choose(4, 2) == 0` happens with probability 1/4, and dpor explores 2 branches, not 4.
+  static std::uint32_t choose(std::uint32_t n, std::uint32_t distinct) { return w().choose(n, distinct); }
   //! Under `--memory weak`: the running lane's current point in happens-before
   //! (toga/sim/memory.hpp); the default mark otherwise. Not a scheduling point. With hb_before,
   //! scenarios check that plain data is handed over along a happens-before chain.
