@@ -73,7 +73,8 @@ class ghost {
   void note(bool write) const {
     if (world* w = world::current()) w->plain_access(&v_, write);
   }
-  // Whether `d` added (or, with `minus`, subtracted) lowers the value.
+  // Whether `d` added (or, with `minus`, subtracted) lowers the value. An unsigned += that is
+  // meant to wrap (x += unsigned(-1)) counts as a raise: lower an unsigned word with -=.
   static bool is_down(const T& d, bool minus) {
     if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) return minus ? d > T(0) : d < T(0);
     else if constexpr (std::is_integral_v<T>) return minus && d != T(0);
