@@ -83,7 +83,12 @@ struct summary {
   bool global = false;
   bool plain = false;  // may have written plain (non-atomic) shared state: see plain_writer
   std::vector<acc_t> acc;
+  // The words touched and written, as bits (ordinal mod 64): two steps whose written bits miss
+  // each other's touched bits share no word that one of them writes (a quick "independent").
+  std::uint64_t touched = 0, written = 0;
   void add(std::uintptr_t a, bool w, std::uint64_t sig = 0) {
+    touched |= std::uint64_t{1} << (a & 63);
+    if (w) written |= std::uint64_t{1} << (a & 63);
     for (auto& x : acc)
       if (x.word == a) {
         merge_acc(x.write, x.sig, w, sig);
@@ -150,6 +155,7 @@ bool dependent(const stored& a, const summary& b, plain_mode m) {
 // `skip`: words (by ordinal) not to count.
 bool dependent(const summary& a, const summary& b, plain_mode m, const std::vector<bool>* skip = nullptr) {
   if (a.global || b.global || plain_dependent(a.plain, b.plain, m)) return true;
+  if (!(a.written & b.touched) && !(b.written & a.touched)) return false;
   for (const auto& x : a.acc)
     for (const auto& y : b.acc)
       if (x.word == y.word && conflict(x.write, x.sig, y.write, y.sig) &&
@@ -205,7 +211,7 @@ class dpor_strategy final : public strategy, public step_observer {
   void begin(std::uint64_t, unsigned lanes) override {
     lanes_ = lanes;
     pos_ = 0;
-    events_.clear();
+    n_ev_ = 0;
     cur_ = -1;
     ended_ = -1;
     cut_ = redundant_ = truncated_ = false;
@@ -217,8 +223,8 @@ class dpor_strategy final : public strategy, public step_observer {
     enabler_next_.assign(lanes, -1);
     sleep_ = 0;
     sleep_acc_.assign(lanes, stored{});
-    ordinal_.clear();
-    ordinal_.emplace(sc_order_word, 0);
+    ord_words_.assign(1, sc_order_word);
+    ord_map_.clear();
     warp_state_.assign(1, false);
     in_collective_.assign(lanes, 0);
     arrival_event_.assign(lanes, -1);
@@ -252,7 +258,7 @@ class dpor_strategy final : public strategy, public step_observer {
         nd.sleep_acc = sleep_acc_;
       }
       nd.explored_acc.assign(lanes_, stored{});
-      nd.prefix = static_cast<std::uint32_t>(ordinal_.size());
+      nd.prefix = static_cast<std::uint32_t>(ord_words_.size());
       const mask open = enabled & ~nd.sleep;
       if (open == 0) {  // every enabled lane is asleep: equivalent runs are explored elsewhere
         cut_ = redundant_ = true;
@@ -344,6 +350,18 @@ class dpor_strategy final : public strategy, public step_observer {
     events_[static_cast<std::size_t>(cur_)].acc.global = true;
     wake_all();
   }
+  // A seq_cst fence writes the seq_cst order (and may be what a waiting lane waits for); the
+  // other orders change their own lane's views only (memory_state::fence): no other lane's step
+  // reads what they change, so they commute with every step of another lane. Under --memory sc
+  // without views every operation is seq_cst and fences order nothing.
+  void fence(unsigned lane, memory_order o, bool views) override {
+    ensure_lane(lane);
+    ran_on(lane);
+    if (views && o == memory_order::seq_cst) {
+      events_[static_cast<std::size_t>(cur_)].acc.add(0, true);
+      wake_all();
+    }
+  }
   void plain(unsigned lane, std::uintptr_t addr, bool write) override {
     if (!declared_) return;  // the other modes assume what plain state does
     ensure_lane(lane);
@@ -417,14 +435,13 @@ class dpor_strategy final : public strategy, public step_observer {
     if (r.failed())
       for (unsigned l = 0; l < lanes_; ++l)
         if (!(exited_ & bit(l))) {
-          event e{l, -1, {}, -1, true, {}, false};
-          e.acc.global = true;
-          events_.push_back(std::move(e));
+          new_event(l, -1, -1, true).acc.global = true;
         }
     // Past a cut only each lane's first step counts (the next steps at the cut).
-    std::vector<std::size_t> ev;
+    std::vector<std::size_t>& ev = ev_;
+    ev.clear();
     mask seen_after = 0;
-    for (std::size_t j = 0; j < events_.size(); ++j) {
+    for (std::size_t j = 0; j < n_ev_; ++j) {
       const event& e = events_[j];
       if (e.after_cut) {
         if (seen_after & bit(e.lane)) continue;
@@ -433,19 +450,27 @@ class dpor_strategy final : public strategy, public step_observer {
       ev.push_back(j);
     }
     // Vector clocks over the trace's happens-before (program order, dependence, await edges).
+    // (the vector clocks are rows of one buffer, kept with the other scratch vectors across runs)
     const std::size_t m = ev.size();
-    std::vector<std::vector<std::uint32_t>> vc(m, std::vector<std::uint32_t>(lanes_, 0));
-    std::vector<std::uint32_t> count(lanes_, 0), seq(m, 0);
-    std::vector<long> last(lanes_, -1);
-    std::vector<std::pair<std::size_t, std::size_t>> races;
-    std::vector<std::pair<std::size_t, bool>> preds;
+    const unsigned nl = lanes_;
+    vc_buf_.assign(m * nl, 0);
+    const auto vc = [this, nl](std::size_t row) { return vc_buf_.data() + row * nl; };
+    count_.assign(nl, 0);
+    seq_.assign(m, 0);
+    last_.assign(nl, -1);
+    std::vector<std::uint32_t>&count = count_, &seq = seq_;
+    std::vector<long>& last = last_;
+    std::vector<std::pair<std::size_t, std::size_t>>& races = races_;
+    std::vector<std::pair<std::size_t, bool>>& preds = preds_;
+    races.clear();
+    std::vector<std::uint32_t>& before = before_;
     for (std::size_t jj = 0; jj < m; ++jj) {
       const event& ej = events_[ev[jj]];
       const unsigned p = ej.lane;
       seq[jj] = ++count[p];
-      if (last[p] >= 0) vc[jj] = vc[static_cast<std::size_t>(last[p])];
-      const std::vector<std::uint32_t> before = vc[jj];  // p's state before this step
-      vc[jj][p] = seq[jj];
+      if (last[p] >= 0) std::copy_n(vc(static_cast<std::size_t>(last[p])), nl, vc(jj));
+      before.assign(vc(jj), vc(jj) + nl);  // p's state before this step
+      vc(jj)[p] = seq[jj];
       preds.clear();
       for (std::size_t ii = 0; ii < jj; ++ii) {
         const event& ei = events_[ev[ii]];
@@ -459,7 +484,7 @@ class dpor_strategy final : public strategy, public step_observer {
             !dependent(ei.acc, ej.acc, plain_, &warp_state_);
         if (!enabling && !released && !dependent(ei.acc, ej.acc, plain_)) continue;
         preds.emplace_back(ii, released);
-        for (unsigned l = 0; l < lanes_; ++l) vc[jj][l] = std::max(vc[jj][l], vc[ii][l]);
+        for (unsigned l = 0; l < nl; ++l) vc(jj)[l] = std::max(vc(jj)[l], vc(ii)[l]);
       }
       // A race is an immediate predecessor: one that no other predecessor of e_j (nor e_j's own
       // previous step) happens after (Abdulla et al., POPL'14, def. of the race relation).
@@ -468,7 +493,7 @@ class dpor_strategy final : public strategy, public step_observer {
         if (released || ei.node < 0 || before[ei.lane] >= seq[ii]) continue;
         bool covered = false;
         for (const auto& [kk, r2] : preds)  // (a rendezvous edge orders only the part of a completing step after its arrival)
-          if (kk != ii && (!r2 || ej.resumed) && vc[kk][ei.lane] >= seq[ii]) {
+          if (kk != ii && (!r2 || ej.resumed) && vc(kk)[ei.lane] >= seq[ii]) {
             covered = true;
             break;
           }
@@ -480,8 +505,8 @@ class dpor_strategy final : public strategy, public step_observer {
     // events after e_i that do not depend on it, followed by e_j: an *initial* of that sequence
     // (source sets, Abdulla, Aronis, Jonsson, Sagonas, POPL'14). Adding e_j's lane instead (the
     // rule of Flanagan and Godefroid) loses executions together with sleep sets.
-    const auto hb = [&](std::size_t a, std::size_t b) { return vc[b][events_[ev[a]].lane] >= seq[a]; };
-    std::vector<std::size_t> v;
+    const auto hb = [&](std::size_t a, std::size_t b) { return vc(b)[events_[ev[a]].lane] >= seq[a]; };
+    std::vector<std::size_t>& v = v_;
     for (const auto& [ii, jj] : races) {
       v.clear();
       mask lanes_seen = 0, initials = 0;
@@ -558,12 +583,7 @@ class dpor_strategy final : public strategy, public step_observer {
     summary& s = events_[static_cast<std::size_t>(cur_)].acc;
     if (plain_rule_ && k != op::load && k != op::cas && k != op::backoff && k != op::choice) s.plain = true;
     switch (k) {
-      case op::fence:
-        if (views_) {
-          s.add(0, true);
-          wake_all();
-        }
-        break;
+      case op::fence: break;  // its order is told when it runs (fence below)
       case op::activemask:
       case op::ballot:
       case op::shfl:
@@ -590,9 +610,9 @@ class dpor_strategy final : public strategy, public step_observer {
     return lane;
   }
   void start_event(unsigned lane, int nd) {
-    events_.push_back(event{lane, nd, {}, enabler_next_[lane], cut_, {}, false});
+    new_event(lane, nd, enabler_next_[lane], cut_);
     enabler_next_[lane] = -1;
-    cur_ = static_cast<int>(events_.size() - 1);
+    cur_ = static_cast<int>(n_ev_ - 1);
     if (pending_open_[lane]) apply(lane, pending_[lane]);
     // a lane resumed inside an intrinsic: it waited for the rendezvous (it reads its result), or
     // parked in activemask (it closes its group, or finds it closed)
@@ -678,21 +698,52 @@ class dpor_strategy final : public strategy, public step_observer {
   unsigned lanes_ = 0;
   std::vector<node> stack_;
   std::size_t pos_ = 0;
-  std::vector<event> events_;
+  std::vector<event> events_;  // the run's steps: the first n_ev_ (the slots after them are kept for their capacity)
+  std::size_t n_ev_ = 0;
+  // A step appended to the run, in a reused slot when there is one (its vectors keep their capacity).
+  event& new_event(unsigned lane, int nd, int enabler, bool after_cut) {
+    if (n_ev_ == events_.size()) events_.emplace_back();
+    event& e = events_[n_ev_++];
+    e.lane = lane;
+    e.node = nd;
+    e.acc.global = e.acc.plain = false;
+    e.acc.acc.clear();
+    e.acc.touched = e.acc.written = 0;
+    e.enabler = enabler;
+    e.after_cut = after_cut;
+    e.rendezvous.clear();
+    e.resumed = false;
+    return e;
+  }
+  // finish()'s scratch, kept across runs
+  std::vector<std::size_t> ev_, v_;
+  std::vector<std::uint32_t> vc_buf_, count_, seq_, before_;
+  std::vector<long> last_;
+  std::vector<std::pair<std::size_t, std::size_t>> races_;
+  std::vector<std::pair<std::size_t, bool>> preds_;
   int cur_ = -1;
   int ended_ = -1;
   bool cut_ = false, redundant_ = false, truncated_ = false, views_ = false;
   mask spin_ = 0, exited_ = 0, sleep_ = 0;
   mask stale_ = 0;  // lanes that backed off and have seen no other lane's write since
   std::vector<stored> sleep_acc_;
-  std::unordered_map<std::uintptr_t, std::uint32_t> ordinal_;  // word -> order of first touch in this run (0: the seq_cst order)
+  // word -> order of first touch in this run (0: the seq_cst order). A small scenario touches few
+  // words: the first ord_linear are searched in order, the rest through ord_map_.
+  static constexpr std::size_t ord_linear = 32;
+  std::vector<std::uintptr_t> ord_words_;
+  std::unordered_map<std::uintptr_t, std::uint32_t> ord_map_;
   std::uintptr_t ordinal(std::uintptr_t a) {
-    const auto [it, added] = ordinal_.emplace(a, static_cast<std::uint32_t>(ordinal_.size()));
-    if (added) {
-      if (warp_state_.size() <= it->second) warp_state_.resize(it->second + 1, false);
-      warp_state_[it->second] = a >= park_word(1u << 16) && a <= warp_word(0);
-    }
-    return it->second;
+    const std::size_t n = ord_words_.size();
+    for (std::size_t i = 0, lim = std::min(n, ord_linear); i < lim; ++i)
+      if (ord_words_[i] == a) return i;
+    if (n > ord_linear)
+      if (const auto it = ord_map_.find(a); it != ord_map_.end()) return it->second;
+    const auto o = static_cast<std::uint32_t>(n);
+    ord_words_.push_back(a);
+    if (o >= ord_linear) ord_map_.emplace(a, o);
+    if (warp_state_.size() <= o) warp_state_.resize(o + 1, false);
+    warp_state_[o] = a >= park_word(1u << 16) && a <= warp_word(0);
+    return o;
   }
   std::vector<bool> warp_state_;  // per ordinal: a word of a warp's rendezvous, parking or results
   std::vector<op> pending_;

@@ -127,7 +127,10 @@ struct semaphore_inst final : instance {
   void use(std::uint32_t item, unsigned me) {
     if (owner[item] != none) P::violated("item " + str(item) + " handed to lane " + str(me) + " while lane " + str(owner[item]) + " uses it");
     owner[item] = me;
-    P::fence(seq_cst, device_scope);  // a scheduling point while the item is in use
+    // A scheduling point while the item is in use. A relaxed fence changes no view: a seq_cst one
+    // would synchronise the lanes through the seq_cst order and could hide a missing acquire or
+    // release of the semaphore under --memory weak (and order every use against every other for dpor).
+    P::fence(relaxed, device_scope);
     owner[item] = none;
   }
   void lane() override {
@@ -310,7 +313,7 @@ struct mutex_inst final : instance {
         const std::uint32_t v = P::load(&counter, relaxed, device_scope);
         P::store(&counter, v + g.size, relaxed, device_scope);
       } else {
-        P::fence(seq_cst, device_scope);
+        P::fence(relaxed, device_scope);  // a scheduling point inside (relaxed: it synchronises nothing)
       }
       inside[me] = 0;
       m.unlock(g);

@@ -87,6 +87,11 @@ class step_observer {
   virtual void access(unsigned lane, std::uintptr_t addr, bool write, bool sc_order) = 0;
   //! The running lane read state that every step changes (the step count: `platform::clock_ns`).
   virtual void global(unsigned lane) = 0;
+  //! The running lane runs a fence of order `o` (after its scheduling point, before the memory
+  //! model applies it); `views` as in point_op. Only a seq_cst fence touches state other lanes
+  //! read (the seq_cst order): an acquire, release or acq_rel fence changes its own lane's views
+  //! only (memory_state::fence), a relaxed fence nothing.
+  virtual void fence(unsigned lane, memory_order o, bool views) { (void)lane, (void)o, (void)views; }
   //! The running lane read or wrote a declared plain (non-atomic) word at `addr`
   //! (world::plain_access: scenario ghost state, toga/sim/plain.hpp).
   virtual void plain(unsigned lane, std::uintptr_t addr, bool write) {
@@ -179,6 +184,11 @@ class world {
   //! --; the step observer may let two adds of one word commute).
   void plain_add(const void* p, bool down = false) {
     if (observer_ && !checking_ && current_ < lanes_.size()) observer_->plain_add(current_, reinterpret_cast<std::uintptr_t>(p), down);
+  }
+  //! The simulated Platform's fence of order `o`, after its scheduling point (tells the step
+  //! observer).
+  void note_fence(memory_order o) {
+    if (observer_ && current_ < lanes_.size()) observer_->fence(current_, o, mem_ && !shadow_memory_);
   }
   //! The simulated Platform's atomic writes (before they take effect): `p` is written.
   void note_write(const void* p) {

@@ -103,6 +103,7 @@ struct platform {
   static void fence(order_tag<O>, scope_tag<S>) {
     world& wd = w();
     wd.point(op::fence);
+    wd.note_fence(O);
     if (memory_state* m = wd.memory()) m->fence(O, model_scope(wd, S));
   }
 
