@@ -310,12 +310,11 @@ class dpor_strategy final : public strategy, public step_observer {
   }
 
   // ---- step_observer --------------------------------------------------------------------------
-  void point_op(unsigned lane, op k, bool views) override {
+  void point_op(unsigned lane, op k, bool) override {  // (views: told with each fence, fence below)
     ensure_lane(lane);
     if (pending_open_[lane]) apply(lane, pending_[lane]);  // no choice since: it ran in this step
     ran_on(lane);
     in_collective_[lane] = 0;  // the code after an intrinsic ends here
-    views_ = views;
     if (k == op::start || k == op::exit) {
       if (plain_rule_) events_[static_cast<std::size_t>(cur_)].acc.plain = true;
       if (k == op::exit) {
@@ -458,12 +457,11 @@ class dpor_strategy final : public strategy, public step_observer {
     count_.assign(nl, 0);
     seq_.assign(m, 0);
     last_.assign(nl, -1);
-    std::vector<std::uint32_t>&count = count_, &seq = seq_;
-    std::vector<long>& last = last_;
-    std::vector<std::pair<std::size_t, std::size_t>>& races = races_;
-    std::vector<std::pair<std::size_t, bool>>& preds = preds_;
+    auto &count = count_, &seq = seq_, &before = before_;
+    auto& last = last_;
+    auto& races = races_;
+    auto& preds = preds_;
     races.clear();
-    std::vector<std::uint32_t>& before = before_;
     for (std::size_t jj = 0; jj < m; ++jj) {
       const event& ej = events_[ev[jj]];
       const unsigned p = ej.lane;
@@ -723,7 +721,7 @@ class dpor_strategy final : public strategy, public step_observer {
   std::vector<std::pair<std::size_t, bool>> preds_;
   int cur_ = -1;
   int ended_ = -1;
-  bool cut_ = false, redundant_ = false, truncated_ = false, views_ = false;
+  bool cut_ = false, redundant_ = false, truncated_ = false;
   mask spin_ = 0, exited_ = 0, sleep_ = 0;
   mask stale_ = 0;  // lanes that backed off and have seen no other lane's write since
   std::vector<stored> sleep_acc_;
